@@ -1,0 +1,5 @@
+"""Structured models: joint features, task loss, max oracle, decoding."""
+from .base import MODEL_REGISTRY, StructuredModel, register_model
+from .chain import ChainModel
+
+__all__ = ["StructuredModel", "register_model", "MODEL_REGISTRY", "ChainModel"]

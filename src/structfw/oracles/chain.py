@@ -1,0 +1,309 @@
+"""Chain (sequence) kernels: Viterbi, fused unary-score + Viterbi max oracles, and
+the sparse joint-feature differences of the chain model.  All numba-compiled.
+
+Layout of w for a chain with S states and F features (``ChainModel``):
+``w[s*F + f]`` is the unary weight of feature f for state s, and
+``w[S*F + a*S + b]`` the weight of the transition a -> b.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+# ---------------------------------------------------------------- Viterbi
+@njit(cache=True, fastmath=True)
+def _viterbi_core(U, w, off, S):
+    """argmax_y sum_l U[l, y_l] + sum_l w[off + y_l*S + y_{l+1}]; returns (y, score).
+
+    The forward pass stores only the max-marginal scores (branch-free max, which
+    vectorises); the backtrack recomputes the argmax at the S candidates of each
+    position.  Ties go to the smallest state index.
+    """
+    L = U.shape[0]
+    y = np.empty(L, np.int64)
+    if L == 0:
+        return y, 0.0
+    M = np.empty((L, S))
+    prev = np.empty(S)
+    cur = np.empty(S)
+    for s in range(S):
+        prev[s] = U[0, s]
+        M[0, s] = prev[s]
+    for l in range(1, L):
+        p0 = prev[0]
+        for b in range(S):
+            cur[b] = p0 + w[off + b]
+        for a in range(1, S):
+            sa = prev[a]
+            base = off + a * S
+            for b in range(S):
+                cur[b] = max(cur[b], sa + w[base + b])
+        for b in range(S):
+            v = cur[b] + U[l, b]
+            prev[b] = v
+            M[l, b] = v
+    best = 0
+    for s in range(1, S):
+        if M[L - 1, s] > M[L - 1, best]:
+            best = s
+    total = M[L - 1, best]
+    y[L - 1] = best
+    for l in range(L - 1, 0, -1):
+        b = y[l]
+        arg = 0
+        bv = M[l - 1, 0] + w[off + b]
+        for a in range(1, S):
+            v = M[l - 1, a] + w[off + a * S + b]
+            if v > bv:
+                bv = v
+                arg = a
+        y[l - 1] = arg
+    return y, total
+
+
+@njit(cache=True)
+def viterbi(U, P):
+    """Max-sum Viterbi on a chain.
+
+    Parameters
+    ----------
+    U : (L, S) float64 unary scores.
+    P : (S, S) float64 transition scores, P[a, b] for y_l = a, y_{l+1} = b.
+
+    Returns
+    -------
+    y : (L,) int64 maximiser of sum_l U[l, y_l] + sum_l P[y_l, y_{l+1}]
+    score : float, its value
+    """
+    S = U.shape[1]
+    flat = np.ascontiguousarray(P).reshape(S * S)
+    return _viterbi_core(U, flat, 0, S)
+
+
+@njit(cache=True)
+def loss_augmented_viterbi(U, P, y_true):
+    """Viterbi on U + (1/L) [y != y_true] (normalised Hamming loss augmentation)."""
+    L, S = U.shape
+    V = U.copy()
+    if L > 0:
+        c = 1.0 / L
+        for l in range(L):
+            for s in range(S):
+                if s != y_true[l]:
+                    V[l, s] += c
+    return viterbi(V, P)
+
+
+# ------------------------------------------------ fused chain-model oracles
+@njit(cache=True, fastmath=True)
+def chain_unary_dense(x, w, S, F, y_true, augment):
+    """U[l, s] = <x_l, w[s*F:(s+1)*F]> (+ 1/L when s != y_true[l] and augment)."""
+    L = x.shape[0]
+    U = np.empty((L, S))
+    c = 1.0 / L if L > 0 else 0.0
+    for l in range(L):
+        for s in range(S):
+            acc = 0.0
+            base = s * F
+            for f in range(F):
+                acc += x[l, f] * w[base + f]
+            if augment and s != y_true[l]:
+                acc += c
+            U[l, s] = acc
+    return U
+
+
+@njit(cache=True)
+def chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment):
+    """As chain_unary_dense for x given by CSR arrays (L = len(indptr) - 1)."""
+    L = indptr.shape[0] - 1
+    U = np.empty((L, S))
+    c = 1.0 / L if L > 0 else 0.0
+    for l in range(L):
+        for s in range(S):
+            acc = 0.0
+            base = s * F
+            for k in range(indptr[l], indptr[l + 1]):
+                acc += data[k] * w[base + indices[k]]
+            if augment and s != y_true[l]:
+                acc += c
+            U[l, s] = acc
+    return U
+
+
+@njit(cache=True)
+def chain_oracle_dense(x, w, y_true, S, F, augment):
+    """Loss-augmented (augment=True) or plain Viterbi decoding of a dense chain."""
+    U = chain_unary_dense(x, w, S, F, y_true, augment)
+    y, _ = _viterbi_core(U, w, S * F, S)
+    return y
+
+
+@njit(cache=True)
+def chain_oracle_csr(indptr, indices, data, w, y_true, S, F, augment):
+    """Loss-augmented or plain Viterbi decoding of a chain with CSR features."""
+    U = chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment)
+    y, _ = _viterbi_core(U, w, S * F, S)
+    return y
+
+
+@njit(cache=True)
+def hamming_loss(a, b):
+    """Normalised Hamming loss mean_l [a_l != b_l] (0 for empty labellings)."""
+    L = a.shape[0]
+    if L == 0:
+        return 0.0
+    m = 0
+    for l in range(L):
+        if a[l] != b[l]:
+            m += 1
+    return m / L
+
+
+# -------------------------------------------- joint feature differences
+@njit(cache=True)
+def _transition_diff(ya, yb, S, off, out_i, out_v, m):
+    """Append the sorted, coalesced nonzeros of e(ya) - e(yb) (transition counts)
+    to out_i/out_v from position m; labels < 0 mean "absent" (no transition)."""
+    L = ya.shape[0]
+    n = 0
+    ti = np.empty(2 * L, np.int64)
+    tv = np.empty(2 * L)
+    for l in range(L - 1):
+        a0 = ya[l]
+        b0 = ya[l + 1]
+        a1 = yb[l]
+        b1 = yb[l + 1]
+        if a0 == a1 and b0 == b1:
+            continue
+        if a0 >= 0 and b0 >= 0:
+            ti[n] = off + a0 * S + b0
+            tv[n] = 1.0
+            n += 1
+        if a1 >= 0 and b1 >= 0:
+            ti[n] = off + a1 * S + b1
+            tv[n] = -1.0
+            n += 1
+    # insertion sort (n <= 2L, small)
+    for p in range(1, n):
+        ki = ti[p]
+        kv = tv[p]
+        q = p - 1
+        while q >= 0 and ti[q] > ki:
+            ti[q + 1] = ti[q]
+            tv[q + 1] = tv[q]
+            q -= 1
+        ti[q + 1] = ki
+        tv[q + 1] = kv
+    p = 0
+    while p < n:
+        j = ti[p]
+        v = 0.0
+        while p < n and ti[p] == j:
+            v += tv[p]
+            p += 1
+        if v != 0.0:
+            out_i[m] = j
+            out_v[m] = v
+            m += 1
+    return m
+
+
+@njit(cache=True)
+def chain_phi_diff_dense(x, ya, yb, S, F):
+    """Sparse phi(x, ya) - phi(x, yb) for dense x (L, F), touching only positions
+    where ya and yb differ.  Labels < 0 in yb mean "no labelling" (so yb = -1
+    everywhere gives phi(x, ya)).  Returns sorted unique indices and values, zeros dropped.
+    """
+    L = x.shape[0]
+    mark = np.zeros(S, np.bool_)
+    k = 0
+    for l in range(L):
+        a = ya[l]
+        b = yb[l]
+        if a != b:
+            if a >= 0 and not mark[a]:
+                mark[a] = True
+                k += 1
+            if b >= 0 and not mark[b]:
+                mark[b] = True
+                k += 1
+    out_i = np.empty(k * F + 2 * L, np.int64)
+    out_v = np.empty(k * F + 2 * L)
+    m = 0
+    if k > 0:
+        buf = np.empty(F)
+        for s in range(S):
+            if not mark[s]:
+                continue
+            for f in range(F):
+                buf[f] = 0.0
+            for l in range(L):
+                a = ya[l]
+                b = yb[l]
+                if a == b:
+                    continue
+                if a == s:
+                    for f in range(F):
+                        buf[f] += x[l, f]
+                elif b == s:
+                    for f in range(F):
+                        buf[f] -= x[l, f]
+            base = s * F
+            for f in range(F):
+                if buf[f] != 0.0:
+                    out_i[m] = base + f
+                    out_v[m] = buf[f]
+                    m += 1
+    m = _transition_diff(ya, yb, S, S * F, out_i, out_v, m)
+    return out_i[:m].copy(), out_v[:m].copy()
+
+
+@njit(cache=True)
+def chain_phi_diff_csr(indptr, indices, data, ya, yb, S, F):
+    """As chain_phi_diff_dense for x given by CSR arrays (never densified)."""
+    L = indptr.shape[0] - 1
+    cnt = 0
+    for l in range(L):
+        if ya[l] != yb[l]:
+            w = indptr[l + 1] - indptr[l]
+            if ya[l] >= 0:
+                cnt += w
+            if yb[l] >= 0:
+                cnt += w
+    ui = np.empty(cnt, np.int64)
+    uv = np.empty(cnt)
+    n = 0
+    for l in range(L):
+        a = ya[l]
+        b = yb[l]
+        if a == b:
+            continue
+        for kk in range(indptr[l], indptr[l + 1]):
+            if a >= 0:
+                ui[n] = a * F + indices[kk]
+                uv[n] = data[kk]
+                n += 1
+            if b >= 0:
+                ui[n] = b * F + indices[kk]
+                uv[n] = -data[kk]
+                n += 1
+    out_i = np.empty(n + 2 * L, np.int64)
+    out_v = np.empty(n + 2 * L)
+    m = 0
+    if n > 0:
+        order = np.argsort(ui[:n], kind="mergesort")
+        t = 0
+        while t < n:
+            j = ui[order[t]]
+            v = 0.0
+            while t < n and ui[order[t]] == j:
+                v += uv[order[t]]
+                t += 1
+            if v != 0.0:
+                out_i[m] = j
+                out_v[m] = v
+                m += 1
+    m = _transition_diff(ya, yb, S, S * F, out_i, out_v, m)
+    return out_i[:m].copy(), out_v[:m].copy()

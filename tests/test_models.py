@@ -1,0 +1,224 @@
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from structfw._linalg import SparseVector
+from structfw.models import ChainModel
+from structfw.oracles import loss_augmented_viterbi, viterbi
+
+
+def dense(v):
+    return v.toarray() if isinstance(v, SparseVector) else np.asarray(v, float)
+
+
+def check_sparse_vector(v, d):
+    assert isinstance(v, SparseVector)
+    assert v.dim == d
+    assert v.indices.dtype == np.int64 and v.values.dtype == np.float64
+    assert np.all(np.diff(v.indices) > 0)
+    assert np.all(v.values != 0)
+
+
+def chain_phi_direct(x, y, S, F):
+    phi = np.zeros(S * F + S * S)
+    for l, s in enumerate(y):
+        phi[s * F:(s + 1) * F] += x[l]
+    for a, b in zip(y[:-1], y[1:]):
+        phi[S * F + a * S + b] += 1
+    return phi
+
+
+# ---------------------------------------------------------------- chain
+def brute_chain(model, x, y_true, w, augment):
+    S = model.n_states
+    best, best_y = -np.inf, None
+    for y in itertools.product(range(S), repeat=x.shape[0]):
+        y = np.array(y)
+        v = w @ chain_phi_direct(x, y, S, model.n_features)
+        if augment:
+            v += np.mean(y != y_true)
+        if v > best:
+            best, best_y = v, y
+    return best, best_y
+
+
+@pytest.mark.parametrize("L", [1, 2, 3, 4, 5])
+def test_chain_oracles_vs_brute_force(L):
+    rng = np.random.default_rng(L)
+    S, F = 3, 4
+    m = ChainModel(S, F)
+    for _ in range(8):
+        x = rng.standard_normal((L, F))
+        y_true = rng.integers(0, S, L)
+        w = rng.standard_normal(m.size_joint_feature)
+        for augment in (True, False):
+            best, _ = brute_chain(m, x, y_true, w, augment)
+            y = m.loss_augmented_decode(x, y_true, w) if augment else m.decode(x, w)
+            assert y.shape == (L,) and y.dtype == np.int64
+            val = w @ chain_phi_direct(x, y, S, F) + (m.loss(y_true, y) if augment else 0)
+            assert val == pytest.approx(best, abs=1e-10)
+
+
+def test_viterbi_kernels_vs_brute_force():
+    rng = np.random.default_rng(0)
+    for L in range(1, 6):
+        U = rng.standard_normal((L, 3))
+        P = rng.standard_normal((3, 3))
+        y_true = rng.integers(0, 3, L)
+        for aug in (False, True):
+            best = -np.inf
+            for y in itertools.product(range(3), repeat=L):
+                v = sum(U[l, y[l]] for l in range(L)) + sum(P[y[l], y[l + 1]] for l in range(L - 1))
+                if aug:
+                    v += np.mean(np.array(y) != y_true)
+                best = max(best, v)
+            y, score = loss_augmented_viterbi(U, P, y_true) if aug else viterbi(U, P)
+            assert score == pytest.approx(best)
+
+
+def test_chain_joint_feature_and_psi():
+    rng = np.random.default_rng(1)
+    S, F = 4, 6
+    m = ChainModel(S, F)
+    assert m.size_joint_feature == S * F + S * S
+    for L in (1, 2, 5, 9):
+        x = rng.standard_normal((L, F))
+        x[:, 0] = 0.0  # zeros must be dropped
+        for _ in range(5):
+            a = rng.integers(0, S, L)
+            b = a.copy()
+            k = rng.integers(0, L + 1)
+            b[rng.choice(L, k, replace=False)] = rng.integers(0, S, k)
+            phi = m.joint_feature(x, a)
+            check_sparse_vector(phi, m.size_joint_feature)
+            np.testing.assert_allclose(dense(phi), chain_phi_direct(x, a, S, F))
+            p = m.psi(x, a, b)
+            check_sparse_vector(p, m.size_joint_feature)
+            np.testing.assert_allclose(
+                dense(p), chain_phi_direct(x, a, S, F) - chain_phi_direct(x, b, S, F), atol=1e-12
+            )
+    p = m.psi(x, a, a)
+    assert p.nnz == 0
+
+
+def test_chain_sparse_features_match_dense():
+    rng = np.random.default_rng(2)
+    S, F = 5, 30
+    m = ChainModel(S, F)
+    for L in (1, 3, 7):
+        xd = rng.standard_normal((L, F)) * (rng.random((L, F)) < 0.3)
+        xs = sp.csr_matrix(xd)
+        (xd_c,), (xs_c,) = m.check_X([xd]), m.check_X([xs])
+        assert sp.issparse(xs_c)
+        y_true = rng.integers(0, S, L)
+        w = rng.standard_normal(m.size_joint_feature)
+        np.testing.assert_array_equal(
+            m.loss_augmented_decode(xd_c, y_true, w), m.loss_augmented_decode(xs_c, y_true, w)
+        )
+        np.testing.assert_array_equal(m.decode(xd_c, w), m.decode(xs_c, w))
+        y = rng.integers(0, S, L)
+        for u, v in [(m.psi(xd_c, y_true, y), m.psi(xs_c, y_true, y)),
+                     (m.joint_feature(xd_c, y), m.joint_feature(xs_c, y))]:
+            check_sparse_vector(v, m.size_joint_feature)
+            np.testing.assert_array_equal(u.indices, v.indices)
+            np.testing.assert_allclose(u.values, v.values)
+
+
+def test_chain_large_sparse_features_stay_small():
+    import tracemalloc
+
+    rng = np.random.default_rng(3)
+    S, F = 9, 200_000
+    m = ChainModel(S, F)
+    X = []
+    for _ in range(20):
+        L = int(rng.integers(5, 30))
+        nnz = 15
+        rows = np.repeat(np.arange(L), nnz)
+        cols = rng.integers(0, F, L * nnz)
+        X.append(sp.csr_matrix((np.ones(L * nnz), (rows, cols)), shape=(L, F)))
+    Y = [rng.integers(0, S, x.shape[0]) for x in X]
+    X, Y = m.check_data(X, Y)
+    w = rng.standard_normal(m.size_joint_feature) * 0.01
+    m.loss_augmented_decode(X[0], Y[0], w)  # compile
+    m.psi(X[0], Y[0], Y[1][: X[0].shape[0]] if len(Y[1]) >= X[0].shape[0] else Y[0])
+    tracemalloc.start()
+    for x, y in zip(X, Y):
+        ys = m.loss_augmented_decode(x, y, w)
+        p = m.psi(x, y, ys)
+        assert p.nnz <= 2 * x.nnz + 2 * x.shape[0]
+        m.decode(x, w)
+        m.joint_feature(x, y)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 5_000_000  # a dense (L, F) copy would be > 8 MB
+
+
+def test_chain_loss():
+    m = ChainModel(3, 2)
+    assert m.loss(np.array([0, 1, 2, 0]), np.array([0, 2, 2, 1])) == pytest.approx(0.5)
+    assert m.loss(np.array([1]), np.array([1])) == 0.0
+
+
+def test_chain_ocr_smoke():
+    from structfw.datasets import load_ocr
+
+    X, Y = load_ocr("test")
+    m = ChainModel(26, 128)
+    X, Y = m.check_data(X[:50], Y[:50])
+    w = np.zeros(m.size_joint_feature)
+    for x, y in zip(X, Y):
+        ys = m.loss_augmented_decode(x, y, w)
+        m.check_labelling(x, ys)
+        # with w = 0 the loss-augmented maximiser gets every position wrong
+        assert m.loss(y, ys) == 1.0
+
+
+# ------------------------------------------------------------- validation
+def test_chain_constructor_validation():
+    with pytest.raises(ValueError, match="n_states"):
+        ChainModel(1, 3)
+    with pytest.raises(ValueError, match="n_states"):
+        ChainModel(2.5, 3)
+    with pytest.raises(ValueError, match="n_features"):
+        ChainModel(3, 0)
+    assert ChainModel(3, 4).get_config() == {"n_states": 3, "n_features": 4}
+
+
+def test_chain_input_validation():
+    m = ChainModel(3, 4)
+    good = [np.zeros((2, 4)), np.ones((3, 4))]
+    with pytest.raises(ValueError, match=r"X\[1\] has 3 features, expected 4"):
+        m.check_X([np.zeros((2, 4)), np.zeros((2, 3))])
+    with pytest.raises(ValueError, match=r"X\[0\].*NaN"):
+        m.check_X([np.array([[np.nan, 0, 0, 0]])])
+    with pytest.raises(ValueError, match=r"X\[0\].*NaN or inf"):
+        m.check_X([np.array([[np.inf, 0, 0, 0]])])
+    with pytest.raises(ValueError, match=r"X\[0\].*NaN"):
+        m.check_X([sp.csr_matrix(np.array([[np.nan, 0, 0, 0]]))])
+    with pytest.raises(ValueError, match=r"X\[0\] has 5 features"):
+        m.check_X([sp.csr_matrix((2, 5))])
+    with pytest.raises(ValueError, match=r"X\[0\] must be 2-D"):
+        m.check_X([np.zeros(4)])
+    with pytest.raises(ValueError, match=r"X\[0\]"):
+        m.check_X([np.zeros((0, 4))])
+    with pytest.raises(ValueError, match="X"):
+        m.check_X(None)
+    with pytest.raises(ValueError, match=r"Y\[1\] has label 3 outside 0..2"):
+        m.check_data(good, [np.zeros(2, int), np.array([0, 3, 1])])
+    with pytest.raises(ValueError, match=r"Y\[0\] has label -1"):
+        m.check_data(good, [np.array([0, -1]), np.zeros(3, int)])
+    with pytest.raises(ValueError, match=r"Y\[1\] has shape \(2,\), expected \(3,\)"):
+        m.check_data(good, [np.zeros(2, int), np.zeros(2, int)])
+    with pytest.raises(ValueError, match=r"Y\[0\].*integer"):
+        m.check_data(good, [np.array([0.5, 1.0]), np.zeros(3, int)])
+    with pytest.raises(ValueError, match="same length"):
+        m.check_data(good, [np.zeros(2, int)])
+    X, Y = m.check_data(good, [np.array([0.0, 1.0]), [2, 1, 0]])
+    assert Y[0].dtype == np.int64 and Y[1].tolist() == [2, 1, 0]
+    with pytest.raises(ValueError, match="labelling"):
+        m.check_labelling(X[0], np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match="labelling"):
+        m.check_labelling(X[0], np.array([0, 5]))
