@@ -222,3 +222,58 @@ def test_chain_input_validation():
         m.check_labelling(X[0], np.array([0, 1, 2]))
     with pytest.raises(ValueError, match="labelling"):
         m.check_labelling(X[0], np.array([0, 5]))
+
+
+# ----------------------------------------------------------- multiclass
+def test_multiclass_oracle_vs_enumeration():
+    from structfw.models import MulticlassModel
+
+    rng = np.random.default_rng(4)
+    K, F = 5, 7
+    m = MulticlassModel(K, F)
+    assert m.size_joint_feature == K * F
+    X = m.check_X(rng.standard_normal((30, F)))
+    for x in X:
+        y_true = int(rng.integers(0, K))
+        w = rng.standard_normal(m.size_joint_feature)
+        phis = [np.zeros(K * F) for _ in range(K)]
+        for k in range(K):
+            phis[k][k * F:(k + 1) * F] = x
+            np.testing.assert_allclose(dense(m.joint_feature(x, k)), phis[k])
+        vals = [w @ phis[k] + (k != y_true) for k in range(K)]
+        y = m.loss_augmented_decode(x, y_true, w)
+        assert vals[y] == pytest.approx(max(vals))
+        assert m.decode(x, w) == int(np.argmax([w @ p for p in phis]))
+        for k in range(K):
+            p = m.psi(x, y_true, k)
+            check_sparse_vector(p, m.size_joint_feature)
+            np.testing.assert_allclose(dense(p), phis[y_true] - phis[k])
+            assert m.loss(y_true, k) == float(k != y_true)
+
+
+def test_multiclass_validation():
+    from structfw.models import MulticlassModel
+
+    with pytest.raises(ValueError, match="n_classes"):
+        MulticlassModel(1, 3)
+    with pytest.raises(ValueError, match="n_features"):
+        MulticlassModel(3, -2)
+    m = MulticlassModel(3, 4)
+    X, Y = m.check_data(np.ones((3, 4)), np.array([0, 2, 1]))
+    assert len(X) == 3 and Y == [0, 2, 1] and X[1].flags.c_contiguous
+    with pytest.raises(ValueError, match="X has 5 features, expected 4"):
+        m.check_X(np.ones((2, 5)))
+    with pytest.raises(ValueError, match=r"X\[1\] has 3 features, expected 4"):
+        m.check_X([np.ones(4), np.ones(3)])
+    with pytest.raises(ValueError, match="X.*NaN"):
+        m.check_X(np.full((2, 4), np.nan))
+    with pytest.raises(ValueError, match=r"X\[0\].*NaN"):
+        m.check_X([np.array([0, np.inf, 0, 0])])
+    with pytest.raises(ValueError, match="X must be a 2-D"):
+        m.check_X(np.ones((2, 4, 1)))
+    with pytest.raises(ValueError, match=r"Y\[2\] has label 3 outside 0..2"):
+        m.check_data(np.ones((3, 4)), [0, 1, 3])
+    with pytest.raises(ValueError, match=r"Y\[0\].*integer"):
+        m.check_data(np.ones((3, 4)), [0.5, 1, 2])
+    with pytest.raises(ValueError, match="labelling"):
+        m.check_labelling(X[0], -1)

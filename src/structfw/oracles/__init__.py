@@ -13,8 +13,12 @@ from .chain import (
     loss_augmented_viterbi,
     viterbi,
 )
+from .multiclass import multiclass_oracle, multiclass_phi_diff, multiclass_scores
 
 __all__ = [
+    "multiclass_oracle",
+    "multiclass_phi_diff",
+    "multiclass_scores",
     "viterbi",
     "loss_augmented_viterbi",
     "chain_unary_dense",

@@ -1,0 +1,117 @@
+"""Multiclass classification as a structured problem (USPS set-up of the MP-BCFW
+paper, appendix A): phi(x, y) places the feature vector x in block y of a
+K*F-dimensional vector, the loss is the 0-1 loss and the max oracle enumerates
+the K classes.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._linalg import SparseVector
+from ..oracles.multiclass import multiclass_oracle, multiclass_phi_diff
+from ._validation import as_float_array, check_finite, check_int_param, check_sequence_of_inputs
+from .base import StructuredModel, register_model
+
+
+@register_model
+class MulticlassModel(StructuredModel):
+    """Multiclass model with joint feature x placed in block y (d = K*F) and 0-1 loss.
+
+    Parameters
+    ----------
+    n_classes : int >= 2
+    n_features : int >= 1
+
+    Inputs and labellings: x is a (F,) float64 vector, y a Python int in 0..K-1.
+    :meth:`check_X` also accepts a 2-D array (rows = examples) or a scipy.sparse
+    matrix and returns a list of C-contiguous float64 rows.
+    """
+
+    def __init__(self, n_classes, n_features):
+        self.n_classes = check_int_param(n_classes, "n_classes", 2)
+        self.n_features = check_int_param(n_features, "n_features", 1)
+        self.size_joint_feature = self.n_classes * self.n_features
+
+    @property
+    def n_states(self):
+        return self.n_classes
+
+    def get_config(self):
+        return {"n_classes": self.n_classes, "n_features": self.n_features}
+
+    # ------------------------------------------------------------------ core
+    def joint_feature(self, x, y):
+        i, v = multiclass_phi_diff(x, int(y), -1, self.n_features)
+        return SparseVector(i, v, self.size_joint_feature)
+
+    def psi(self, x, y_true, y):
+        i, v = multiclass_phi_diff(x, y_true, y, self.n_features)
+        return SparseVector(i, v, self.size_joint_feature)
+
+    def loss(self, y_true, y):
+        """0-1 loss."""
+        return 0.0 if y_true == y else 1.0
+
+    def loss_augmented_decode(self, x, y_true, w):
+        return multiclass_oracle(x, w, y_true, self.n_classes, self.n_features, True)
+
+    def decode(self, x, w):
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        return multiclass_oracle(x, w, -1, self.n_classes, self.n_features, False)
+
+    def scores(self, x, w):
+        """(K,) class scores <w_k, x>."""
+        return np.asarray(w)[: self.size_joint_feature].reshape(
+            self.n_classes, self.n_features
+        ) @ np.asarray(x, dtype=np.float64)
+
+    def label_key(self, y):
+        return int(y)
+
+    # ------------------------------------------------------------ validation
+    def _check_x(self, x, name):
+        arr = as_float_array(x, name)
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be 1-D ({self.n_features},), got shape {arr.shape}")
+        if arr.shape[0] != self.n_features:
+            raise ValueError(f"{name} has {arr.shape[0]} features, expected {self.n_features}")
+        check_finite(arr, name)
+        return np.ascontiguousarray(arr, dtype=np.float64)
+
+    def check_X(self, X):
+        if sp.issparse(X):
+            X = X.toarray()
+        if isinstance(X, np.ndarray):
+            if X.ndim != 2:
+                raise ValueError(
+                    f"X must be a 2-D array (n_samples, {self.n_features}) or a list of "
+                    f"vectors, got an array of shape {X.shape}"
+                )
+            if X.shape[1] != self.n_features:
+                raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features}")
+            arr = as_float_array(X, "X")
+            check_finite(arr, "X")
+            arr = np.ascontiguousarray(arr, dtype=np.float64)
+            return [arr[i] for i in range(arr.shape[0])]
+        X = check_sequence_of_inputs(X, "X")
+        return [self._check_x(x, f"X[{i}]") for i, x in enumerate(X)]
+
+    def check_y(self, x, y, name="Y"):
+        if isinstance(y, np.ndarray):
+            if y.ndim != 0:
+                raise ValueError(f"{name} must be a single class label, got shape {y.shape}")
+            y = y.item()
+        if isinstance(y, bool) or not isinstance(y, (numbers.Integral, numbers.Real)):
+            raise ValueError(f"{name} must be an integer class label, got {y!r}")
+        if not isinstance(y, numbers.Integral):
+            if not np.isfinite(y) or y != int(y):
+                raise ValueError(f"{name} must be an integer class label, got {y!r}")
+        y = int(y)
+        if not 0 <= y < self.n_classes:
+            raise ValueError(
+                f"{name} has label {y} outside 0..{self.n_classes - 1} (n_classes={self.n_classes})"
+            )
+        return y

@@ -1,0 +1,65 @@
+"""Multiclass kernels: exhaustive max oracle and the two-block joint-feature difference.
+
+Layout of w for K classes and F features: ``w[k*F + f]``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, fastmath=True)
+def multiclass_scores(x, w, K, F):
+    out = np.empty(K)
+    for k in range(K):
+        acc = 0.0
+        base = k * F
+        for f in range(F):
+            acc += x[f] * w[base + f]
+        out[k] = acc
+    return out
+
+
+@njit(cache=True)
+def multiclass_oracle(x, w, y_true, K, F, augment):
+    """argmax_k <w_k, x> + [k != y_true] (augment) or argmax_k <w_k, x> (ties: smallest k)."""
+    s = multiclass_scores(x, w, K, F)
+    best = 0
+    bv = s[0] + (1.0 if augment and y_true != 0 else 0.0)
+    for k in range(1, K):
+        v = s[k] + (1.0 if augment and y_true != k else 0.0)
+        if v > bv:
+            bv = v
+            best = k
+    return best
+
+
+@njit(cache=True)
+def multiclass_phi_diff(x, ya, yb, F):
+    """Sparse phi(x, ya) - phi(x, yb); yb < 0 means phi(x, ya) alone."""
+    nz = 0
+    for f in range(F):
+        if x[f] != 0.0:
+            nz += 1
+    if ya == yb:
+        return np.empty(0, np.int64), np.empty(0)
+    n = nz if yb < 0 else 2 * nz
+    out_i = np.empty(n, np.int64)
+    out_v = np.empty(n)
+    m = 0
+    if yb < 0 or ya < yb:
+        first, s1, second, s2 = ya, 1.0, yb, -1.0
+    else:
+        first, s1, second, s2 = yb, -1.0, ya, 1.0
+    for f in range(F):
+        if x[f] != 0.0:
+            out_i[m] = first * F + f
+            out_v[m] = s1 * x[f]
+            m += 1
+    if second >= 0:
+        for f in range(F):
+            if x[f] != 0.0:
+                out_i[m] = second * F + f
+                out_v[m] = s2 * x[f]
+                m += 1
+    return out_i, out_v
