@@ -1,0 +1,21 @@
+"""Solvers: the block-coordinate engine (BCFW and its variants), batch FW, SSG."""
+from .base import Monitor, SolveResult, Solver, StopRule
+from .bcfw import BCFW, BCFWState
+from .fw import FW
+from .problem import Problem
+from .ssg import SSG
+
+SOLVER_NAMES = {"bcfw": BCFW, "fw": FW, "ssg": SSG}
+
+
+def make_solver(solver):
+    """A solver object from a name ("bcfw", "fw", "ssg") or a configured solver."""
+    if isinstance(solver, Solver):
+        return solver
+    if isinstance(solver, str) and solver.lower() in SOLVER_NAMES:
+        return SOLVER_NAMES[solver.lower()]()
+    raise ValueError(f"solver must be one of {sorted(SOLVER_NAMES)} or a solver object; got {solver!r}")
+
+
+__all__ = ["BCFW", "BCFWState", "FW", "SSG", "Solver", "StopRule", "Monitor", "SolveResult",
+           "Problem", "make_solver", "SOLVER_NAMES"]

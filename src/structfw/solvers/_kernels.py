@@ -1,0 +1,150 @@
+"""Compiled block updates of the block-coordinate engine.
+
+Every block step of the engine (FW, pairwise, away) moves w_i along a direction
+
+    d = a * w_i + b1 * s1 + b2 * s2          (s1, s2 sparse corners psi, already in R^d)
+
+with the loss part d_l, and w along the same d (w = sum_i w_i).  The optimal
+step is the closed-form line search of Alg. 1 line 7 (BCFW) generalised to any
+direction:  gamma = (d_l - lam <w, d>) / (lam ||d||^2), clipped to [0, gamma_max].
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .._linalg import sparse_dot_dense, sparse_dot_sparse
+
+
+@njit(cache=True)
+def dense_block_step(w, wi, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u, inv_c):
+    """Step on block i with w_i stored densely; updates w, w_i (and u) in place.
+
+    Parameters
+    ----------
+    w, wi : float64[d]
+        The weight vector and block i's part w_i = A alpha_[i].
+    a, b1, b2 : float
+        Direction d = a w_i + b1 s1 + b2 s2 (s1 = (i1, v1), s2 = (i2, v2) sparse).
+    dl : float
+        Loss part of the direction (change of l_i per unit step).
+    lam : float
+    gmax : float
+        Largest feasible step (1 for FW, alpha of the away corner for pairwise).
+    gfixed : float
+        If >= 0 use this step (predefined 2n/(k+2n)) instead of line search.
+    u, inv_c : float64[d] or empty, float
+        Lazy averaging buffer (see averaging.py): u -= inv_c * gamma * d.
+
+    Returns
+    -------
+    gamma : float
+    slope : float
+        lam <w, d> - d_l, the directional derivative at gamma = 0 (minus the gap
+        along d).
+    """
+    d = w.shape[0]
+    wd = 0.0
+    ww = 0.0
+    if a != 0.0:
+        for j in range(d):
+            wd += w[j] * wi[j]
+            ww += wi[j] * wi[j]
+        wd *= a
+    wd += b1 * sparse_dot_dense(i1, v1, w) + b2 * sparse_dot_dense(i2, v2, w)
+    s1s1 = np.dot(v1, v1)
+    s2s2 = np.dot(v2, v2)
+    nrm = a * a * ww + b1 * b1 * s1s1 + b2 * b2 * s2s2
+    if a != 0.0:
+        nrm += 2.0 * a * b1 * sparse_dot_dense(i1, v1, wi) + 2.0 * a * b2 * sparse_dot_dense(i2, v2, wi)
+    nrm += 2.0 * b1 * b2 * sparse_dot_sparse(i1, v1, i2, v2)
+    slope = lam * wd - dl
+    if gfixed >= 0.0:
+        gamma = gfixed
+    elif nrm <= 0.0:
+        gamma = gmax if slope < 0.0 else 0.0
+    else:
+        gamma = -slope / (lam * nrm)
+    if gamma > gmax:
+        gamma = gmax
+    if gamma < 0.0:
+        gamma = 0.0
+    if gamma == 0.0:
+        return gamma, slope
+    has_u = u.shape[0] > 0
+    ga = gamma * a
+    if a != 0.0:
+        for j in range(d):
+            step = ga * wi[j]
+            w[j] += step
+            wi[j] += step
+            if has_u:
+                u[j] -= inv_c * step
+    for t in range(i1.shape[0]):
+        step = gamma * b1 * v1[t]
+        j = i1[t]
+        w[j] += step
+        wi[j] += step
+        if has_u:
+            u[j] -= inv_c * step
+    for t in range(i2.shape[0]):
+        step = gamma * b2 * v2[t]
+        j = i2[t]
+        w[j] += step
+        wi[j] += step
+        if has_u:
+            u[j] -= inv_c * step
+    return gamma, slope
+
+
+@njit(cache=True)
+def dense_dot(a, b):
+    s = 0.0
+    for j in range(a.shape[0]):
+        s += a[j] * b[j]
+    return s
+
+
+@njit(cache=True)
+def scaled_add(y, c, x):
+    """y += c * x in place (dense)."""
+    for j in range(y.shape[0]):
+        y[j] += c * x[j]
+
+
+@njit(cache=True)
+def fenwick_build(values):
+    n = values.shape[0]
+    tree = np.zeros(n + 1)
+    for i in range(n):
+        j = i + 1
+        while j <= n:
+            tree[j] += values[i]
+            j += j & (-j)
+    return tree
+
+
+@njit(cache=True)
+def fenwick_add(tree, i, delta):
+    n = tree.shape[0] - 1
+    j = i + 1
+    while j <= n:
+        tree[j] += delta
+        j += j & (-j)
+
+
+@njit(cache=True)
+def fenwick_find(tree, target):
+    """Smallest i with prefix sum(values[:i+1]) > target."""
+    n = tree.shape[0] - 1
+    pos = 0
+    step = 1
+    while step * 2 <= n:
+        step *= 2
+    while step > 0:
+        nxt = pos + step
+        if nxt <= n and tree[nxt] <= target:
+            pos = nxt
+            target -= tree[nxt]
+        step //= 2
+    return min(pos, n - 1)

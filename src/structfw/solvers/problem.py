@@ -1,0 +1,129 @@
+"""The training problem as the solvers see it: data, lam, and validated corners.
+
+Solvers reach the model only through :class:`Problem` (DESIGN.md section 2):
+it turns a labelling into a *corner* (psi_i(y), L_i(y)) -- the column of A
+times lam*n and the entry of b times n of the dual (2) of Osokin et al. 2016 --
+and checks what the oracle returned.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._linalg import SparseVector, dot
+from ..executor import SerialExecutor
+
+#: Slack allowed when checking that an exact oracle is not worse than y_i.
+_H_TOL = 1e-9
+
+
+def check_lam(lam, name="lam"):
+    try:
+        lam_f = float(lam)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number; got {lam!r}") from None
+    if not math.isfinite(lam_f) or lam_f <= 0:
+        raise ValueError(f"{name} must be a positive finite number; got {lam!r}")
+    return lam_f
+
+
+def as_corner_vector(v, d):
+    """Corners are stored sparse: coordinates outside the labelling's support are 0."""
+    if isinstance(v, SparseVector):
+        return v
+    v = np.asarray(v, dtype=np.float64)
+    if v.shape != (d,):
+        raise ValueError(f"model.psi returned a vector of shape {v.shape}; expected ({d},)")
+    return SparseVector.from_dense(v)
+
+
+class Problem:
+    """Data, regularisation and model of one SSVM training problem.
+
+    Parameters
+    ----------
+    model : StructuredModel
+    X, Y : lists
+        Training inputs and labellings (validated by the model).
+    lam : float
+        Regularisation lambda > 0 of the primal P(w) = lam/2 ||w||^2 + 1/n sum_i max_y H_i(y; w).
+    executor : executor object, optional
+        Runs batch oracle passes (see :mod:`structfw.executor`).
+    validated : bool
+        Skip re-validation when the caller already checked X and Y.
+    """
+
+    def __init__(self, model, X, Y, lam, executor=None, validated=False):
+        self.model = model
+        if not validated:
+            X, Y = model.check_data(X, Y)
+        if len(X) == 0:
+            raise ValueError("X must contain at least one example; got an empty list")
+        self.X, self.Y = X, Y
+        self.lam = check_lam(lam)
+        self.n = len(X)
+        self.d = int(model.size_joint_feature)
+        self.executor = executor or SerialExecutor()
+        self.approximate = bool(getattr(model, "approximate_oracle", False))
+        self.truth_keys = [model.label_key(y) for y in Y]
+
+    # ------------------------------------------------------------ corners
+    def corner(self, i, y):
+        """(psi_i(y) as SparseVector, L_i(y)) for labelling y of example i."""
+        psi = as_corner_vector(self.model.psi(self.X[i], self.Y[i], y), self.d)
+        return psi, float(self.model.loss(self.Y[i], y))
+
+    def check_oracle_output(self, i, y):
+        name = f"the labelling returned by {type(self.model).__name__}.loss_augmented_decode for example {i}"
+        return self.model.check_labelling(self.X[i], y, name=name)
+
+    def check_oracle_value(self, i, H):
+        """An exact oracle can never do worse than y_i itself (H_i(y_i; w) = 0)."""
+        if H < -_H_TOL * max(1.0, abs(H)) and not self.approximate:
+            raise ValueError(
+                f"the labelling returned by {type(self.model).__name__}.loss_augmented_decode for "
+                f"example {i} has H_i = {H:.3g} < 0 = H_i(y_i): the oracle is not a maximiser. "
+                "Set model.approximate_oracle = True if it is approximate."
+            )
+
+    def oracle(self, i, w, validate=False):
+        """Call the max oracle on example i at w; returns (y, psi, L, H)."""
+        y = self.model.loss_augmented_decode(self.X[i], self.Y[i], w)
+        if validate:
+            y = self.check_oracle_output(i, y)
+        psi, L = self.corner(i, y)
+        H = L - dot(psi, w)
+        if validate:
+            self.check_oracle_value(i, H)
+        return y, psi, L, H
+
+    def batch_oracle(self, w, indices=None, validate=True):
+        """Oracle over many examples through the executor; lists of (y, psi, L, H)."""
+        idx = range(self.n) if indices is None else indices
+        X = [self.X[i] for i in idx] if indices is not None else self.X
+        Y = [self.Y[i] for i in idx] if indices is not None else self.Y
+        labels = self.executor.loss_augmented_decode(self.model, X, Y, w)
+        out = []
+        for i, y in zip(idx, labels):
+            if validate:
+                y = self.check_oracle_output(i, y)
+            psi, L = self.corner(i, y)
+            H = L - dot(psi, w)
+            if validate:
+                self.check_oracle_value(i, H)
+            if H < 0.0:  # approximate oracle worse than the ground truth: use y_i
+                y, psi, L, H = self.Y[i], SparseVector.zeros(self.d), 0.0, 0.0
+            out.append((y, psi, L, H))
+        return out
+
+    def primal(self, w, hinge_sum):
+        """P(w) = lam/2 ||w||^2 + 1/n sum_i max_y H_i(y; w)   (eq. (1))."""
+        return 0.5 * self.lam * float(np.dot(w, w)) + hinge_sum / self.n
+
+    def with_lam(self, lam):
+        """The same data and model at another lam (corners do not depend on lam)."""
+        p = object.__new__(Problem)
+        p.__dict__.update(self.__dict__)
+        p.lam = check_lam(lam)
+        return p
