@@ -277,3 +277,124 @@ def test_multiclass_validation():
         m.check_data(np.ones((3, 4)), [0.5, 1, 2])
     with pytest.raises(ValueError, match="labelling"):
         m.check_labelling(X[0], -1)
+
+
+# ----------------------------------------------------------------- grid
+def grid_phi_direct(m, x, y):
+    S, F = m.n_states, m.n_features
+    phi = np.zeros(m.size_joint_feature)
+    h, wd = y.shape
+    offH = S * F
+    offV = S * F + (S * S if m.directional else 0)
+    for i in range(h):
+        for j in range(wd):
+            phi[y[i, j] * F:(y[i, j] + 1) * F] += x[i, j]
+            if j + 1 < wd:
+                phi[offH + y[i, j] * S + y[i, j + 1]] += 1
+            if i + 1 < h:
+                phi[offV + y[i, j] * S + y[i + 1, j]] += 1
+    return phi
+
+
+@pytest.mark.parametrize("directional", [True, False])
+def test_grid_joint_feature_and_psi(directional):
+    from structfw.models import GridModel
+
+    rng = np.random.default_rng(5)
+    S, F = 3, 4
+    m = GridModel(S, F, directional=directional)
+    assert m.size_joint_feature == S * F + (2 if directional else 1) * S * S
+    for shape in [(1, 1), (2, 3), (4, 4)]:
+        x = rng.standard_normal(shape + (F,))
+        a = rng.integers(0, S, shape)
+        b = a.copy()
+        b.ravel()[0] = (b.ravel()[0] + 1) % S
+        c = rng.integers(0, S, shape)
+        phi = m.joint_feature(x, a)
+        check_sparse_vector(phi, m.size_joint_feature)
+        np.testing.assert_allclose(dense(phi), grid_phi_direct(m, x, a))
+        for yy in (a, b, c):
+            p = m.psi(x, a, yy)
+            check_sparse_vector(p, m.size_joint_feature)
+            np.testing.assert_allclose(
+                dense(p), grid_phi_direct(m, x, a) - grid_phi_direct(m, x, yy), atol=1e-12
+            )
+        w = rng.standard_normal(m.size_joint_feature)
+        assert m.energy(x, c, w) == pytest.approx(w @ grid_phi_direct(m, x, c))
+
+
+def test_grid_oracle_vs_brute_force_2x2():
+    from structfw.models import GridModel
+
+    rng = np.random.default_rng(6)
+    S, F = 3, 2
+    m = GridModel(S, F)
+    assert m.approximate_oracle
+    exact = 0
+    trials = 30
+    for _ in range(trials):
+        x = rng.standard_normal((2, 2, F))
+        y_true = rng.integers(0, S, (2, 2))
+        w = rng.standard_normal(m.size_joint_feature)
+        vals = {}
+        for lab in itertools.product(range(S), repeat=4):
+            y = np.array(lab).reshape(2, 2)
+            vals[lab] = w @ grid_phi_direct(m, x, y) + m.loss(y_true, y)
+        best = max(vals.values())
+        y = m.loss_augmented_decode(x, y_true, w)
+        v = vals[tuple(y.ravel())]
+        assert v >= vals[tuple(y_true.ravel())] - 1e-12
+        exact += v >= best - 1e-10
+        # the energy helper agrees with the direct computation
+        assert m.energy(x, y, w, y_true) == pytest.approx(v)
+        # plain decoding returns a labelling of the right shape
+        yd = m.decode(x, w)
+        assert yd.shape == (2, 2) and yd.dtype == np.int64
+    assert exact >= 0.9 * trials
+
+
+def test_grid_oracle_never_worse_than_ground_truth_snakes():
+    from structfw.datasets import load_snakes, snakes_one_hot
+    from structfw.models import GridModel
+
+    X, Y = load_snakes("test")
+    X = snakes_one_hot(X[:30])
+    m = GridModel(11, X[0].shape[2])
+    X, Y = m.check_data(X, Y[:30])
+    rng = np.random.default_rng(7)
+    for scale in (0.0, 0.1, 10.0):
+        w = rng.standard_normal(m.size_joint_feature) * scale
+        for x, y in zip(X, Y):
+            ys = m.loss_augmented_decode(x, y, w)
+            m.check_labelling(x, ys)
+            # H_i(y*) = L_i(y*) - <w, psi_i(y*)> >= H_i(y_i) = 0
+            H = m.loss(y, ys) - dense(m.psi(x, y, ys)) @ w
+            assert H >= -1e-10
+
+
+def test_grid_validation():
+    from structfw.models import GridModel
+
+    with pytest.raises(ValueError, match="n_states"):
+        GridModel(1, 3)
+    with pytest.raises(ValueError, match="n_features"):
+        GridModel(3, 0)
+    with pytest.raises(ValueError, match="damping"):
+        GridModel(3, 2, damping=1.5)
+    with pytest.raises(ValueError, match="directional"):
+        GridModel(3, 2, directional="yes")
+    m = GridModel(3, 2)
+    assert GridModel(**m.get_config()).get_config() == m.get_config()
+    good = [np.zeros((2, 3, 2))]
+    with pytest.raises(ValueError, match=r"X\[0\] has 3 features, expected 2"):
+        m.check_X([np.zeros((2, 3, 3))])
+    with pytest.raises(ValueError, match=r"X\[0\] must be 3-D"):
+        m.check_X([np.zeros((2, 3))])
+    with pytest.raises(ValueError, match=r"X\[0\].*NaN"):
+        m.check_X([np.full((2, 2, 2), np.nan)])
+    with pytest.raises(ValueError, match=r"Y\[0\] has shape \(3, 2\), expected \(2, 3\)"):
+        m.check_data(good, [np.zeros((3, 2), int)])
+    with pytest.raises(ValueError, match=r"Y\[0\] has label 3"):
+        m.check_data(good, [np.full((2, 3), 3)])
+    with pytest.raises(ValueError, match="labelling"):
+        m.check_labelling(good[0], np.zeros(6, int))

@@ -14,8 +14,22 @@ from .chain import (
     viterbi,
 )
 from .multiclass import multiclass_oracle, multiclass_phi_diff, multiclass_scores
+from .grid import (
+    grid_block_icm,
+    grid_energy,
+    grid_loopy_bp,
+    grid_max_product,
+    grid_phi_diff,
+    grid_unary,
+)
 
 __all__ = [
+    "grid_unary",
+    "grid_energy",
+    "grid_block_icm",
+    "grid_loopy_bp",
+    "grid_max_product",
+    "grid_phi_diff",
     "multiclass_oracle",
     "multiclass_phi_diff",
     "multiclass_scores",

@@ -1,0 +1,300 @@
+"""2-D grid (4-connected) kernels: unary scores, energies, approximate max-product.
+
+Scores are maximised.  For a grid of h x w cells with unary scores U (h, w, S),
+horizontal pair scores ``w[offH + a*S + b]`` (left cell a, right cell b) and
+vertical pair scores ``w[offV + a*S + b]`` (upper cell a, lower cell b), the
+score of a labelling y is
+
+    E(y) = sum_c U[c, y_c] + sum_{horizontal (c, c')} PH[y_c, y_c'] + sum_{vertical} PV[y_c, y_c'].
+
+Exact maximisation is NP-hard in general; :func:`grid_max_product` runs loopy
+max-product (damped, synchronous) and then *block ICM*: every row, then every
+column, is re-labelled exactly by Viterbi with the rest of the grid fixed, until
+no row or column improves.  Block ICM never decreases E, so starting it from a
+given labelling (e.g. the ground truth) gives a result at least as good.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .chain import _viterbi_core
+
+
+@njit(cache=True, fastmath=True)
+def grid_unary(x, w, S, F, y_true, augment):
+    """U[i, j, s] = <x[i, j], w[s*F:(s+1)*F]> (+ 1/(h*w) when s != y_true[i, j])."""
+    h, wd = x.shape[0], x.shape[1]
+    U = np.empty((h, wd, S))
+    c = 1.0 / (h * wd) if h * wd > 0 else 0.0
+    for i in range(h):
+        for j in range(wd):
+            for s in range(S):
+                acc = 0.0
+                base = s * F
+                for f in range(F):
+                    acc += x[i, j, f] * w[base + f]
+                if augment and s != y_true[i, j]:
+                    acc += c
+                U[i, j, s] = acc
+    return U
+
+
+@njit(cache=True)
+def grid_energy(U, w, offH, offV, y):
+    h, wd, S = U.shape
+    e = 0.0
+    for i in range(h):
+        for j in range(wd):
+            e += U[i, j, y[i, j]]
+            if j + 1 < wd:
+                e += w[offH + y[i, j] * S + y[i, j + 1]]
+            if i + 1 < h:
+                e += w[offV + y[i, j] * S + y[i + 1, j]]
+    return e
+
+
+@njit(cache=True)
+def grid_block_icm(U, w, offH, offV, y, max_sweeps):
+    """Improve y in place by exact row / column updates (Viterbi); returns its energy."""
+    h, wd, S = U.shape
+    e = grid_energy(U, w, offH, offV, y)
+    R = np.empty((wd, S))
+    C = np.empty((h, S))
+    for _ in range(max_sweeps):
+        for i in range(h):
+            for j in range(wd):
+                for s in range(S):
+                    v = U[i, j, s]
+                    if i > 0:
+                        v += w[offV + y[i - 1, j] * S + s]
+                    if i + 1 < h:
+                        v += w[offV + s * S + y[i + 1, j]]
+                    R[j, s] = v
+            r, _ = _viterbi_core(R, w, offH, S)
+            for j in range(wd):
+                y[i, j] = r[j]
+        for j in range(wd):
+            for i in range(h):
+                for s in range(S):
+                    v = U[i, j, s]
+                    if j > 0:
+                        v += w[offH + y[i, j - 1] * S + s]
+                    if j + 1 < wd:
+                        v += w[offH + s * S + y[i, j + 1]]
+                    C[i, s] = v
+            col, _ = _viterbi_core(C, w, offV, S)
+            for i in range(h):
+                y[i, j] = col[i]
+        e_new = grid_energy(U, w, offH, offV, y)
+        if e_new <= e + 1e-12 * (1.0 + abs(e)):
+            e = e_new
+            break
+        e = e_new
+    return e
+
+
+@njit(cache=True)
+def _normalise(m, i, j, S):
+    mx = m[i, j, 0]
+    for s in range(1, S):
+        if m[i, j, s] > mx:
+            mx = m[i, j, s]
+    for s in range(S):
+        m[i, j, s] -= mx
+
+
+@njit(cache=True)
+def grid_loopy_bp(U, w, offH, offV, n_iter, damping):
+    """Damped synchronous loopy max-product; returns the belief argmax labelling."""
+    h, wd, S = U.shape
+    mL = np.zeros((h, wd, S))  # into (i, j) from (i, j-1)
+    mR = np.zeros((h, wd, S))  # into (i, j) from (i, j+1)
+    mU = np.zeros((h, wd, S))  # into (i, j) from (i-1, j)
+    mD = np.zeros((h, wd, S))  # into (i, j) from (i+1, j)
+    nL = np.zeros((h, wd, S))
+    nR = np.zeros((h, wd, S))
+    nU = np.zeros((h, wd, S))
+    nD = np.zeros((h, wd, S))
+    t = np.empty(S)
+    for _ in range(n_iter):
+        for i in range(h):
+            for j in range(wd):
+                if j > 0:  # from left neighbour (i, j-1), excluding what it got from (i, j)
+                    for a in range(S):
+                        t[a] = U[i, j - 1, a] + mL[i, j - 1, a] + mU[i, j - 1, a] + mD[i, j - 1, a]
+                    for b in range(S):
+                        best = -np.inf
+                        for a in range(S):
+                            v = t[a] + w[offH + a * S + b]
+                            if v > best:
+                                best = v
+                        nL[i, j, b] = best
+                    _normalise(nL, i, j, S)
+                if j + 1 < wd:
+                    for a in range(S):
+                        t[a] = U[i, j + 1, a] + mR[i, j + 1, a] + mU[i, j + 1, a] + mD[i, j + 1, a]
+                    for b in range(S):
+                        best = -np.inf
+                        for a in range(S):
+                            v = t[a] + w[offH + b * S + a]
+                            if v > best:
+                                best = v
+                        nR[i, j, b] = best
+                    _normalise(nR, i, j, S)
+                if i > 0:
+                    for a in range(S):
+                        t[a] = U[i - 1, j, a] + mU[i - 1, j, a] + mL[i - 1, j, a] + mR[i - 1, j, a]
+                    for b in range(S):
+                        best = -np.inf
+                        for a in range(S):
+                            v = t[a] + w[offV + a * S + b]
+                            if v > best:
+                                best = v
+                        nU[i, j, b] = best
+                    _normalise(nU, i, j, S)
+                if i + 1 < h:
+                    for a in range(S):
+                        t[a] = U[i + 1, j, a] + mD[i + 1, j, a] + mL[i + 1, j, a] + mR[i + 1, j, a]
+                    for b in range(S):
+                        best = -np.inf
+                        for a in range(S):
+                            v = t[a] + w[offV + b * S + a]
+                            if v > best:
+                                best = v
+                        nD[i, j, b] = best
+                    _normalise(nD, i, j, S)
+        for i in range(h):
+            for j in range(wd):
+                for s in range(S):
+                    mL[i, j, s] = damping * mL[i, j, s] + (1.0 - damping) * nL[i, j, s]
+                    mR[i, j, s] = damping * mR[i, j, s] + (1.0 - damping) * nR[i, j, s]
+                    mU[i, j, s] = damping * mU[i, j, s] + (1.0 - damping) * nU[i, j, s]
+                    mD[i, j, s] = damping * mD[i, j, s] + (1.0 - damping) * nD[i, j, s]
+    y = np.empty((h, wd), np.int64)
+    for i in range(h):
+        for j in range(wd):
+            best = 0
+            bv = -np.inf
+            for s in range(S):
+                v = U[i, j, s] + mL[i, j, s] + mR[i, j, s] + mU[i, j, s] + mD[i, j, s]
+                if v > bv:
+                    bv = v
+                    best = s
+            y[i, j] = best
+    return y
+
+
+@njit(cache=True)
+def grid_max_product(U, w, offH, offV, y_init, use_init, n_iter, damping, max_sweeps):
+    """Approximate argmax of E: the best of block ICM started from (a) the unary
+    argmax, (b) the loopy max-product labelling, (c) ``y_init`` when ``use_init``.
+    Returns (y, E(y))."""
+    h, wd, S = U.shape
+    y = np.empty((h, wd), np.int64)
+    for i in range(h):
+        for j in range(wd):
+            best = 0
+            for s in range(1, S):
+                if U[i, j, s] > U[i, j, best]:
+                    best = s
+            y[i, j] = best
+    e = grid_block_icm(U, w, offH, offV, y, max_sweeps)
+    if n_iter > 0:
+        z = grid_loopy_bp(U, w, offH, offV, n_iter, damping)
+        ez = grid_block_icm(U, w, offH, offV, z, max_sweeps)
+        if ez > e:
+            y, e = z, ez
+    if use_init:
+        z = y_init.copy()
+        ez = grid_block_icm(U, w, offH, offV, z, max_sweeps)
+        if ez > e:
+            y, e = z, ez
+    return y, e
+
+
+@njit(cache=True)
+def grid_phi_diff(x, ya, yb, S, F, offH, offV):
+    """Sparse phi(x, ya) - phi(x, yb) of the grid model for dense x (h, w, F),
+    touching only differing cells/edges; labels < 0 in yb mean "absent"."""
+    h, wd = x.shape[0], x.shape[1]
+    mark = np.zeros(S, np.bool_)
+    k = 0
+    for i in range(h):
+        for j in range(wd):
+            a = ya[i, j]
+            b = yb[i, j]
+            if a != b:
+                if a >= 0 and not mark[a]:
+                    mark[a] = True
+                    k += 1
+                if b >= 0 and not mark[b]:
+                    mark[b] = True
+                    k += 1
+    n_edges = 2 * h * wd
+    out_i = np.empty(k * F + 2 * n_edges, np.int64)
+    out_v = np.empty(k * F + 2 * n_edges)
+    m = 0
+    if k > 0:
+        buf = np.empty(F)
+        for s in range(S):
+            if not mark[s]:
+                continue
+            buf[:] = 0.0
+            for i in range(h):
+                for j in range(wd):
+                    a = ya[i, j]
+                    b = yb[i, j]
+                    if a == b:
+                        continue
+                    if a == s:
+                        for f in range(F):
+                            buf[f] += x[i, j, f]
+                    elif b == s:
+                        for f in range(F):
+                            buf[f] -= x[i, j, f]
+            for f in range(F):
+                if buf[f] != 0.0:
+                    out_i[m] = s * F + f
+                    out_v[m] = buf[f]
+                    m += 1
+    ti = np.empty(2 * n_edges, np.int64)
+    tv = np.empty(2 * n_edges)
+    n = 0
+    for i in range(h):
+        for j in range(wd):
+            for dirn in range(2):
+                if dirn == 0:
+                    if j + 1 >= wd:
+                        continue
+                    i2, j2, off = i, j + 1, offH
+                else:
+                    if i + 1 >= h:
+                        continue
+                    i2, j2, off = i + 1, j, offV
+                a0, b0 = ya[i, j], ya[i2, j2]
+                a1, b1 = yb[i, j], yb[i2, j2]
+                if a0 == a1 and b0 == b1:
+                    continue
+                if a0 >= 0 and b0 >= 0:
+                    ti[n] = off + a0 * S + b0
+                    tv[n] = 1.0
+                    n += 1
+                if a1 >= 0 and b1 >= 0:
+                    ti[n] = off + a1 * S + b1
+                    tv[n] = -1.0
+                    n += 1
+    if n > 0:
+        order = np.argsort(ti[:n], kind="mergesort")
+        t = 0
+        while t < n:
+            j = ti[order[t]]
+            v = 0.0
+            while t < n and ti[order[t]] == j:
+                v += tv[order[t]]
+                t += 1
+            if v != 0.0:
+                out_i[m] = j
+                out_v[m] = v
+                m += 1
+    return out_i[:m].copy(), out_v[:m].copy()
