@@ -1,0 +1,1 @@
+"""Benchmarks reproducing the papers (used by `structfw bench` and benchmarks/)."""
