@@ -68,7 +68,7 @@ class BlockSampler:
             return int(i)
         if self.kind == "max_gap":
             return int(np.argmax(self.estimates))
-        total = self._tree[1:].sum() if self.n < 64 else _total(self._tree)
+        total = _total(self._tree)
         if total <= 0.0:
             return int(self.rng.integers(self.n))
         return int(fenwick_find(self._tree, self.rng.random() * total))
