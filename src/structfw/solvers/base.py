@@ -98,6 +98,11 @@ class Monitor:
                              bar_format="{l_bar}{bar}| {n:.1f}/{total:.0f} passes [{elapsed}<{remaining}]{postfix}")
 
     # -- time
+    def start_clock(self):
+        """Start counting optimisation time (solvers call it once their state is set up)."""
+        self._t0 = time.perf_counter()
+        self._monitor_time = 0.0
+
     def opt_time(self):
         return time.perf_counter() - self._t0 - self._monitor_time
 

@@ -290,6 +290,7 @@ class BCFW(Solver):
                                oracle_time_frac=counters["oracle_time"] / max(monitor.opt_time(), 1e-12))
             return gap
 
+        monitor.start_clock()
         stopped = None
         try:
             gap = checkpoint(refresh=True)

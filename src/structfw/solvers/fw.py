@@ -56,6 +56,7 @@ class FW(Solver):
         st = state if isinstance(state, FWState) and state.w.shape == (problem.d,) else FWState(problem.d, lam)
         if st.lam != lam:
             st.rescale_lam(lam)
+        monitor.start_clock()
         stopped, k = None, 0
         try:
             while True:

@@ -73,6 +73,7 @@ class SSG(Solver):
                 primal = problem.primal(w_rep, sum(r[3] for r in res))
                 monitor.record(w_rep, calls / n, calls, primal, math.nan, math.nan, engine_passes=p)
 
+        monitor.start_clock()
         stopped = None
         try:
             checkpoint(0)
