@@ -32,6 +32,8 @@ def load_training_data(data, fold=0):
     if data == "snakes":
         X, Y = datasets.load_snakes("train")
         Xt, Yt = datasets.load_snakes("test")
+        # one-hot colour features: a linear unary term cannot use raw RGB well
+        X, Xt = datasets.snakes_one_hot(X), datasets.snakes_one_hot(Xt)
         return X, Y, Xt, Yt, _snakes_model(X, Y)
     path = Path(data)
     if not path.exists():
