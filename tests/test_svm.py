@@ -250,3 +250,15 @@ def test_bad_data():
     clf = FrankWolfeSVC().fit(X, y)
     with pytest.raises(ValueError, match="features"):
         clf.predict(X[:, :3])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_block_prefetch_does_not_change_iterates(method):
+    X, y = _data(120, seed=8)
+    ypm = np.where(y == 1, 1.0, -1.0)
+    runs = [SimplexFWSolver(X, ypm, kernel_kind=1, gamma=0.2, C=1.0, method=method,
+                            tol=1e-6, block=b, cache_size=cs).run()
+            for b, cs in [(1, 100), (16, 100), (16, 0.01)]]   # 0.01 MB: 10 slots, evicting
+    for r in runs[1:]:
+        assert np.array_equal(r.alpha, runs[0].alpha)
+    assert runs[1].cache_stats["prefetched"] > 0
