@@ -1,0 +1,148 @@
+"""Helpers shared by the benchmarks: data, lam parsing, runs, aggregation over seeds, JSON."""
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def load_ocr_data(subsample=None, seed=0):
+    """OCR train/test words and the chain model; ``subsample`` keeps that many random
+    training words (and a tenth as many test words, at least 10)."""
+    from .. import datasets, models
+
+    X, Y = datasets.load_ocr("train")
+    Xt, Yt = datasets.load_ocr("test")
+    if subsample:
+        rng = np.random.default_rng(seed)
+        k = min(int(subsample), len(X))
+        idx = np.sort(rng.choice(len(X), k, replace=False))
+        X, Y = [X[i] for i in idx], [Y[i] for i in idx]
+        kt = min(len(Xt), max(10, k // 10))
+        Xt, Yt = Xt[:kt], Yt[:kt]
+    return X, Y, Xt, Yt, models.ChainModel(n_states=26, n_features=128)
+
+
+def parse_lam(value, n):
+    """A float, or "1/n", "0.01/n", "c/n" (n = number of training examples)."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    s = str(value).strip().replace(" ", "")
+    if s.endswith("/n"):
+        c = s[:-2]
+        return (1.0 if c in ("", "1") else float(c)) / n
+    return float(s)
+
+
+def lam_name(value):
+    return str(value)
+
+
+def run_fit(model, solver, X, Y, lam, passes, seed, Xt=None, Yt=None, check_every=1, tol=None,
+            time_budget=None):
+    """Fit one StructuredSVM and return its trace as a dict of lists plus meta."""
+    from .. import StructuredSVM
+
+    svm = StructuredSVM(model, solver=solver, lam=lam, max_passes=passes, tol=tol, check_every=check_every,
+                        time_budget=time_budget, random_state=seed)
+    t0 = time.perf_counter()
+    svm.fit(X, Y, X_test=Xt, Y_test=Yt)
+    wall = time.perf_counter() - t0
+    tr = svm.trace_
+    cols = {c: [_jf(v) for v in tr[c]] for c in tr.columns}
+    return dict(seed=seed, wall_s=wall, stopped=svm.stopped_, columns=cols, meta=_jsonable(tr.meta)), svm
+
+
+def col(run, name):
+    c = run["columns"].get(name)
+    return np.array([math.nan if v is None else v for v in c], float) if c is not None else None
+
+
+def on_grid(x, y, grid, log=True):
+    """Interpolate y(x) at grid points (log-linear in y); NaN outside [x0, x_last]."""
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    out = np.full(len(grid), np.nan)
+    if len(x) == 0:
+        return out
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    inside = (grid >= x[0] - 1e-9) & (grid <= x[-1] + 1e-9)
+    if log:
+        yy = np.log(np.maximum(y, 1e-300))
+        out[inside] = np.exp(np.interp(grid[inside], x, yy))
+    else:
+        out[inside] = np.interp(grid[inside], x, y)
+    return out
+
+
+def bands(rows):
+    """median, min, max over runs (rows), NaN-aware; lists for JSON."""
+    a = np.asarray(rows, float)
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            med, lo, hi = np.nanmedian(a, 0), np.nanmin(a, 0), np.nanmax(a, 0)
+    return dict(median=[_jf(v) for v in med], min=[_jf(v) for v in lo], max=[_jf(v) for v in hi])
+
+
+def first_reach(x, y, target):
+    """Smallest x at which y <= target (NaN if never)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    hit = np.nonzero(np.isfinite(y) & (y <= target))[0]
+    return float(x[hit[0]]) if len(hit) else math.nan
+
+
+def environment():
+    import numba
+
+    return dict(python=platform.python_version(), machine=platform.machine(), processor=platform.processor(),
+                numpy=np.__version__, numba=numba.__version__, time=time.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def write_json(path, doc):
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(_jsonable(doc), indent=1, allow_nan=False))
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _jf(v):
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return [_jsonable(x) for x in v.tolist()]
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return _jf(v)
+    if v is None or isinstance(v, str):
+        return v
+    return repr(v)

@@ -1,0 +1,218 @@
+"""Figure 3 / Section 5.1 of Osokin et al. (2016): the 8 variants of BCFW.
+
+{uniform, gap} sampling x {FW, pairwise} steps x {no cache, cache}, duality gap
+against effective passes and against time, median and min-max over seeds, on OCR
+and on a larger synthetic chain problem (``synthetic.make_chain_problem``).
+
+Accounting.  Gap sampling runs a full gap pass every ``gap_refresh`` passes; its
+oracle calls are part of the algorithm and count in the passes and the time.
+Uniform runs are checkpointed every ``check_every`` passes.  For uniform runs
+*with* a cache the checkpoint's gap pass also feeds the algorithm (the engine
+refreshes the cache's corners and gap thresholds from it), so for those runs
+this benchmark adds the checkpoint passes to the effective passes (like gap
+sampling; their time is not added: time_s excludes monitoring).  Uniform runs
+without a cache do not use the checkpoints, which are pure monitoring.
+"""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ._common import (bands, col, environment, first_reach, load_ocr_data, on_grid, parse_lam, pyplot, run_fit,
+                      write_json)
+
+COMBOS = [(s, st, c) for s in ("uniform", "gap") for st in ("fw", "pairwise") for c in (False, True)]
+TARGETS = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3)
+
+
+def combo_solver(sampling, step, cache, gap_refresh=10):
+    from .. import solvers
+
+    return solvers.BCFW(sampling=sampling, step=step, cache=cache, gap_refresh=gap_refresh)
+
+
+def load_large(n=25000, sparse=True, seed=0, n_states=10, n_features=200):
+    from .. import models
+    from .synthetic import make_chain_problem
+
+    X, Y, Xt, Yt = make_chain_problem(n=n, n_states=n_states, n_features=n_features, sparse=sparse, seed=seed)
+    return X, Y, Xt, Yt, models.ChainModel(n_states=n_states, n_features=n_features)
+
+
+def effective_passes(run, sampling, cache):
+    """passes column, plus the refreshing checkpoint passes for uniform+cache (see module doc)."""
+    p = col(run, "passes")
+    if sampling != "gap" and cache:
+        p = p + np.arange(1, len(p) + 1)  # the initial and each later checkpoint pass fed the cache
+    return p
+
+
+def run_gaps_dataset(name, data, lams, passes, seeds, check_every=5, gap_refresh=10, log=print, combos=COMBOS):
+    X, Y, Xt, Yt, model = data
+    n = len(X)
+    out = dict(dataset=name, n=n, n_test=len(Xt), d=model.size_joint_feature, lams={})
+    t0 = time.perf_counter()
+    for lam_spec in lams:
+        lam = parse_lam(lam_spec, n)
+        entry = dict(lam=lam, lam_spec=str(lam_spec), variants={})
+        for sampling, step, cache in combos:
+            solver = combo_solver(sampling, step, cache, gap_refresh)
+            runs = []
+            for s in range(int(seeds)):
+                run, _ = run_fit(model, solver, X, Y, lam, passes, s, check_every=check_every)
+                p_eff = effective_passes(run, sampling, cache)
+                run["columns"]["passes_eff"] = p_eff.tolist()
+                runs.append(run)
+            label = solver.label
+            entry["variants"][label] = dict(sampling=sampling, step=step, cache=cache, runs=[
+                dict(seed=r["seed"], wall_s=r["wall_s"], **{k: r["columns"].get(k) for k in (
+                    "passes_eff", "passes", "engine_passes", "oracle_calls", "time_s", "gap", "primal", "dual",
+                    "cache_hits", "active_corners", "oracle_time_frac")}) for r in runs])
+            log(f"[gaps] {name} lam={lam_spec}: {label} x{seeds} ({time.perf_counter() - t0:.0f}s)")
+        summarise(entry, passes, n)
+        out["lams"][str(lam_spec)] = entry
+    return out
+
+
+def summarise(entry, passes, n):
+    """Bands on common grids, passes/seconds to reach gap targets, final gaps, oracle calls."""
+    pmax = max(max(v for v in r["passes_eff"] if v is not None) for var in entry["variants"].values()
+               for r in var["runs"])
+    tmax = max(max(v for v in r["time_s"] if v is not None) for var in entry["variants"].values()
+               for r in var["runs"])
+    pgrid = np.linspace(0, pmax, 101)
+    tgrid = np.linspace(0, tmax, 101)
+    entry["grid_passes"], entry["grid_time_s"] = pgrid.tolist(), tgrid.tolist()
+    for label, var in entry["variants"].items():
+        runs = var["runs"]
+        g = [np.asarray([np.nan if v is None else v for v in r["gap"]], float) for r in runs]
+        pe = [np.asarray(r["passes_eff"], float) for r in runs]
+        ts = [np.asarray(r["time_s"], float) for r in runs]
+        var["gap_vs_passes"] = bands([on_grid(p, gg, pgrid) for p, gg in zip(pe, g)])
+        var["gap_vs_time"] = bands([on_grid(t, gg, tgrid) for t, gg in zip(ts, g)])
+        var["passes_to_gap"] = {f"{tg:g}": _med([first_reach(p, gg, tg) for p, gg in zip(pe, g)]) for tg in TARGETS}
+        var["time_to_gap"] = {f"{tg:g}": _med([first_reach(t, gg, tg) for t, gg in zip(ts, g)]) for tg in TARGETS}
+        var["final"] = dict(
+            gap=_med([gg[-1] for gg in g]), passes_eff=_med([p[-1] for p in pe]),
+            engine_passes=_med([r["engine_passes"][-1] for r in runs]),
+            oracle_calls=_med([r["oracle_calls"][-1] for r in runs]),
+            cache_hits=_med([(r["cache_hits"] or [0])[-1] for r in runs]),
+            time_s=_med([t[-1] for t in ts]),
+            s_per_engine_pass=_med([t[-1] / max(r["engine_passes"][-1], 1) for t, r in zip(ts, runs)]))
+        hits, calls = var["final"]["cache_hits"], var["final"]["oracle_calls"]
+        var["final"]["cache_saving"] = (hits / (hits + calls)) if var["cache"] and calls else None
+
+
+def _med(vals):
+    a = np.asarray([np.nan if v is None else v for v in vals], float)
+    if not np.isfinite(a).any():
+        return None
+    return float(np.nanmedian(a))
+
+
+def run_gaps(lams=("0.01", "0.001", "1/n"), passes=30, seeds=3, out="bench_out/gaps", dataset="ocr",
+             subsample=None, large_n=25000, large_sparse=True, large_passes=None, large_seeds=None,
+             large_lams=None, check_every=5, gap_refresh=10, log=print):
+    """Run the benchmark on OCR and/or the large synthetic problem; writes gaps_<dataset>.json/.png."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    docs = {}
+    todo = ["ocr", "large"] if dataset == "both" else [dataset]
+    for ds in todo:
+        t0 = time.perf_counter()
+        if ds == "ocr":
+            data = load_ocr_data(subsample)
+            res = run_gaps_dataset("ocr", data, lams, passes, seeds, check_every, gap_refresh, log)
+        else:
+            n = min(large_n, subsample * 4) if subsample else large_n
+            data = load_large(n=n, sparse=large_sparse)
+            res = run_gaps_dataset("large", data, large_lams or lams, large_passes or passes, large_seeds or seeds,
+                                   check_every, gap_refresh, log)
+            res["generator"] = dict(function="structfw.bench.synthetic.make_chain_problem", n=n,
+                                    n_states=10, n_features=200, sparse=large_sparse, seed=0)
+        res.update(benchmark="gaps", passes=large_passes or passes if ds == "large" else passes,
+                   seeds=(large_seeds or seeds) if ds == "large" else seeds, check_every=check_every,
+                   gap_refresh=gap_refresh, subsample=subsample, environment=environment(),
+                   wall_s=time.perf_counter() - t0, targets=list(TARGETS))
+        write_json(out / f"gaps_{ds}.json", res)
+        plot_gaps(res, out / f"gaps_{ds}.png")
+        docs[ds] = res
+    return docs
+
+
+_COLORS = {("uniform", "fw"): "tab:blue", ("uniform", "pairwise"): "tab:orange", ("gap", "fw"): "tab:green",
+           ("gap", "pairwise"): "tab:red"}
+
+
+def plot_gaps(res, path):
+    from ..plotting import plot_bands
+
+    plt = pyplot()
+    keys = list(res["lams"])
+    fig, axes = plt.subplots(2, len(keys), figsize=(5 * len(keys), 8), squeeze=False)
+    for j, key in enumerate(keys):
+        e = res["lams"][key]
+        for label, var in e["variants"].items():
+            color = _COLORS[(var["sampling"], var["step"])]
+            for row, grid_key, what in ((0, "grid_passes", "gap_vs_passes"), (1, "grid_time_s", "gap_vs_time")):
+                b = var[what]
+                arr = np.array([[np.nan if v is None else v for v in b[k]] for k in ("min", "median", "max")])
+                line = plot_bands(axes[row, j], np.asarray(e[grid_key]), arr, label, color=color)
+                line.set_linestyle("--" if var["cache"] else "-")
+        axes[0, j].set_title(f"{res['dataset']} (n = {res['n']}), lam = {key} ({e['lam']:.3g})")
+        axes[0, j].set_xlabel("effective passes")
+        axes[1, j].set_xlabel("time (s)")
+        for ax in axes[:, j]:
+            ax.set_ylabel("duality gap")
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0, j].legend(fontsize=7)
+    fig.suptitle(f"Osokin et al. 2016, Fig. 3: 8 BCFW variants (dashed: cache); median, min-max over "
+                 f"{res['seeds']} seeds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def format_table(res):
+    lines = []
+    for key, e in res["lams"].items():
+        lines.append(f"{res['dataset']} lam = {key} ({e['lam']:.4g})")
+        head = f"{'variant':>20} " + " ".join(f"{'p@' + t:>8}" for t in next(iter(e['variants'].values()))[
+            "passes_to_gap"]) + f" {'final gap':>10} {'passes':>7} {'time s':>7} {'calls':>9} {'hits':>9}"
+        lines.append(head)
+        for label, var in e["variants"].items():
+            f = var["final"]
+            ps = " ".join(f"{'-' if v is None else f'{v:.1f}':>8}" for v in var["passes_to_gap"].values())
+            lines.append(f"{label:>20} {ps} {f['gap']:10.3e} {f['passes_eff']:7.1f} {f['time_s']:7.2f} "
+                         f"{f['oracle_calls']:9.0f} {f['cache_hits'] or 0:9.0f}")
+    return "\n".join(lines)
+
+
+@click.command("gaps")
+@click.option("--lams", "--lam", "lams", multiple=True, default=("0.01", "0.001", "1/n"), show_default=True,
+              help="Lambdas (repeat the option); '1/n' or 'c/n' allowed.")
+@click.option("--passes", default=30, show_default=True, help="Engine passes per run.")
+@click.option("--seeds", default=5, show_default=True)
+@click.option("--out", default="bench_out/gaps", show_default=True, type=click.Path(file_okay=False))
+@click.option("--dataset", type=click.Choice(["ocr", "large", "both"]), default="ocr", show_default=True)
+@click.option("--subsample", default=None, type=int,
+              help="OCR: this many training words; large: n = 4x this (quick runs).")
+@click.option("--large-n", default=25000, show_default=True, help="Sequences of the synthetic problem.")
+@click.option("--large-dense", is_flag=True, help="Dense Gaussian emissions instead of sparse binary ones.")
+@click.option("--large-passes", default=None, type=int, help="Passes on the large problem (default --passes).")
+@click.option("--large-seeds", default=None, type=int, help="Seeds on the large problem (default --seeds).")
+@click.option("--large-lams", multiple=True, help="Lambdas on the large problem (default --lams).")
+@click.option("--check-every", default=5, show_default=True, help="Checkpoint period of the uniform runs.")
+@click.option("--gap-refresh", default=10, show_default=True, help="Gap-pass period of gap sampling.")
+def bench_gaps(lams, passes, seeds, out, dataset, subsample, large_n, large_dense, large_passes, large_seeds,
+               large_lams, check_every, gap_refresh):
+    """Osokin et al. 2016 Fig. 3: gap against passes and time for the 8 BCFW variants."""
+    docs = run_gaps(lams, passes, seeds, out, dataset, subsample, large_n, not large_dense, large_passes,
+                    large_seeds, large_lams or None, check_every, gap_refresh, log=click.echo)
+    for ds, res in docs.items():
+        click.echo(format_table(res))
+        click.echo(f"wrote {Path(out) / f'gaps_{ds}.json'} and {Path(out) / f'gaps_{ds}.png'}")
