@@ -16,6 +16,36 @@ from numba import njit
 from .._linalg import sparse_dot_dense, sparse_dot_sparse
 
 
+@njit(cache=True, fastmath=True)
+def _dot_and_sqnorm(a, b):
+    """(<a, b>, ||a||^2) in one sweep (fastmath lets the reductions vectorise)."""
+    s = 0.0
+    q = 0.0
+    for j in range(a.shape[0]):
+        s += a[j] * b[j]
+        q += a[j] * a[j]
+    return s, q
+
+
+@njit(cache=True)
+def _scale_into(wi, w, c):
+    """w += c * wi ; wi += c * wi."""
+    for j in range(wi.shape[0]):
+        step = c * wi[j]
+        w[j] += step
+        wi[j] += step
+
+
+@njit(cache=True)
+def _scale_into_avg(wi, w, u, c, cu):
+    """As _scale_into, and the lazy average buffer u -= cu * (c * wi)."""
+    for j in range(wi.shape[0]):
+        step = c * wi[j]
+        w[j] += step
+        u[j] -= cu * step
+        wi[j] += step
+
+
 @njit(cache=True)
 def dense_block_step(w, wi, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u, inv_c):
     """Step on block i with w_i stored densely; updates w, w_i (and u) in place.
@@ -43,18 +73,13 @@ def dense_block_step(w, wi, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u,
         lam <w, d> - d_l, the directional derivative at gamma = 0 (minus the gap
         along d).
     """
-    d = w.shape[0]
     wd = 0.0
     ww = 0.0
     if a != 0.0:
-        for j in range(d):
-            wd += w[j] * wi[j]
-            ww += wi[j] * wi[j]
+        wd, ww = _dot_and_sqnorm(wi, w)
         wd *= a
     wd += b1 * sparse_dot_dense(i1, v1, w) + b2 * sparse_dot_dense(i2, v2, w)
-    s1s1 = np.dot(v1, v1)
-    s2s2 = np.dot(v2, v2)
-    nrm = a * a * ww + b1 * b1 * s1s1 + b2 * b2 * s2s2
+    nrm = a * a * ww + b1 * b1 * np.dot(v1, v1) + b2 * b2 * np.dot(v2, v2)
     if a != 0.0:
         nrm += 2.0 * a * b1 * sparse_dot_dense(i1, v1, wi) + 2.0 * a * b2 * sparse_dot_dense(i2, v2, wi)
     nrm += 2.0 * b1 * b2 * sparse_dot_sparse(i1, v1, i2, v2)
@@ -72,14 +97,12 @@ def dense_block_step(w, wi, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u,
     if gamma == 0.0:
         return gamma, slope
     has_u = u.shape[0] > 0
-    ga = gamma * a
+    # the dense part a*w_i first: it must use w_i before the sparse parts move it
     if a != 0.0:
-        for j in range(d):
-            step = ga * wi[j]
-            w[j] += step
-            wi[j] += step
-            if has_u:
-                u[j] -= inv_c * step
+        if has_u:
+            _scale_into_avg(wi, w, u, gamma * a, inv_c)
+        else:
+            _scale_into(wi, w, gamma * a)
     for t in range(i1.shape[0]):
         step = gamma * b1 * v1[t]
         j = i1[t]
@@ -97,7 +120,7 @@ def dense_block_step(w, wi, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u,
     return gamma, slope
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=True)
 def dense_dot(a, b):
     s = 0.0
     for j in range(a.shape[0]):
