@@ -1,0 +1,37 @@
+"""The README's code examples run as written (with fewer passes)."""
+import re
+from pathlib import Path
+
+import numpy as np
+
+import structfw as sf
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _python_blocks():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_ten_line_example_runs(tmp_path, monkeypatch):
+    block = next(b for b in _python_blocks() if "load_ocr" in b and "StructuredSVM" in b)
+    assert len(block.strip().splitlines()) <= 12
+    monkeypatch.chdir(tmp_path)
+    code = block.replace("max_passes=50", "max_passes=1")
+    ns = {}
+    exec(compile(code, "README example", "exec"), ns)
+    assert (tmp_path / "ocr.npz").exists()
+    assert 0.5 < ns["svm"].score(ns["Xt"], ns["Yt"]) <= 1
+
+
+def test_custom_model_example_learns():
+    block = next(b for b in _python_blocks() if "class MyModel" in b)
+    ns = {}
+    exec(compile(block, "README model", "exec"), ns)
+    MyModel = ns["MyModel"]
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 90)
+    X = rng.normal(size=(90, 4)) + 4 * np.eye(3, 4)[y]
+    svm = sf.StructuredSVM(MyModel(3, 4), lam=0.01, max_passes=20, tol=1e-3, random_state=0)
+    svm.fit(list(X), list(y))
+    assert svm.score(list(X), list(y)) > 0.9
