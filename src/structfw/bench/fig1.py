@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 
 import click
@@ -125,7 +126,9 @@ def plot_fig1(doc, path):
                 b = s[what]
                 runs = np.array([[np.nan if v is None else v for v in b[k]] for k in ("min", "median", "max")])
                 ax = axes[row, j]
-                line = plot_bands(ax, grid[sel], runs[:, sel], name, color=color, log=log)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    line = plot_bands(ax, grid[sel], runs[:, sel], name, color=color, log=log)
                 line.set_linestyle(ls)
         axes[0, j].set_title(f"OCR, lam = {key} ({e['lam']:.3g}), n = {doc['n']}")
         axes[0, j].set_ylabel("primal suboptimality P(w) - P*")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 
 import click
@@ -161,7 +162,9 @@ def plot_gaps(res, path):
             for row, grid_key, what in ((0, "grid_passes", "gap_vs_passes"), (1, "grid_time_s", "gap_vs_time")):
                 b = var[what]
                 arr = np.array([[np.nan if v is None else v for v in b[k]] for k in ("min", "median", "max")])
-                line = plot_bands(axes[row, j], np.asarray(e[grid_key]), arr, label, color=color)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    line = plot_bands(axes[row, j], np.asarray(e[grid_key]), arr, label, color=color)
                 line.set_linestyle("--" if var["cache"] else "-")
         axes[0, j].set_title(f"{res['dataset']} (n = {res['n']}), lam = {key} ({e['lam']:.3g})")
         axes[0, j].set_xlabel("effective passes")
