@@ -248,3 +248,11 @@ def test_ocr_bcfw_beats_ssg_after_5_passes(lam):
                                random_state=0).fit(X, Y)
         res[name] = svm.trace_["primal"][-1]
     assert res["bcfw"] < res["ssg"]
+
+
+def test_time_budget_stops_the_fit(ocr_small):
+    X, Y, _, _ = ocr_small
+    svm = sf.StructuredSVM(chain(), lam=0.001, max_passes=10_000, tol=0, time_budget=0.3,
+                           random_state=0).fit(X, Y)
+    assert svm.stopped_ == "time_budget"
+    assert svm.trace_["time_s"][-1] >= 0.3
