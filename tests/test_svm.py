@@ -263,3 +263,17 @@ def test_block_prefetch_does_not_change_iterates(method):
         assert r.converged and abs(r.f - runs[0].f) <= 1e-6
         assert np.allclose(r.alpha, runs[0].alpha, atol=1e-3)
     assert runs[1].cache_stats["prefetched"] > 0
+
+
+def test_bench_cli_help_and_import_is_light():
+    import subprocess
+    import sys
+    code = ("import sys, structfw.svm; from structfw.svm.cli import bench_svm; "
+            "assert 'matplotlib' not in sys.modules; print(bench_svm.name)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "svm"
+    from click.testing import CliRunner
+    from structfw.svm.cli import bench_svm
+    r = CliRunner().invoke(bench_svm, ["--help"])
+    assert r.exit_code == 0 and "--quick" in r.output and "--large" in r.output
