@@ -248,7 +248,7 @@ class RegularizationPath:
             ax.set_xlabel("1 / lambda")
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)
-        axes[0].set_yscale("symlog", linthresh=1e-3)
+        axes[0].set_yscale("log")
         axes[2].set_yscale("log")
         fig.suptitle(title or f"eps-approximate regularisation path (eps={self.eps:g}, kappa={self.kappa:g}, "
                               f"{len(bp)} breakpoints)")
@@ -303,6 +303,11 @@ class _ReusingProblem(Problem):
     opens the solve at lam_{j+1} would repeat, call for call, the one that closed the
     solve at lam_j.  ``shared["saved_calls"]`` counts the oracle calls so saved.
     """
+
+    def with_lam(self, lam):
+        p = Problem.with_lam(self, lam)
+        p.__class__ = _ReusingProblem
+        return p
 
     def batch_oracle(self, w, indices=None, validate=True):
         sh = self.shared
