@@ -204,3 +204,15 @@ def test_top_level_export_and_cli(tmp_path):
     assert len(p) >= 2
     r = CliRunner().invoke(main, ["path", "--kappa", "2"])
     assert r.exit_code != 0 and "kappa" in r.output
+
+
+def test_not_converged_keeps_valid_prefix(toy):
+    model, X, Y = toy
+    with pytest.warns(RuntimeWarning, match="max_passes_per_lam"):
+        path = regularization_path(model, X, Y, eps=0.02, kappa=0.1, min_lam=1e-4, max_passes_per_lam=1,
+                                   solver=BCFW(sampling="perm"))
+    assert path.status == "not_converged"
+    assert np.all(path.gaps[np.isfinite(path.gaps)] < 0.02)
+    path.coef_at(path.lam_end)
+    with pytest.raises(ValueError, match="computed down to"):
+        path.coef_at(path.lam_end * 0.99)

@@ -74,9 +74,13 @@ class RegularizationPath:
         True when eq. (12) gave rho <= 0: the last w is eps-approximate down to lam = 0.
     status : str
         "ended" (rho <= 0), "min_lam" (went below min_lam), "max_breakpoints",
-        or "not_converged" (a solve did not reach a gap below eps).
+        "not_converged" (a solve did not reach a gap below eps; that breakpoint is
+        dropped and the previous piece reaches down to ``lam_end``) or "interrupted"
+        (Ctrl-C during a solve; handled the same way).
     gaps : ndarray (J,)
-        Duality gap of the (alpha, w^j) pair at lam_j after the solve (<= kappa*eps).
+        Duality gap of the (alpha, w^j) pair at lam_j after the solve (<= kappa*eps
+        unless the solve hit ``max_passes_per_lam`` with a gap in [kappa*eps, eps),
+        which eq. (12) still handles).
     deltas : ndarray (J,)
         Delta(alpha, lam_j) of eq. (11); the gap at lam in the piece is at most
         gaps[j] + (1 - lam/lam_j) deltas[j] <= eps.
@@ -481,10 +485,15 @@ def regularization_path(model, X, Y, eps=0.1, kappa=0.5, solver=None, min_lam=1e
                   f"time={dt:.2f}s" + (f" test={tl:.4f}" if X_test is not None else ""), flush=True)
         if callback is not None:
             callback(j, lam, state.w, dict(gap=g, delta=delta, passes=calls / n, time=dt, test_loss=tl))
-        if not g < eps:
-            warnings.warn(f"the solve at lam={lam:.6g} stopped ({res.stopped}) with duality gap {g:.4g} >= eps="
-                          f"{eps:g}; the path stops here (raise max_passes_per_lam)", RuntimeWarning, stacklevel=2)
-            status, lam_end = "not_converged", lam
+        if res.stopped == "interrupted" or not g < eps:
+            if res.stopped == "interrupted":
+                status = "interrupted"
+            else:
+                warnings.warn(f"the solve at lam={lam:.6g} stopped ({res.stopped}) with duality gap {g:.4g} >= "
+                              f"eps={eps:g}; the path stops here (raise max_passes_per_lam)", RuntimeWarning,
+                              stacklevel=2)
+                status = "not_converged"
+            lam_end = lam
             # this pair is not eps-approximate: drop it; the previous piece reaches down to lam
             bps.pop()
             coefs.pop()
