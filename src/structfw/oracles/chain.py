@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._linalg import coalesce
+
 
 # ---------------------------------------------------------------- Viterbi
 @njit(cache=True, fastmath=True)
@@ -291,19 +293,10 @@ def chain_phi_diff_csr(indptr, indices, data, ya, yb, S, F):
                 n += 1
     out_i = np.empty(n + 2 * L, np.int64)
     out_v = np.empty(n + 2 * L)
-    m = 0
-    if n > 0:
-        order = np.argsort(ui[:n], kind="mergesort")
-        t = 0
-        while t < n:
-            j = ui[order[t]]
-            v = 0.0
-            while t < n and ui[order[t]] == j:
-                v += uv[order[t]]
-                t += 1
-            if v != 0.0:
-                out_i[m] = j
-                out_v[m] = v
-                m += 1
+    # unary indices are all below S*F, so the transition part appended after stays sorted
+    ci, cv = coalesce(ui[:n], uv[:n])
+    m = ci.shape[0]
+    out_i[:m] = ci
+    out_v[:m] = cv
     m = _transition_diff(ya, yb, S, S * F, out_i, out_v, m)
     return out_i[:m].copy(), out_v[:m].copy()

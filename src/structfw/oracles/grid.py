@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._linalg import coalesce
 from .chain import _viterbi_core
 
 
@@ -284,17 +285,9 @@ def grid_phi_diff(x, ya, yb, S, F, offH, offV):
                     ti[n] = off + a1 * S + b1
                     tv[n] = -1.0
                     n += 1
-    if n > 0:
-        order = np.argsort(ti[:n], kind="mergesort")
-        t = 0
-        while t < n:
-            j = ti[order[t]]
-            v = 0.0
-            while t < n and ti[order[t]] == j:
-                v += tv[order[t]]
-                t += 1
-            if v != 0.0:
-                out_i[m] = j
-                out_v[m] = v
-                m += 1
+    # pairwise indices all follow the unary ones, so appending keeps the order
+    ci, cv = coalesce(ti[:n], tv[:n])
+    out_i[m:m + ci.shape[0]] = ci
+    out_v[m:m + ci.shape[0]] = cv
+    m += ci.shape[0]
     return out_i[:m].copy(), out_v[:m].copy()

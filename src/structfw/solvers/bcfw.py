@@ -413,15 +413,7 @@ class BCFW(Solver):
         y = problem.model.loss_augmented_decode(problem.X[i], problem.Y[i], w)
         dt = clock() - t0
         counters["oracle_calls"] += 1
-        if validate:
-            y = problem.check_oracle_output(i, y)
-        psi, L = problem.corner(i, y)
-        H = L - dot(psi, w)
-        if validate:
-            problem.check_oracle_value(i, H)
-        if H < 0.0 and problem.approximate:
-            # an approximate oracle did worse than y_i: fall back to the ground truth corner
-            y, psi, L, H = problem.Y[i], SparseVector.zeros(problem.d), 0.0, 0.0
+        y, psi, L, H = problem.oracle_corner(i, y, w, validate)
         g = base + H / n
         st.oracle_gaps[i] = g
         slot = -1

@@ -87,35 +87,36 @@ class Problem:
                 "Set model.approximate_oracle = True if it is approximate."
             )
 
-    def oracle(self, i, w, validate=False):
-        """Call the max oracle on example i at w; returns (y, psi, L, H)."""
-        y = self.model.loss_augmented_decode(self.X[i], self.Y[i], w)
+    def oracle_corner(self, i, y, w, validate=False):
+        """Corner of an oracle's labelling y for example i at w: (y, psi, L, H).
+
+        With ``validate`` the labelling is checked by the model and an exact
+        oracle must not do worse than y_i (H_i(y_i; w) = 0).  An approximate
+        oracle that did worse is replaced by the ground-truth corner, so that
+        H >= 0 always holds for what the solvers receive.
+        """
         if validate:
             y = self.check_oracle_output(i, y)
         psi, L = self.corner(i, y)
         H = L - dot(psi, w)
         if validate:
             self.check_oracle_value(i, H)
+        if H < 0.0 and self.approximate:
+            return self.Y[i], SparseVector.zeros(self.d), 0.0, 0.0
         return y, psi, L, H
 
+    def oracle(self, i, w, validate=False):
+        """Call the max oracle on example i at w; returns (y, psi, L, H)."""
+        y = self.model.loss_augmented_decode(self.X[i], self.Y[i], w)
+        return self.oracle_corner(i, y, w, validate)
+
     def batch_oracle(self, w, indices=None, validate=True):
-        """Oracle over many examples through the executor; lists of (y, psi, L, H)."""
-        idx = range(self.n) if indices is None else indices
-        X = [self.X[i] for i in idx] if indices is not None else self.X
-        Y = [self.Y[i] for i in idx] if indices is not None else self.Y
+        """Oracle over many examples through the executor; a list of (y, psi, L, H)."""
+        idx = range(self.n) if indices is None else list(indices)
+        X = self.X if indices is None else [self.X[i] for i in idx]
+        Y = self.Y if indices is None else [self.Y[i] for i in idx]
         labels = self.executor.loss_augmented_decode(self.model, X, Y, w)
-        out = []
-        for i, y in zip(idx, labels):
-            if validate:
-                y = self.check_oracle_output(i, y)
-            psi, L = self.corner(i, y)
-            H = L - dot(psi, w)
-            if validate:
-                self.check_oracle_value(i, H)
-            if H < 0.0:  # approximate oracle worse than the ground truth: use y_i
-                y, psi, L, H = self.Y[i], SparseVector.zeros(self.d), 0.0, 0.0
-            out.append((y, psi, L, H))
-        return out
+        return [self.oracle_corner(i, y, w, validate) for i, y in zip(idx, labels)]
 
     def primal(self, w, hinge_sum):
         """P(w) = lam/2 ||w||^2 + 1/n sum_i max_y H_i(y; w)   (eq. (1))."""
