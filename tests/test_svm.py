@@ -139,6 +139,71 @@ def test_partan_closed_form_equals_numerical_line_search():
     assert checked > 20
 
 
+def _partan_reference(Q, i0, n_iter):
+    """Plain numpy transcription of Algorithm 2 (exact line searches along e_i - alpha^(k)
+    and alpha~ - alpha^(k-1), momentum point = the previous iterate), no recursions."""
+    m = Q.shape[0]
+    a = np.zeros(m)
+    a[i0] = 1.0
+    ap = None
+    out = []
+    for _ in range(n_iter):
+        g = Q @ a
+        f = 0.5 * a @ g
+        i = int(np.argmin(g))
+        e = np.zeros(m)
+        e[i] = 1.0
+        d = e - a
+        lam = min(max(-(g @ d) / (d @ Q @ d), 0.0), 1.0)
+        at = a + lam * d
+        if ap is None:
+            ap, a = a, at
+        else:
+            dd = at - ap
+            mu = -(at @ Q @ dd) / (dd @ Q @ dd)
+            ap, a = a, at + mu * dd
+            assert a.min() >= -1e-14       # the unclipped PARTAN point stays feasible here
+        out.append((i, f, a.copy()))
+    return out
+
+
+def test_partan_matches_numpy_transcription_of_algorithm2():
+    X, y = _data(80, seed=3)
+    ypm = np.where(y == 1, 1.0, -1.0)
+    Q = _modified_kernel(kernel_matrix(X, X, 1, 0.3, 0.0, 3), ypm, 1.0)
+    s = SimplexFWSolver(Q, None, kernel_kind=4, method="partan", tol=0.0, max_iter=10**6,
+                        diag=np.full(80, Q[0, 0]))
+    s.initialize()                         # alpha^(0) = e_0 (ties on the diagonal)
+    ref = _partan_reference(Q, 0, 300)
+    for k, (i, f, a) in enumerate(ref):
+        s.step(1)
+        assert s.last_step["i"] == i
+        assert abs(s.f - 0.5 * a @ Q @ a) < 1e-12
+        assert np.allclose(s.alpha, a, atol=1e-10), k
+
+
+@pytest.mark.parametrize("method", ["fw", "partan", "swap"])
+def test_float32_kernel_columns_keep_gap_accurate(method):
+    X, y = make_classification(n_samples=400, n_features=30, n_informative=10,
+                               random_state=4)
+    ypm = np.where(y == 1, 1.0, -1.0)
+    kw = dict(kernel_kind=1, gamma=0.02, C=1.0, method=method, tol=1e-5,
+              max_iter=10**6)
+    s64 = SimplexFWSolver(X, ypm, kernel_dtype="float64", **kw).run()
+    s32 = SimplexFWSolver(X, ypm, kernel_dtype="float32", **kw).run()
+    assert s32.cache.dtype == np.float32 and s32.g.dtype == np.float64
+    assert s32.converged
+    Q = _modified_kernel(kernel_matrix(X, X, 1, 0.02, 0.0, 3), ypm, 1.0)
+    g = Q @ s32.alpha                       # exact float64 gradient at the float32 solution
+    f = 0.5 * s32.alpha @ g
+    assert abs(s32.f - f) < 1e-6
+    assert abs(s32.gap - (2 * f - g.min())) < 1e-6     # reported gap is the true one
+    assert abs(s32.f - s64.f) < 1e-5
+    clf32 = FrankWolfeSVC(gamma=0.02, method=method, kernel_dtype="float32").fit(X, y)
+    clf64 = FrankWolfeSVC(gamma=0.02, method=method, kernel_dtype="float64").fit(X, y)
+    assert np.mean(clf32.predict(X) == clf64.predict(X)) > 0.99
+
+
 def test_matches_sklearn_svc_on_separable_data():
     X, y = make_blobs(n_samples=200, centers=[[-3, -3], [3, 3]], cluster_std=1.0,
                       random_state=0)
@@ -230,6 +295,8 @@ def test_check_estimator():
     ({"cache_size": 0}, "cache_size must"), ({"gamma": "wide"}, "gamma must"),
     ({"gamma": -1.0}, "gamma must"), ({"sample_check": "x"}, "sample_check must"),
     ({"trace_every": 0}, "trace_every must"), ({"degree": -1}, "degree must"),
+    ({"kernel_dtype": "float16"}, "kernel_dtype must"), ({"block": 0}, "block must"),
+    ({"block": "big"}, "block must"),
 ])
 def test_bad_parameters(params, match):
     X, y = _data(20)

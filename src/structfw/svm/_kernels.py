@@ -61,21 +61,29 @@ def kernel_matrix(A, B, kind, gamma, coef0, degree, chunk=2048):
 
 @njit(cache=True)
 def kernel_column(X, sqn, i, kind, gamma, coef0, degree):
-    """k(x_j, x_i) for all rows j of X (kind 0..2), or row i of a Gram matrix (3, 4)."""
+    """k(x_j, x_i) for all rows j of X (kind 0..2), or row i of a Gram matrix (3, 4).
+
+    Always returns float64.  X may be float32 (then the dot products are float32 BLAS,
+    ``sqn`` holds the float64 squared norms and the RBF distance is formed in float64;
+    the RBF diagonal entry is set to exactly 1)."""
     m = X.shape[0]
+    out = np.empty(m)
     if kind >= 3:
-        return X[i].copy()
+        for j in range(m):
+            out[j] = X[i, j]
+        return out
     dots = np.dot(X, X[i])
     if kind == 0:
-        return dots
-    out = np.empty(m)
-    if kind == 1:
+        for j in range(m):
+            out[j] = dots[j]
+    elif kind == 1:
         si = sqn[i]
         for j in range(m):
             d2 = sqn[j] + si - 2.0 * dots[j]
             if d2 < 0.0:
                 d2 = 0.0
             out[j] = np.exp(-gamma * d2)
+        out[i] = 1.0
     else:
         for j in range(m):
             out[j] = (gamma * dots[j] + coef0) ** degree

@@ -139,7 +139,7 @@ def _prefetch(i, g, block, X, sqn, y, kind, gamma, coef0, degree, invC,
             p -= 1
         cand[p] = j
         vals[p] = v
-    Xb = np.empty((k, X.shape[1]))
+    Xb = np.empty((k, X.shape[1]), X.dtype)
     for r in range(k):
         Xb[r] = X[cand[r]]
     D = np.dot(Xb, XT)
@@ -166,6 +166,7 @@ def _prefetch(i, g, block, X, sqn, y, kind, gamma, coef0, degree, invC,
                 if d2 < 0.0:
                     d2 = 0.0
                 col[j] = np.exp(-gamma * d2)
+            col[c] = 1.0
         else:
             for j in range(m):
                 col[j] = (gamma * D[r, j] + coef0) ** degree
@@ -456,9 +457,19 @@ class SimplexFWSolver:
     def __init__(self, X, y, kernel_kind=1, gamma=1.0, coef0=0.0, degree=3, C=1.0,
                  method="partan", tol=1e-4, max_iter=100000, sample_size=None,
                  sample_check="resample", n_resample=2, cache_size=200.0,
-                 trace_every=10, seed=0, diag=None, block=16):
-        self.X = np.require(X, np.float64, ["C", "W"])
-        m = self.X.shape[0]
+                 trace_every=10, seed=0, diag=None, block=16, kernel_dtype="float64"):
+        X = np.require(X, np.float64, ["C", "W"])
+        m = X.shape[0]
+        kdt = np.dtype(kernel_dtype)
+        if kdt not in (np.float32, np.float64):
+            raise ValueError(f"kernel_dtype must be 'float32' or 'float64', got {kernel_dtype!r}")
+        if int(kernel_kind) not in (0, 1, 2):
+            kdt = np.dtype(np.float64)   # Gram / raw matrices are used as given
+        self.kernel_dtype = kdt
+        # squared norms from the float64 data (the RBF distance is formed in float64)
+        self.sqn = (np.einsum("ij,ij->i", X, X) if int(kernel_kind) in (0, 1, 2)
+                    else np.zeros(m))
+        self.X = X if kdt == np.float64 else np.ascontiguousarray(X, dtype=np.float32)
         self.m = m
         self.y = np.ones(m) if y is None else np.require(y, np.float64, ["C", "W"])
         self.kind = int(kernel_kind)
@@ -476,18 +487,15 @@ class SimplexFWSolver:
         self.seed = int(seed)
         self.block = int(block)
         self.XT = self.X.T  # F-ordered view for the BLAS-3 block of kernel columns
-        if self.kind in (0, 1, 2):
-            self.sqn = np.einsum("ij,ij->i", self.X, self.X)
-        else:
-            self.sqn = np.zeros(m)
         if diag is None:
             from ._kernels import kernel_diagonal
-            kd = kernel_diagonal(self.X, self.kind, self.gamma, self.coef0, self.degree)
+            kd = kernel_diagonal(X, self.kind, self.gamma, self.coef0, self.degree)
             diag = kd if self.kind == 4 else kd + 1.0 + self.invC
         self.diag = np.require(diag, np.float64, ["C", "W"])
-        n_slots = int(cache_size * 2 ** 20 // (8 * max(m, 1)))
+        n_slots = int(cache_size * 2 ** 20 // (kdt.itemsize * max(m, 1)))
         n_slots = max(2, min(m, n_slots))
-        self.cache = np.zeros((n_slots, m))
+        # kernel columns are cached in kernel_dtype; the gradient is accumulated in float64
+        self.cache = np.zeros((n_slots, m), kdt)
         self.slot_of = -np.ones(m, np.int64)
         self.idx_of = -np.ones(n_slots, np.int64)
         self.last_used = np.zeros(n_slots, np.int64)
@@ -506,7 +514,7 @@ class SimplexFWSolver:
         s = _get_col(int(i), self.X, self.sqn, self.y, self.kind, self.gamma, self.coef0,
                      self.degree, self.invC, self.cache, self.slot_of, self.idx_of,
                      self.last_used, self.ist)
-        return self.cache[s].copy()
+        return self.cache[s].astype(np.float64)
 
     def initialize(self):
         """alpha^(0) = e_i0, i0 = argmin of the diagonal (first index on ties)."""
