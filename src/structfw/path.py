@@ -308,11 +308,6 @@ class _ReusingProblem(Problem):
     solve at lam_j.  ``shared["saved_calls"]`` counts the oracle calls so saved.
     """
 
-    def with_lam(self, lam):
-        p = Problem.with_lam(self, lam)
-        p.__class__ = _ReusingProblem
-        return p
-
     def batch_oracle(self, w, indices=None, validate=True):
         sh = self.shared
         if indices is None and sh.get("w") is not None and np.array_equal(w, sh["w"]):

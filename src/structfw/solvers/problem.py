@@ -7,6 +7,7 @@ and checks what the oracle returned.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -124,7 +125,6 @@ class Problem:
 
     def with_lam(self, lam):
         """The same data and model at another lam (corners do not depend on lam)."""
-        p = object.__new__(Problem)
-        p.__dict__.update(self.__dict__)
+        p = copy.copy(self)  # shallow: data, model and executor are shared; subclasses survive
         p.lam = check_lam(lam)
         return p
