@@ -139,7 +139,10 @@ class BCFW(Solver):
         predefined step 2n/(k+2n) (Alg. 3 of Lacoste-Julien et al. 2013).
     sampling : {"uniform", "perm", "gap", "max_gap"}
         Block choice; "gap" samples p_i proportional to the last block-gap estimate
-        (Sec. 3.1), with a full gap pass every ``gap_refresh`` passes.
+        (Sec. 3.1), with a full gap pass every ``gap_refresh`` passes.  With gap
+        sampling or the cache these gap passes are part of the algorithm: their
+        oracle calls count as effective passes.  Monitoring checkpoints
+        (``check_every``) never change the iterates.
     step : {"fw", "pairwise", "away"}
         Frank-Wolfe, block pairwise (BCPFW, Alg. 3 App. D) or block away-step
         (BCAFW) steps; the last two keep per-block active sets.
@@ -259,22 +262,22 @@ class BCFW(Solver):
         n = problem.n
         sampler = BlockSampler(self.sampling, n, rng)
         avg = LazyAverage(self.averaging, st.w, st.ell) if self.averaging else None
+        # gap sampling and the cache rule read block gaps and the full gap: for them a
+        # full gap pass every gap_refresh passes is part of the algorithm and its oracle
+        # calls count; any other checkpoint is monitoring only and changes nothing
         uses_gaps = sampler.adaptive or self.cache
         counters = dict(oracle_calls=0, cache_hits=0, oracle_time=0.0, engine_passes=0.0)
-        refresh_every = self.gap_refresh if sampler.adaptive else None
         import time as _time
 
         def checkpoint(refresh):
-            """Full gap pass(es); the results feed the algorithm when it uses them."""
+            """A full gap pass (two with averaging); ``refresh``: the algorithm's own."""
             with monitor.monitoring():
                 primal, gaps, res = self.gap_pass(problem, st, validate=self.check_oracle)
-                calls = problem.n
-                if refresh and uses_gaps:
+                if refresh:
                     self._absorb_gap_pass(st, sampler, gaps, res, problem)
-                    if sampler.adaptive:
-                        counters["oracle_calls"] += problem.n  # gap sampling consumes them
-                        calls = 0
-                monitor.monitor_calls += calls
+                    counters["oracle_calls"] += problem.n
+                else:
+                    monitor.monitor_calls += problem.n
                 gap = float(gaps.sum())
                 dual = st.dual()
                 w_rep = st.w
@@ -293,7 +296,7 @@ class BCFW(Solver):
         monitor.start_clock()
         stopped = None
         try:
-            gap = checkpoint(refresh=True)
+            gap = checkpoint(refresh=uses_gaps)
             stopped = monitor.should_stop(0, gap)
             since_check = 0
             p = 0
@@ -304,13 +307,11 @@ class BCFW(Solver):
                 counters["oracle_time"] += t_or
                 counters["engine_passes"] = float(p)
                 since_check += 1
-                due = since_check >= stop.check_every or p >= stop.max_passes or monitor.out_of_time()
-                refresh = refresh_every is not None and (p % refresh_every == 0)
-                if refresh_every is not None:
-                    due = refresh or p >= stop.max_passes or monitor.out_of_time()
-                if due:
+                refresh = uses_gaps and p % self.gap_refresh == 0
+                if (refresh or since_check >= stop.check_every or p >= stop.max_passes
+                        or monitor.out_of_time()):
                     since_check = 0
-                    gap = checkpoint(refresh=refresh or refresh_every is None)
+                    gap = checkpoint(refresh)
                     stopped = monitor.should_stop(p, gap)
         except KeyboardInterrupt:
             stopped = "interrupted"
