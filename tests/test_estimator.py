@@ -256,3 +256,16 @@ def test_time_budget_stops_the_fit(ocr_small):
                            random_state=0).fit(X, Y)
     assert svm.stopped_ == "time_budget"
     assert svm.trace_["time_s"][-1] >= 0.3
+
+
+def test_process_executor_gives_the_same_results(ocr_small):
+    X, Y, Xt, Yt = ocr_small
+    kw = dict(solver="fw", lam=0.01, max_passes=3, tol=None, random_state=0)
+    a = sf.StructuredSVM(chain(), **kw).fit(X, Y)
+    b = sf.StructuredSVM(chain(), n_jobs=2, **kw).fit(X, Y)
+    np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-12)
+    np.testing.assert_allclose(a.trace_["gap"], b.trace_["gap"], atol=1e-12)
+    pa, pb = a.predict(Xt), b.predict(Xt)
+    assert all(np.array_equal(u, v) for u, v in zip(pa, pb))
+    with pytest.raises(ValueError, match="n_jobs"):
+        sf.StructuredSVM(chain(), n_jobs=0, **kw).fit(X, Y)
