@@ -165,6 +165,35 @@ def hamming_loss(a, b):
 
 # -------------------------------------------- joint feature differences
 @njit(cache=True)
+def edge_label_diff(a0, b0, a1, b1, off, S, ti, tv, n):
+    """Append the transition-indicator difference e_{a0,b0} - e_{a1,b1} of one edge to
+    (ti, tv) from position n; labels < 0 mean "absent".  Returns the new length."""
+    if a0 == a1 and b0 == b1:
+        return n
+    if a0 >= 0 and b0 >= 0:
+        ti[n] = off + a0 * S + b0
+        tv[n] = 1.0
+        n += 1
+    if a1 >= 0 and b1 >= 0:
+        ti[n] = off + a1 * S + b1
+        tv[n] = -1.0
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def append_coalesced(ti, tv, n, out_i, out_v, m):
+    """Append the sorted, summed, non-zero pairs (ti[:n], tv[:n]) to out_i/out_v from m.
+
+    The caller guarantees that these indices all exceed those already in out_i[:m]."""
+    ci, cv = coalesce(ti[:n], tv[:n])
+    k = ci.shape[0]
+    out_i[m:m + k] = ci
+    out_v[m:m + k] = cv
+    return m + k
+
+
+@njit(cache=True)
 def _transition_diff(ya, yb, S, off, out_i, out_v, m):
     """Append the sorted, coalesced nonzeros of e(ya) - e(yb) (transition counts)
     to out_i/out_v from position m; labels < 0 mean "absent" (no transition)."""
@@ -173,43 +202,8 @@ def _transition_diff(ya, yb, S, off, out_i, out_v, m):
     ti = np.empty(2 * L, np.int64)
     tv = np.empty(2 * L)
     for l in range(L - 1):
-        a0 = ya[l]
-        b0 = ya[l + 1]
-        a1 = yb[l]
-        b1 = yb[l + 1]
-        if a0 == a1 and b0 == b1:
-            continue
-        if a0 >= 0 and b0 >= 0:
-            ti[n] = off + a0 * S + b0
-            tv[n] = 1.0
-            n += 1
-        if a1 >= 0 and b1 >= 0:
-            ti[n] = off + a1 * S + b1
-            tv[n] = -1.0
-            n += 1
-    # insertion sort (n <= 2L, small)
-    for p in range(1, n):
-        ki = ti[p]
-        kv = tv[p]
-        q = p - 1
-        while q >= 0 and ti[q] > ki:
-            ti[q + 1] = ti[q]
-            tv[q + 1] = tv[q]
-            q -= 1
-        ti[q + 1] = ki
-        tv[q + 1] = kv
-    p = 0
-    while p < n:
-        j = ti[p]
-        v = 0.0
-        while p < n and ti[p] == j:
-            v += tv[p]
-            p += 1
-        if v != 0.0:
-            out_i[m] = j
-            out_v[m] = v
-            m += 1
-    return m
+        n = edge_label_diff(ya[l], ya[l + 1], yb[l], yb[l + 1], off, S, ti, tv, n)
+    return append_coalesced(ti, tv, n, out_i, out_v, m)
 
 
 @njit(cache=True)
@@ -294,9 +288,6 @@ def chain_phi_diff_csr(indptr, indices, data, ya, yb, S, F):
     out_i = np.empty(n + 2 * L, np.int64)
     out_v = np.empty(n + 2 * L)
     # unary indices are all below S*F, so the transition part appended after stays sorted
-    ci, cv = coalesce(ui[:n], uv[:n])
-    m = ci.shape[0]
-    out_i[:m] = ci
-    out_v[:m] = cv
+    m = append_coalesced(ui, uv, n, out_i, out_v, 0)
     m = _transition_diff(ya, yb, S, S * F, out_i, out_v, m)
     return out_i[:m].copy(), out_v[:m].copy()

@@ -18,8 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._linalg import coalesce
-from .chain import _viterbi_core
+from .chain import _viterbi_core, append_coalesced, edge_label_diff
 
 
 @njit(cache=True, fastmath=True)
@@ -273,21 +272,7 @@ def grid_phi_diff(x, ya, yb, S, F, offH, offV):
                     if i + 1 >= h:
                         continue
                     i2, j2, off = i + 1, j, offV
-                a0, b0 = ya[i, j], ya[i2, j2]
-                a1, b1 = yb[i, j], yb[i2, j2]
-                if a0 == a1 and b0 == b1:
-                    continue
-                if a0 >= 0 and b0 >= 0:
-                    ti[n] = off + a0 * S + b0
-                    tv[n] = 1.0
-                    n += 1
-                if a1 >= 0 and b1 >= 0:
-                    ti[n] = off + a1 * S + b1
-                    tv[n] = -1.0
-                    n += 1
+                n = edge_label_diff(ya[i, j], ya[i2, j2], yb[i, j], yb[i2, j2], off, S, ti, tv, n)
     # pairwise indices all follow the unary ones, so appending keeps the order
-    ci, cv = coalesce(ti[:n], tv[:n])
-    out_i[m:m + ci.shape[0]] = ci
-    out_v[m:m + ci.shape[0]] = cv
-    m += ci.shape[0]
+    m = append_coalesced(ti, tv, n, out_i, out_v, m)
     return out_i[:m].copy(), out_v[:m].copy()
