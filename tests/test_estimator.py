@@ -269,3 +269,22 @@ def test_process_executor_gives_the_same_results(ocr_small):
     assert all(np.array_equal(u, v) for u, v in zip(pa, pb))
     with pytest.raises(ValueError, match="n_jobs"):
         sf.StructuredSVM(chain(), n_jobs=0, **kw).fit(X, Y)
+
+
+def test_time_s_excludes_monitoring(ocr_small, monkeypatch):
+    """A slow test-set evaluation (monitoring) must not show up in time_s."""
+    import time as _time
+
+    X, Y, Xt, Yt = ocr_small
+    from structfw.solvers.base import Monitor
+
+    orig = Monitor.test_loss
+
+    def slow(self, w):
+        _time.sleep(0.2)
+        return orig(self, w)
+
+    monkeypatch.setattr(Monitor, "test_loss", slow)
+    svm = sf.StructuredSVM(chain(), lam=0.01, max_passes=3, tol=None, random_state=0).fit(X, Y, Xt, Yt)
+    assert svm.trace_["time_s"][0] < 0.1
+    assert np.all(np.diff(svm.trace_["time_s"]) < 0.2)

@@ -88,6 +88,7 @@ class Monitor:
         self.monitor_calls = 0
         self._t0 = time.perf_counter()
         self._monitor_time = 0.0
+        self._monitor_since = None
         self._bar = None
         self.best = None  # (primal, w copy, gap, dual)
         self.interrupted = False
@@ -104,17 +105,22 @@ class Monitor:
         self._monitor_time = 0.0
 
     def opt_time(self):
-        return time.perf_counter() - self._t0 - self._monitor_time
+        """Seconds since start_clock() minus monitoring, including a monitoring block in progress."""
+        now = time.perf_counter()
+        in_progress = now - self._monitor_since if self._monitor_since is not None else 0.0
+        return now - self._t0 - self._monitor_time - in_progress
 
     def monitoring(self):
+        """Context manager: the time spent inside is monitoring, not optimisation."""
         mon = self
 
         class _Ctx:
             def __enter__(self):
-                self.t = time.perf_counter()
+                mon._monitor_since = time.perf_counter()
 
             def __exit__(self, *exc):
-                mon._monitor_time += time.perf_counter() - self.t
+                mon._monitor_time += time.perf_counter() - mon._monitor_since
+                mon._monitor_since = None
                 return False
 
         return _Ctx()
