@@ -13,7 +13,7 @@ METHODS = ["fw", "mfw", "swap", "partan"]
 
 def _qp_simplex(Q):
     """Exact min of 1/2 a^T Q a on the unit simplex with cvxopt (interior point)."""
-    cvxopt = pytest.importorskip("cvxopt")
+    pytest.importorskip("cvxopt")
     from cvxopt import matrix, solvers
     m = Q.shape[0]
     sol = solvers.qp(matrix(Q), matrix(np.zeros(m)), matrix(-np.eye(m)), matrix(np.zeros(m)),

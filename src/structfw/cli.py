@@ -4,7 +4,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import time
 from pathlib import Path
 
 import click

@@ -14,7 +14,6 @@ call / n, gap passes included), from the largest lam down.
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 

@@ -16,10 +16,11 @@ w = sum_i w_i, l = sum_i l_i; D(alpha) = -lam/2 ||w||^2 + l.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
-from .._linalg import SparseVector, combine, dot, dot_vv, sqnorm
+from .._linalg import SparseVector, axpy, combine, dot, sqnorm
 from ._kernels import dense_block_step, dense_dot
 from .averaging import LazyAverage
 from .base import Solver, SolveResult
@@ -267,7 +268,6 @@ class BCFW(Solver):
         # calls count; any other checkpoint is monitoring only and changes nothing
         uses_gaps = sampler.adaptive or self.cache
         counters = dict(oracle_calls=0, cache_hits=0, oracle_time=0.0, engine_passes=0.0)
-        import time as _time
 
         def checkpoint(refresh):
             """A full gap pass (two with averaging); ``refresh``: the algorithm's own."""
@@ -303,7 +303,7 @@ class BCFW(Solver):
             while stopped is None:
                 p += 1
                 validate = self.check_oracle and p == 1 and state is None
-                t_or = self._run_pass(problem, st, sampler, avg, counters, validate, _time)
+                t_or = self._run_pass(problem, st, sampler, avg, counters, validate)
                 counters["oracle_time"] += t_or
                 counters["engine_passes"] = float(p)
                 since_check += 1
@@ -345,7 +345,7 @@ class BCFW(Solver):
                 cs.evict(self.cache_size, protect=tuple(cs.active()))
 
     # ======================================================= one data pass
-    def _run_pass(self, problem, st, sampler, avg, counters, validate, _time):
+    def _run_pass(self, problem, st, sampler, avg, counters, validate):
         """n block iterations; returns the seconds spent inside the oracle."""
         sampler.start_pass()
         model = problem.model
@@ -357,7 +357,7 @@ class BCFW(Solver):
         fast = (self.step == "fw" and not self.cache and st.dense_blocks and not problem.approximate
                 and not validate)
         t_oracle = 0.0
-        clock = _time.perf_counter
+        clock = time.perf_counter
         u = avg.u if avg is not None else _EMPTY_V
         for _ in range(n):
             i = sampler.next()
@@ -507,7 +507,6 @@ class BCFW(Solver):
             gamma = -slope / (lam * nrm)
         gamma = min(max(gamma, 0.0), gmax)
         if gamma > 0.0:
-            from .._linalg import axpy
             axpy(gamma, d, st.w)
             st.wi[i] = combine(1.0, st.wi[i], gamma, d)
             if u.shape[0] > 0:
@@ -528,10 +527,7 @@ def exact_dual_from_alpha(problem, state):
     for cs in state.corners:
         for k in range(len(cs)):
             if cs.alpha[k] > 0:
-                from .._linalg import axpy
                 axpy(cs.alpha[k] / (problem.lam * problem.n), cs.psi[k], w)
                 ell += cs.alpha[k] * cs.loss[k] / problem.n
     return -0.5 * problem.lam * float(w @ w) + ell, w, ell
 
-
-_ = dot_vv  # re-exported helper for tests

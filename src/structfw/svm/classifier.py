@@ -204,7 +204,6 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         self._gamma = resolve_gamma(self.gamma, X, self.kernel)
         rng = check_random_state(self.random_state)
         targets = [1] if n_classes == 2 else list(range(n_classes))
-        m = X.shape[0]
         large = X.size >= 1_000_000 and kind in (0, 1, 2)
         kdt = self.kernel_dtype
         if kdt == "auto":
