@@ -105,6 +105,28 @@ def _normalise(m, i, j, S):
 
 
 @njit(cache=True)
+def _send(U, m1, m2, m3, si, sj, w, off, sender_first, out, i, j, t):
+    """Max-product message into (i, j) from its neighbour (si, sj).
+
+    The sender's unary plus the messages m1, m2, m3 it received from its other
+    neighbours, maximised over the sender's label a through the edge weights:
+    w[off + a*S + b] when the sender is the edge's first (left/upper) node,
+    w[off + b*S + a] otherwise.  Written to out[i, j, :], normalised."""
+    S = t.shape[0]
+    for a in range(S):
+        t[a] = U[si, sj, a] + m1[si, sj, a] + m2[si, sj, a] + m3[si, sj, a]
+    for b in range(S):
+        best = -np.inf
+        for a in range(S):
+            k = off + a * S + b if sender_first else off + b * S + a
+            v = t[a] + w[k]
+            if v > best:
+                best = v
+        out[i, j, b] = best
+    _normalise(out, i, j, S)
+
+
+@njit(cache=True)
 def grid_loopy_bp(U, w, offH, offV, n_iter, damping):
     """Damped synchronous loopy max-product; returns the belief argmax labelling."""
     h, wd, S = U.shape
@@ -120,50 +142,15 @@ def grid_loopy_bp(U, w, offH, offV, n_iter, damping):
     for _ in range(n_iter):
         for i in range(h):
             for j in range(wd):
-                if j > 0:  # from left neighbour (i, j-1), excluding what it got from (i, j)
-                    for a in range(S):
-                        t[a] = U[i, j - 1, a] + mL[i, j - 1, a] + mU[i, j - 1, a] + mD[i, j - 1, a]
-                    for b in range(S):
-                        best = -np.inf
-                        for a in range(S):
-                            v = t[a] + w[offH + a * S + b]
-                            if v > best:
-                                best = v
-                        nL[i, j, b] = best
-                    _normalise(nL, i, j, S)
+                # each message into (i, j) excludes what the sender got from (i, j) itself
+                if j > 0:
+                    _send(U, mL, mU, mD, i, j - 1, w, offH, True, nL, i, j, t)
                 if j + 1 < wd:
-                    for a in range(S):
-                        t[a] = U[i, j + 1, a] + mR[i, j + 1, a] + mU[i, j + 1, a] + mD[i, j + 1, a]
-                    for b in range(S):
-                        best = -np.inf
-                        for a in range(S):
-                            v = t[a] + w[offH + b * S + a]
-                            if v > best:
-                                best = v
-                        nR[i, j, b] = best
-                    _normalise(nR, i, j, S)
+                    _send(U, mR, mU, mD, i, j + 1, w, offH, False, nR, i, j, t)
                 if i > 0:
-                    for a in range(S):
-                        t[a] = U[i - 1, j, a] + mU[i - 1, j, a] + mL[i - 1, j, a] + mR[i - 1, j, a]
-                    for b in range(S):
-                        best = -np.inf
-                        for a in range(S):
-                            v = t[a] + w[offV + a * S + b]
-                            if v > best:
-                                best = v
-                        nU[i, j, b] = best
-                    _normalise(nU, i, j, S)
+                    _send(U, mU, mL, mR, i - 1, j, w, offV, True, nU, i, j, t)
                 if i + 1 < h:
-                    for a in range(S):
-                        t[a] = U[i + 1, j, a] + mD[i + 1, j, a] + mL[i + 1, j, a] + mR[i + 1, j, a]
-                    for b in range(S):
-                        best = -np.inf
-                        for a in range(S):
-                            v = t[a] + w[offV + b * S + a]
-                            if v > best:
-                                best = v
-                        nD[i, j, b] = best
-                    _normalise(nD, i, j, S)
+                    _send(U, mD, mL, mR, i + 1, j, w, offV, False, nD, i, j, t)
         for i in range(h):
             for j in range(wd):
                 for s in range(S):
