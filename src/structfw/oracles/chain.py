@@ -207,17 +207,17 @@ def _transition_diff(ya, yb, S, off, out_i, out_v, m):
 
 
 @njit(cache=True)
-def chain_phi_diff_dense(x, ya, yb, S, F):
-    """Sparse phi(x, ya) - phi(x, yb) for dense x (L, F), touching only positions
-    where ya and yb differ.  Labels < 0 in yb mean "no labelling" (so yb = -1
-    everywhere gives phi(x, ya)).  Returns sorted unique indices and values, zeros dropped.
-    """
-    L = x.shape[0]
+def unary_diff_dense(x, ya, yb, S, F, extra):
+    """Unary part of phi(x, ya) - phi(x, yb) for dense per-position features x (P, F):
+    sum over positions p where ya != yb of x_p in block ya_p minus x_p in block yb_p
+    (labels < 0 mean "absent").  Returns buffers with room for ``extra`` more entries
+    and the number m of (sorted, non-zero) entries written."""
+    P = x.shape[0]
     mark = np.zeros(S, np.bool_)
     k = 0
-    for l in range(L):
-        a = ya[l]
-        b = yb[l]
+    for p in range(P):
+        a = ya[p]
+        b = yb[p]
         if a != b:
             if a >= 0 and not mark[a]:
                 mark[a] = True
@@ -225,8 +225,8 @@ def chain_phi_diff_dense(x, ya, yb, S, F):
             if b >= 0 and not mark[b]:
                 mark[b] = True
                 k += 1
-    out_i = np.empty(k * F + 2 * L, np.int64)
-    out_v = np.empty(k * F + 2 * L)
+    out_i = np.empty(k * F + extra, np.int64)
+    out_v = np.empty(k * F + extra)
     m = 0
     if k > 0:
         buf = np.empty(F)
@@ -235,23 +235,33 @@ def chain_phi_diff_dense(x, ya, yb, S, F):
                 continue
             for f in range(F):
                 buf[f] = 0.0
-            for l in range(L):
-                a = ya[l]
-                b = yb[l]
+            for p in range(P):
+                a = ya[p]
+                b = yb[p]
                 if a == b:
                     continue
                 if a == s:
                     for f in range(F):
-                        buf[f] += x[l, f]
+                        buf[f] += x[p, f]
                 elif b == s:
                     for f in range(F):
-                        buf[f] -= x[l, f]
+                        buf[f] -= x[p, f]
             base = s * F
             for f in range(F):
                 if buf[f] != 0.0:
                     out_i[m] = base + f
                     out_v[m] = buf[f]
                     m += 1
+    return out_i, out_v, m
+
+
+@njit(cache=True)
+def chain_phi_diff_dense(x, ya, yb, S, F):
+    """Sparse phi(x, ya) - phi(x, yb) for dense x (L, F), touching only positions
+    where ya and yb differ.  Labels < 0 in yb mean "no labelling" (so yb = -1
+    everywhere gives phi(x, ya)).  Returns sorted unique indices and values, zeros dropped.
+    """
+    out_i, out_v, m = unary_diff_dense(x, ya, yb, S, F, 2 * x.shape[0])
     m = _transition_diff(ya, yb, S, S * F, out_i, out_v, m)
     return out_i[:m].copy(), out_v[:m].copy()
 

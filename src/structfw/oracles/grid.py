@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import _viterbi_core, append_coalesced, edge_label_diff
+from .chain import _viterbi_core, append_coalesced, edge_label_diff, unary_diff_dense
 
 
 @njit(cache=True, fastmath=True)
@@ -205,46 +205,10 @@ def grid_phi_diff(x, ya, yb, S, F, offH, offV):
     """Sparse phi(x, ya) - phi(x, yb) of the grid model for dense x (h, w, F),
     touching only differing cells/edges; labels < 0 in yb mean "absent"."""
     h, wd = x.shape[0], x.shape[1]
-    mark = np.zeros(S, np.bool_)
-    k = 0
-    for i in range(h):
-        for j in range(wd):
-            a = ya[i, j]
-            b = yb[i, j]
-            if a != b:
-                if a >= 0 and not mark[a]:
-                    mark[a] = True
-                    k += 1
-                if b >= 0 and not mark[b]:
-                    mark[b] = True
-                    k += 1
     n_edges = 2 * h * wd
-    out_i = np.empty(k * F + 2 * n_edges, np.int64)
-    out_v = np.empty(k * F + 2 * n_edges)
-    m = 0
-    if k > 0:
-        buf = np.empty(F)
-        for s in range(S):
-            if not mark[s]:
-                continue
-            buf[:] = 0.0
-            for i in range(h):
-                for j in range(wd):
-                    a = ya[i, j]
-                    b = yb[i, j]
-                    if a == b:
-                        continue
-                    if a == s:
-                        for f in range(F):
-                            buf[f] += x[i, j, f]
-                    elif b == s:
-                        for f in range(F):
-                            buf[f] -= x[i, j, f]
-            for f in range(F):
-                if buf[f] != 0.0:
-                    out_i[m] = s * F + f
-                    out_v[m] = buf[f]
-                    m += 1
+    # the unary part is the chain's, over the cells in row-major order
+    out_i, out_v, m = unary_diff_dense(x.reshape(h * wd, F), ya.reshape(h * wd), yb.reshape(h * wd),
+                                       S, F, 2 * n_edges)
     ti = np.empty(2 * n_edges, np.int64)
     tv = np.empty(2 * n_edges)
     n = 0
