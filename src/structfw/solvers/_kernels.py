@@ -47,6 +47,23 @@ def _scale_into_avg(wi, w, u, c, cu):
 
 
 @njit(cache=True)
+def step_along(slope, nrm, lam, gmax, gfixed):
+    """Step size along d: the exact line search -slope / (lam ||d||^2) (or the fixed
+    step when gfixed >= 0), clipped to [0, gmax]."""
+    if gfixed >= 0.0:
+        gamma = gfixed
+    elif nrm <= 0.0:
+        gamma = gmax if slope < 0.0 else 0.0
+    else:
+        gamma = -slope / (lam * nrm)
+    if gamma > gmax:
+        gamma = gmax
+    if gamma < 0.0:
+        gamma = 0.0
+    return gamma
+
+
+@njit(cache=True)
 def dense_block_step(w, wi, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u, inv_c):
     """Step on block i with w_i stored densely; updates w, w_i (and u) in place.
 
@@ -84,16 +101,7 @@ def dense_block_step(w, wi, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u,
         nrm += 2.0 * a * b1 * sparse_dot_dense(i1, v1, wi) + 2.0 * a * b2 * sparse_dot_dense(i2, v2, wi)
     nrm += 2.0 * b1 * b2 * sparse_dot_sparse(i1, v1, i2, v2)
     slope = lam * wd - dl
-    if gfixed >= 0.0:
-        gamma = gfixed
-    elif nrm <= 0.0:
-        gamma = gmax if slope < 0.0 else 0.0
-    else:
-        gamma = -slope / (lam * nrm)
-    if gamma > gmax:
-        gamma = gmax
-    if gamma < 0.0:
-        gamma = 0.0
+    gamma = step_along(slope, nrm, lam, gmax, gfixed)
     if gamma == 0.0:
         return gamma, slope
     has_u = u.shape[0] > 0

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from .._linalg import SparseVector, axpy, combine, dot, sqnorm
-from ._kernels import dense_block_step, dense_dot
+from ._kernels import dense_block_step, dense_dot, step_along
 from .averaging import LazyAverage
 from .base import Solver, SolveResult
 from .corners import ALPHA_EPS, CornerSet
@@ -497,15 +497,7 @@ class BCFW(Solver):
             d = combine(1.0, d, b1, s1)
         if s2 is not None:
             d = combine(1.0, d, b2, s2)
-        slope = lam * dot(d, st.w) - dl
-        nrm = sqnorm(d)
-        if gfixed >= 0.0:
-            gamma = gfixed
-        elif nrm <= 0.0:
-            gamma = gmax if slope < 0 else 0.0
-        else:
-            gamma = -slope / (lam * nrm)
-        gamma = min(max(gamma, 0.0), gmax)
+        gamma = step_along(lam * dot(d, st.w) - dl, sqnorm(d), lam, gmax, gfixed)
         if gamma > 0.0:
             axpy(gamma, d, st.w)
             st.wi[i] = combine(1.0, st.wi[i], gamma, d)
