@@ -72,7 +72,16 @@ def kernel_column(X, sqn, i, kind, gamma, coef0, degree):
         for j in range(m):
             out[j] = X[i, j]
         return out
-    dots = np.dot(X, X[i])
+    kernel_from_dots(np.dot(X, X[i]), sqn, i, kind, gamma, coef0, degree, out)
+    return out
+
+
+@njit(cache=True)
+def kernel_from_dots(dots, sqn, i, kind, gamma, coef0, degree, out):
+    """out[j] = k(x_j, x_i) from the dot products dots[j] = <x_j, x_i> (kind 0..2):
+    linear, rbf exp(-gamma ||x_j - x_i||^2) with the distance formed in float64 from
+    the squared norms ``sqn`` (diagonal exactly 1), or poly (gamma <.,.> + coef0)^degree."""
+    m = out.shape[0]
     if kind == 0:
         for j in range(m):
             out[j] = dots[j]
@@ -87,7 +96,6 @@ def kernel_column(X, sqn, i, kind, gamma, coef0, degree):
     else:
         for j in range(m):
             out[j] = (gamma * dots[j] + coef0) ** degree
-    return out
 
 
 def kernel_diagonal(X, kind, gamma, coef0, degree):

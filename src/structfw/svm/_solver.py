@@ -35,7 +35,7 @@ import time
 import numpy as np
 from numba import njit
 
-from ._kernels import kernel_column
+from ._kernels import kernel_column, kernel_from_dots
 
 METHODS = {"fw": 0, "mfw": 1, "swap": 2, "partan": 3}
 
@@ -156,20 +156,7 @@ def _prefetch(i, g, block, X, sqn, y, kind, gamma, coef0, degree, invC,
             break
         if idx_of[slot] >= 0:
             slot_of[idx_of[slot]] = -1
-        if kind == 0:
-            for j in range(m):
-                col[j] = D[r, j]
-        elif kind == 1:
-            sc = sqn[c]
-            for j in range(m):
-                d2 = sqn[j] + sc - 2.0 * D[r, j]
-                if d2 < 0.0:
-                    d2 = 0.0
-                col[j] = np.exp(-gamma * d2)
-            col[c] = 1.0
-        else:
-            for j in range(m):
-                col[j] = (gamma * D[r, j] + coef0) ** degree
+        kernel_from_dots(D[r], sqn, c, kind, gamma, coef0, degree, col)
         # the requested column is the most recent; prefetched ones are stamped older
         _store(slot, c, col, y, kind, invC, cache, slot_of, idx_of, last_used,
                clock0 if r == 0 else clock0 - 1)
