@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import structfw as sf
-from structfw.path import RegularizationPath, _initial_state, regularization_path
+from structfw.path import RegularizationPath, regularization_path
 from structfw.solvers import BCFW, FW, Monitor, Problem, StopRule
 
 from toy import exact_optimum, make_toy, primal
@@ -75,7 +75,7 @@ def test_lam_inf_and_initial_point(toy):
     for solver in (BCFW(), BCFW(step="pairwise")):
         prob = Problem(model, X, Y, lam_inf)
         res0 = prob.batch_oracle(np.zeros(prob.d))
-        st = _initial_state(solver, prob, [(r[0], r[1], r[2]) for r in res0])
+        st = solver.state_at_corners(prob, [r[0] for r in res0])
         np.testing.assert_allclose(st.w, psi_t / lam_inf, atol=1e-14)
         _, gaps, _ = solver.gap_pass(prob, st)
         assert gaps.sum() <= eps + 1e-12

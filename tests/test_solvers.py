@@ -5,6 +5,7 @@ import pytest
 import structfw as sf
 from structfw.solvers import BCFW, FW, SSG, Monitor, Problem, StopRule
 from structfw.solvers.bcfw import exact_dual_from_alpha
+from structfw.solvers.parts import GapCache, PairwiseStep
 from structfw.solvers.sampling import BlockSampler
 from toy import exact_optimum, make_toy, primal
 
@@ -150,25 +151,26 @@ def test_cache_hits_never_increase_the_objective_and_are_counted(toy, monkeypatc
     problem = Problem(model, X, Y, LAM)
     solver = BCFW(cache=True, step="pairwise", cache_F=0.01, cache_nu=0.001)
     seen = []  # was the corner of each iteration a cache hit?
-    orig = BCFW._fw_corner
+    orig = GapCache.fw_corner
 
-    def spy(self, *a, **k):
-        out = orig(self, *a, **k)
-        seen.append(out[6])
+    def spy(self, ctx, i):
+        out = orig(self, ctx, i)
+        seen.append(out[4])
         return out
 
-    monkeypatch.setattr(BCFW, "_fw_corner", spy)
-    orig_step = BCFW._general_iteration
+    monkeypatch.setattr(GapCache, "fw_corner", spy)
+    orig_step = PairwiseStep.move
     deltas = []
 
-    def step_spy(self, problem, st, *a, **k):
-        before = 0.5 * problem.lam * st.w @ st.w - st.ell
-        out = orig_step(self, problem, st, *a, **k)
-        after = 0.5 * problem.lam * st.w @ st.w - st.ell
+    def step_spy(self, ctx, *a, **k):
+        st = ctx.st
+        before = 0.5 * ctx.lam * st.w @ st.w - st.ell
+        out = orig_step(self, ctx, *a, **k)
+        after = 0.5 * ctx.lam * st.w @ st.w - st.ell
         deltas.append((seen[-1], after - before))
         return out
 
-    monkeypatch.setattr(BCFW, "_general_iteration", step_spy)
+    monkeypatch.setattr(PairwiseStep, "move", step_spy)
     stop = StopRule(max_passes=30, tol=None)
     res = solver.solve(problem, stop, rng=0, monitor=Monitor(problem, stop, {}))
     hits = [dlt for hit, dlt in deltas if hit]

@@ -319,34 +319,6 @@ class _ReusingProblem(Problem):
         return res
 
 
-def _initial_state(solver, problem, corners_y):
-    """The dual point alpha^inf: alpha_i(y~_i) = 1, as a BCFWState at problem.lam."""
-    st = solver._new_state(problem)
-    n = problem.n
-    inv = 1.0 / (problem.lam * n)
-    st.w[:] = 0.0
-    for i, (y, psi, L) in enumerate(corners_y):
-        if st.dense_blocks:
-            st.wi[i][:] = 0.0
-            np.add.at(st.wi[i], psi.indices, psi.values * inv)
-            st.w += st.wi[i]
-        else:
-            st.wi[i] = psi * inv
-            st.w[psi.indices] += psi.values * inv
-        st.li[i] = L / n
-        if st.corners is not None:
-            cs = st.corners[i]
-            key = problem.model.label_key(y)
-            if key != problem.truth_keys[i]:
-                slot = cs.add(key, y, psi, L, 0.0, 0)
-                if st.track_alpha:
-                    for k in range(len(cs)):
-                        cs.alpha[k] = 0.0
-                    cs.alpha[slot] = 1.0
-    st.ell = float(st.li.sum())
-    return st
-
-
 def regularization_path(model, X, Y, eps=0.1, kappa=0.5, solver=None, min_lam=1e-6, max_passes_per_lam=500,
                         random_state=None, verbose=0, X_test=None, Y_test=None, max_breakpoints=100000,
                         callback=None):
@@ -437,7 +409,7 @@ def regularization_path(model, X, Y, eps=0.1, kappa=0.5, solver=None, min_lam=1e
                                    "test_losses": [math.nan]}, init_calls, time.perf_counter() - t0, n, meta)
     lam = S / eps
     w_inf = psi_t / lam
-    state = _initial_state(solver, problem.with_lam(lam), [(r[0], r[1], r[2]) for r in res0])
+    state = solver.state_at_corners(problem.with_lam(lam), [r[0] for r in res0], rng=rng)
     init_time = time.perf_counter() - t0
 
     # ---- induction (Prop. 1 + eq. (12))

@@ -1,20 +1,24 @@
-"""What every solver shares: stopping rules, monitoring, checkpoints, results.
+"""What every solver shares: options, the solve skeleton, stop rules, monitoring, results.
 
 Monitoring (full gap passes, test error) is timed apart from optimisation and
-its oracle calls are counted apart (``monitor_calls``), as DESIGN.md section 1
-asks.  A Ctrl-C during a solve stops it cleanly: the engine finishes the block
-it is on, and :meth:`Monitor.finish` keeps the iterate with the lowest primal
-among the evaluated ones (the current iterate is evaluated once more unless a
-second Ctrl-C arrives).
+its oracle calls are counted apart (``monitor_calls``, docs/design.md, "Passes
+and oracle calls").  Every solver runs the one skeleton :meth:`Solver.solve`:
+state set-up, passes, checkpoints, clock, stop rules, and Ctrl-C taken at a
+safe point -- the end of the current block step -- after which the iterate
+with the lowest evaluated primal is returned and the state stays usable for a
+warm start.
 """
 from __future__ import annotations
 
 import math
+import numbers
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._interrupt import deferred_sigint
 from ..trace import Trace
 
 
@@ -169,18 +173,203 @@ class Monitor:
             self._bar = None
 
 
+# ======================================================================== parameters
+@dataclass(frozen=True)
+class Param:
+    """One solver option, declared once: validation, defaults, CLI choices and docs read it.
+
+    Parameters
+    ----------
+    name : str
+    default : object
+    kind : {"choice", "bool", "int", "float"}
+    choices : tuple
+        Allowed values of a "choice" option (may contain None).
+    low : float or None
+        Smallest allowed value of an "int"/"float" option (``low_open``: excluded).
+    help : str
+        One line for ``--help`` and the docs.
+    """
+
+    name: str
+    default: object
+    kind: str
+    choices: tuple = ()
+    low: float | None = None
+    low_open: bool = False
+    help: str = ""
+
+    def check(self, value):
+        """Raise ValueError naming the option unless ``value`` is allowed."""
+        if self.kind == "choice":
+            allowed = value is None if value is None else (
+                isinstance(value, str) and value in [c for c in self.choices if isinstance(c, str)])
+            if not allowed or (value is None and None not in self.choices):
+                raise ValueError(f"{self.name} must be one of {self.choices}; got {value!r}")
+            return
+        if self.kind == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"{self.name} must be True or False; got {value!r}")
+            return
+        number = (numbers.Integral,) if self.kind == "int" else (numbers.Real,)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, number) or (
+                self.kind == "float" and not math.isfinite(float(value))):
+            what = "an integer" if self.kind == "int" else "a finite number"
+            raise ValueError(f"{self.name} must be {what}{self._bound()}; got {value!r}")
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            what = "an integer" if self.kind == "int" else "a number"
+            raise ValueError(f"{self.name} must be {what}{self._bound()}; got {value!r}")
+
+    def _bound(self):
+        if self.low is None:
+            return ""
+        return f" {'>' if self.low_open else '>='} {self.low:g}"
+
+
 class Solver:
-    """Base class of solvers: parameters in ``__init__``, work in :meth:`solve`."""
+    """Base class of solvers: options declared in ``PARAMS``, the solve loop in :meth:`solve`.
+
+    Options follow scikit-learn's conventions: the constructor stores every
+    argument unchanged as an attribute of the same name (after checking it),
+    :meth:`get_params` reads the attributes, :meth:`set_params` checks and sets
+    them, so ``sklearn.base.clone`` and nested ``solver__option`` searches work,
+    and :meth:`solve` checks them again (an attribute may have been assigned).
+
+    Subclasses fill in the solve skeleton:
+
+    - :meth:`init_state` -- a new state, or the previous one continued (warm start);
+    - :meth:`run_pass` -- one pass of optimisation, polling the interrupt flag
+      between its steps;
+    - :meth:`checkpoint` -- measure (and for some variants refresh) the gap, record a trace row;
+    - :meth:`result_w` -- the returned iterate (the average for averaged variants).
+    """
 
     name = "solver"
     has_dual = True
+    PARAMS: tuple = ()
 
-    def get_params(self):
-        return dict(self._params)
+    def _init_params(self, values):
+        for p in self.PARAMS:
+            p.check(values[p.name])
+            setattr(self, p.name, values[p.name])
+
+    @classmethod
+    def param_table(cls):
+        """{name: Param} of the options this solver takes."""
+        return {p.name: p for p in cls.PARAMS}
+
+    def get_params(self, deep=True):
+        return {p.name: getattr(self, p.name) for p in self.PARAMS}
+
+    def set_params(self, **params):
+        table = self.param_table()
+        for key, value in params.items():
+            if key not in table:
+                raise ValueError(f"invalid option {key!r} for {type(self).__name__}; valid options are "
+                                 f"{sorted(table)}")
+            table[key].check(value)
+        for key, value in params.items():
+            setattr(self, key, value)
+        return self
+
+    def validate_params(self):
+        for p in self.PARAMS:
+            p.check(getattr(self, p.name))
 
     def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self._params.items())
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
-    def solve(self, problem, stop, state=None, rng=None, monitor=None):  # pragma: no cover
+    @property
+    def label(self):
+        return self.name.upper()
+
+    # ------------------------------------------------------------- skeleton
+    def solve(self, problem, stop, state=None, rng=None, monitor=None):
+        """Run until a stop rule fires; returns a :class:`SolveResult`.
+
+        ``state`` continues a previous solve exactly (same data and lam: the
+        iterates are those of one uninterrupted run); ``rng`` seeds a new state
+        only.  Ctrl-C is deferred to the end of the current step
+        (:func:`structfw._interrupt.deferred_sigint`): the solve then ends
+        "interrupted" with the best evaluated iterate, the state stays consistent.
+        """
+        self.validate_params()
+        if monitor is None:
+            monitor = Monitor(problem, stop, {"solver": self.label})
+        with deferred_sigint() as flag:
+            st = self.init_state(problem, state, rng)
+            monitor.start_clock()
+            stopped = None
+            try:
+                gap = self.checkpoint(problem, st, monitor, initial=True)
+                stopped = "interrupted" if flag.requested else monitor.should_stop(0, gap)
+                done = 0
+                since_check = 0
+                while stopped is None:
+                    self.run_pass(problem, st, flag)
+                    done += 1
+                    since_check += 1
+                    if flag.requested:
+                        stopped = "interrupted"
+                        # the state is consistent: evaluate it once (a second Ctrl-C is ignored)
+                        self.checkpoint(problem, st, monitor, initial=False, monitoring_only=True)
+                        break
+                    if self.checkpoint_due(st, since_check, done, stop, monitor):
+                        since_check = 0
+                        gap = self.checkpoint(problem, st, monitor, initial=False)
+                        stopped = "interrupted" if flag.requested else monitor.should_stop(done, gap)
+            except KeyboardInterrupt:
+                # raised by code rather than by the signal (a model's oracle, or no handler could be
+                # installed): the oracle runs before a step touches the state, so it is consistent
+                stopped = "interrupted"
+                try:
+                    self.checkpoint(problem, st, monitor, initial=False, monitoring_only=True)
+                except KeyboardInterrupt:
+                    pass
+            finally:
+                monitor.close()
+        return self.result(st, monitor, stopped)
+
+    def checkpoint_due(self, state, since_check, done, stop, monitor):
+        return since_check >= stop.check_every or done >= stop.max_passes - 1e-9 or monitor.out_of_time()
+
+    def result(self, state, monitor, stopped):
+        tr = monitor.trace
+        if stopped == "interrupted" and monitor.best is not None:
+            primal, w, gap, dual = monitor.best
+        else:
+            w = self.result_w(state)
+            primal, dual, gap = tr.last("primal"), tr.last("dual"), tr.last("gap")
+        return SolveResult(w=w, state=state, trace=tr, stopped=stopped, gap=gap, primal=primal, dual=dual)
+
+    def result_w(self, state):
+        return state.w.copy()
+
+    def init_state(self, problem, state, rng):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def run_pass(self, problem, state, flag):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def checkpoint(self, problem, state, monitor, initial, monitoring_only=False):  # pragma: no cover
+        raise NotImplementedError
+
+
+def continue_or_restart(state, state_cls, problem):
+    """The previous state if it belongs to this problem, else None (with a warning when one was given).
+
+    A state is reused only for the same data (size, dimension and fingerprint of
+    X and Y): continuing on other data would silently mix two problems."""
+    if state is None:
+        return None
+    if not isinstance(state, state_cls):
+        warnings.warn(f"warm start: the previous state is a {type(state).__name__}, not a {state_cls.__name__} "
+                      "(the solver changed); starting afresh", RuntimeWarning, stacklevel=3)
+        return None
+    if (state.n, state.d) != (problem.n, problem.d) or state.fingerprint != problem.fingerprint:
+        warnings.warn(f"warm start: the previous state was fitted on other data (n={state.n}, d={state.d}) "
+                      f"than this fit (n={problem.n}, d={problem.d}); starting afresh", RuntimeWarning,
+                      stacklevel=3)
+        return None
+    return state

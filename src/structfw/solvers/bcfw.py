@@ -2,7 +2,8 @@
 
 Algorithm 1 of Osokin et al. (2016) -- BCFW in the primal-only form
 (Alg. 1 of Lacoste-Julien et al. 2013) -- with the papers' contributions as
-options of the same loop (DESIGN.md section 2):
+options of the same loop, each selecting a part of :mod:`structfw.solvers.parts`
+once per solve (docs/design.md, "The engine and its parts"):
 
 - ``sampling``: "uniform" | "perm" | "gap" | "max_gap"   (2016 paper Sec. 3.1)
 - ``step``: "fw" | "pairwise" | "away"                    (2016 paper Sec. 3.2, App. D Alg. 3/4)
@@ -10,21 +11,23 @@ options of the same loop (DESIGN.md section 2):
 - ``cache``: gap-based oracle cache, hit when ghat_i >= max(F g_i, nu/n g)  (2016 Sec. 3.3, Alg. 5)
 - ``averaging``: None | "weighted" (eq. (14)) | "suffix" (eq. (15), doubling trick)
 
-State per block (DESIGN.md section 1): w_i = A alpha_[i], l_i = b^T alpha_[i];
+State per block (docs/design.md, "Notation"): w_i = A alpha_[i], l_i = b^T alpha_[i];
 w = sum_i w_i, l = sum_i l_i; D(alpha) = -lam/2 ||w||^2 + l.
 """
 from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 
-from .._linalg import SparseVector, axpy, combine, dot, sqnorm
-from ._kernels import dense_block_step, dense_dot, step_along
+from .._linalg import SparseVector, axpy, dot
+from ._kernels import dense_block_step, dense_dot
 from .averaging import LazyAverage
-from .base import Solver, SolveResult
-from .corners import ALPHA_EPS, CornerSet
+from .base import Param, Solver, continue_or_restart
+from .corners import CornerSet
+from .parts import STEP_PARTS, BlockContext, ExactOracle, GapCache
 from .sampling import SAMPLINGS, BlockSampler
 
 _EMPTY_I = np.empty(0, np.int64)
@@ -35,7 +38,12 @@ BCFW_AVERAGINGS = (None, "weighted", "suffix")
 
 
 class BCFWState:
-    """Primal-dual state of the block-coordinate engine (lam-specific parts + corners).
+    """Complete state of the block-coordinate engine: everything needed to continue a run.
+
+    Public interface (used by warm starts and the regularisation path):
+    :meth:`rescale_lam` (keep alpha), :meth:`keep_w_change_lam` (Prop. 1),
+    :meth:`dual`, :meth:`delta`, and :meth:`BCFW.state_at_corners` to build one
+    at a given dual point.
 
     Attributes
     ----------
@@ -46,6 +54,13 @@ class BCFWState:
     li : ndarray (n,)          l_i = b^T alpha_[i]
     corners : list of CornerSet or None (with ``alpha`` when ``track_alpha``)
     k : int                    block iterations done (for 2n/(k+2n))
+    passes : int               complete passes done (the gap-pass schedule reads it)
+    rng : numpy.random.Generator   the generator of the sampler, continued by warm starts
+    sampler : BlockSampler     with its gap estimates and position in the pass
+    avg : LazyAverage or None  the running average of the iterates
+    oracle_gaps, full_gap      block gaps at the last oracle calls and the last full gap (cache rule)
+    needs_refresh : bool       the gap estimates are stale (new state, or lam changed)
+    fingerprint : str          digest of the training set it belongs to
     """
 
     def __init__(self, problem, dense_blocks, track_alpha, keep_corners):
@@ -69,23 +84,37 @@ class BCFWState:
                 self.corners.append(cs)
         self.truth = (problem.truth_keys, problem.Y)
         self.k = 0
-        self.gap_estimates = None     # last block gaps (for gap sampling)
+        self.passes = 0
+        self.rng = None
+        self.sampler = None
+        self.avg = None
         self.oracle_gaps = np.full(n, np.inf)  # g_i at the last oracle call on i (cache rule)
         self.full_gap = np.inf        # g at the last full gap pass (cache rule)
+        self.needs_refresh = True
+        self.fingerprint = problem.fingerprint
+
+    @property
+    def resumed(self):
+        """True once the state has been through a solve (its oracle outputs were checked)."""
+        return self.k > 0
 
     # ----------------------------------------------------------- lam changes
-    def block(self, i):
-        return self.wi[i]
-
     def rescale_lam(self, lam_new):
-        """Keep alpha, change lam: w_i = A alpha_[i] scales by lam/lam_new (warm start)."""
+        """Keep alpha, change lam: w_i = A alpha_[i] scales by lam/lam_new (warm start).
+
+        The average of the iterates scales with them (wbar = A alphabar); block gaps change,
+        so the next solve refreshes its gap estimates."""
         r = self.lam / lam_new
         self.w *= r
         if self.dense_blocks:
             self.wi *= r
         else:
             self.wi = [v * r for v in self.wi]
+        if self.avg is not None:
+            self.avg.u *= r
+            self.avg.renormalise()
         self.lam = lam_new
+        self.needs_refresh = True
 
     def keep_w_change_lam(self, lam_new):
         """Proposition 1 of Osokin et al. (2016): rho = lam_new/lam_old,
@@ -101,6 +130,7 @@ class BCFWState:
                 gt = self._truth_slot(i, cs)
                 cs.alpha[gt] += 1.0 - sum(cs.alpha)
         self.lam = lam_new
+        self.needs_refresh = True
 
     def _truth_slot(self, i, cs):
         """Slot of the ground-truth corner y_i in block i's set (re-added if it was dropped)."""
@@ -133,6 +163,9 @@ class BCFWState:
 class BCFW(Solver):
     """Block-coordinate Frank-Wolfe for the SSVM dual, with every variant as an option.
 
+    One engine (Alg. 1 of Osokin et al. 2016); each option selects a part
+    (:mod:`structfw.solvers.parts`) once per solve.  Any combination works.
+
     Parameters
     ----------
     step_size : {"linesearch", "predefined"}
@@ -159,46 +192,45 @@ class BCFW(Solver):
         Report the weighted average (14) ("BCFW-wavg") or the 0.5-suffix
         average by the doubling trick (15) ("BCFW-tavg") of the iterates.
     gap_refresh : int
-        Passes between the full gap passes of gap sampling.
+        Passes between the full gap passes of gap sampling and the cache.
     block_storage : {"auto", "dense", "sparse"}
         How the n block parts w_i are stored: an (n, d) array (fast for small
         d) or one sparse vector per block (CoNLL-size sparse problems).
         "auto" picks dense when n*d*8 bytes <= ``max_dense_bytes``.
+    max_dense_bytes : int
     check_oracle : bool
-        Validate every labelling returned by the oracle in the first pass and in
-        gap passes (ValueError naming the oracle's labelling otherwise).
+        Validate every labelling returned by the oracle in the first pass of a
+        fresh state and in gap passes (ValueError naming the oracle's labelling otherwise).
+
+    Notes
+    -----
+    The state (:class:`BCFWState`) is complete: dual point, block parts, corner
+    sets, step counter, averages, sampler and random generator.  Passing it back
+    (``StructuredSVM(warm_start=True)``) continues the run exactly: 5 passes and
+    then 5 more give the iterates of one 10-pass run.
     """
 
     name = "bcfw"
+    PARAMS = (
+        Param("step_size", "linesearch", "choice", STEP_SIZES,
+              help="Line search (Alg. 1 line 7) or the predefined 2n/(k+2n)."),
+        Param("sampling", "uniform", "choice", SAMPLINGS, help="Block sampling (gap: Osokin et al. Sec. 3.1)."),
+        Param("step", "fw", "choice", STEPS, help="Block step: Frank-Wolfe, pairwise or away."),
+        Param("cache", False, "bool", help="Gap-based oracle cache (Osokin et al. Sec. 3.3)."),
+        Param("cache_F", 0.25, "float", low=0.0, low_open=True, help="F of the cache hit rule."),
+        Param("cache_nu", 0.01, "float", low=0.0, low_open=True, help="nu of the cache hit rule."),
+        Param("cache_size", 50, "int", low=2, help="Largest number of corners cached per block."),
+        Param("averaging", None, "choice", BCFW_AVERAGINGS, help="Averaging of the iterates (eqs. (14), (15))."),
+        Param("gap_refresh", 10, "int", low=1, help="Passes between full gap passes (gap sampling, cache)."),
+        Param("block_storage", "auto", "choice", ("auto", "dense", "sparse"), help="Storage of the w_i."),
+        Param("max_dense_bytes", 2 * 1024 ** 3, "int", low=0, help="Largest n*d*8 stored densely by 'auto'."),
+        Param("check_oracle", True, "bool", help="Validate oracle outputs in the first pass and gap passes."),
+    )
 
     def __init__(self, step_size="linesearch", sampling="uniform", step="fw", cache=False,
                  cache_F=0.25, cache_nu=0.01, cache_size=50, averaging=None, gap_refresh=10,
                  block_storage="auto", max_dense_bytes=2 * 1024 ** 3, check_oracle=True):
-        _check_choice("step_size", step_size, STEP_SIZES)
-        _check_choice("sampling", sampling, SAMPLINGS)
-        _check_choice("step", step, STEPS)
-        _check_choice("averaging", averaging, BCFW_AVERAGINGS)
-        _check_choice("block_storage", block_storage, ("auto", "dense", "sparse"))
-        if not isinstance(cache, (bool, np.bool_)):
-            raise ValueError(f"cache must be True or False; got {cache!r}")
-        if not cache_F > 0:
-            raise ValueError(f"cache_F must be > 0; got {cache_F!r}")
-        if not cache_nu > 0:
-            raise ValueError(f"cache_nu must be > 0; got {cache_nu!r}")
-        if not (isinstance(cache_size, (int, np.integer)) and cache_size >= 2):
-            raise ValueError(f"cache_size must be an integer >= 2; got {cache_size!r}")
-        if not (isinstance(gap_refresh, (int, np.integer)) and gap_refresh >= 1):
-            raise ValueError(f"gap_refresh must be an integer >= 1; got {gap_refresh!r}")
-        self.step_size, self.sampling, self.step = step_size, sampling, step
-        self.cache, self.cache_F, self.cache_nu, self.cache_size = bool(cache), cache_F, cache_nu, cache_size
-        self.averaging, self.gap_refresh = averaging, gap_refresh
-        self.block_storage, self.max_dense_bytes = block_storage, max_dense_bytes
-        self.check_oracle = check_oracle
-        self._params = dict(step_size=step_size, sampling=sampling, step=step, cache=bool(cache),
-                            cache_F=cache_F, cache_nu=cache_nu, cache_size=cache_size,
-                            averaging=averaging, gap_refresh=gap_refresh,
-                            block_storage=block_storage, max_dense_bytes=max_dense_bytes,
-                            check_oracle=check_oracle)
+        self._init_params(locals())
 
     @property
     def label(self):
@@ -215,28 +247,95 @@ class BCFW(Solver):
             parts.append({"weighted": "wavg", "suffix": "tavg"}[self.averaging])
         return "-".join(parts)
 
-    # ================================================================ set-up
-    def _new_state(self, problem):
+    # ================================================================ parts
+    def _parts(self):
+        """The corner source and block step these options select."""
+        step = STEP_PARTS[self.step]()
+        if self.cache:
+            source = GapCache(self.cache_F, self.cache_nu, self.cache_size)
+        else:
+            source = ExactOracle()
+        return source, step
+
+    @property
+    def _uses_gaps(self):
+        # gap sampling and the cache rule read block gaps and the full gap: for them a
+        # full gap pass every gap_refresh passes is part of the algorithm
+        return self.sampling in ("gap", "max_gap") or bool(self.cache)
+
+    # ================================================================ state
+    def new_state(self, problem, rng=None):
+        """A fresh state at alpha = e_{y_i} for every block (w = 0)."""
         dense = self.block_storage == "dense" or (
             self.block_storage == "auto" and problem.n * problem.d * 8 <= self.max_dense_bytes)
         track = self.step in ("pairwise", "away")
-        return BCFWState(problem, dense, track_alpha=track, keep_corners=track or self.cache)
+        st = BCFWState(problem, dense, track_alpha=track, keep_corners=track or self.cache)
+        st.rng = np.random.default_rng(rng)
+        st.sampler = BlockSampler(self.sampling, problem.n, st.rng)
+        st.avg = LazyAverage(self.averaging, st.w, st.ell) if self.averaging else None
+        return st
 
-    def _adopt_state(self, problem, state):
-        """Warm start: reuse a previous state, rescaled to the new lam (alpha kept)."""
-        if state is None or not isinstance(state, BCFWState) or state.n != problem.n or state.d != problem.d:
-            return self._new_state(problem)
+    def state_at_corners(self, problem, labellings, rng=None):
+        """The dual point alpha_i(y'_i) = 1 for the given labelling y'_i of every block.
+
+        With y'_i = y_i this is the fresh state (w = 0); the regularisation path
+        starts from the oracle's labellings at w = 0 (Osokin et al. 2016, Sec. 4)."""
+        st = self.new_state(problem, rng)
+        inv = 1.0 / (problem.lam * problem.n)
+        for i, y in enumerate(labellings):
+            y, psi, L, _ = problem.oracle_corner(i, y, st.w, validate=True)
+            if st.dense_blocks:
+                st.wi[i][:] = 0.0
+                np.add.at(st.wi[i], psi.indices, psi.values * inv)
+            else:
+                st.wi[i] = psi * inv
+            st.li[i] = L / problem.n
+            if st.corners is not None:
+                key = problem.model.label_key(y)
+                if key != problem.truth_keys[i]:
+                    cs = st.corners[i]
+                    slot = cs.add(key, y, psi, L, 0.0, 0)
+                    if st.track_alpha:
+                        for k in range(len(cs)):
+                            cs.alpha[k] = 0.0
+                        cs.alpha[slot] = 1.0
+        st.w[:] = st.wi.sum(axis=0) if st.dense_blocks else 0.0
+        if not st.dense_blocks:
+            for v in st.wi:
+                axpy(1.0, v, st.w)
+        st.ell = float(st.li.sum())
+        if st.avg is not None:
+            st.avg = LazyAverage(self.averaging, st.w, st.ell)
+        return st
+
+    def init_state(self, problem, state, rng):
+        st = continue_or_restart(state, BCFWState, problem)
+        if st is not None:
+            st = self._continue(problem, st)
+        if st is None:
+            st = self.new_state(problem, rng)
+        st.fingerprint = problem.fingerprint
+        self._ctx = BlockContext(problem, st, *self._parts())
+        return st
+
+    def _continue(self, problem, st):
+        """Carry a previous state into this solve: rescale to a new lam, adapt the parts."""
         needs_alpha = self.step in ("pairwise", "away")
-        if needs_alpha and not state.track_alpha:
-            return self._new_state(problem)  # no active sets to continue from
-        if state.lam != problem.lam:
-            state.rescale_lam(problem.lam)
-        if (self.cache or needs_alpha) and state.corners is None:
-            fresh = self._new_state(problem)
-            state.corners = fresh.corners
-        state.track_alpha = needs_alpha
-        state.k = 0
-        return state
+        if needs_alpha and not st.track_alpha:
+            warnings.warn(f"warm start: the previous state has no active sets, which step={self.step!r} needs; "
+                          "starting afresh", RuntimeWarning, stacklevel=4)
+            return None
+        if st.lam != problem.lam:
+            st.rescale_lam(problem.lam)
+        if (self.cache or needs_alpha) and st.corners is None:
+            st.corners = BCFWState(problem, st.dense_blocks, False, True).corners
+        st.track_alpha = needs_alpha
+        if st.sampler is None or st.sampler.kind != self.sampling:
+            st.sampler = BlockSampler(self.sampling, problem.n, st.rng)
+            st.needs_refresh = True
+        if (st.avg.kind if st.avg is not None else None) != self.averaging:
+            st.avg = LazyAverage(self.averaging, st.w, st.ell) if self.averaging else None
+        return st
 
     # ============================================================= gap pass
     def gap_pass(self, problem, state, w=None, validate=True):
@@ -256,259 +355,108 @@ class BCFW(Solver):
             gaps = problem.lam * wdots - state.li + Hs / problem.n
         return primal, gaps, res
 
-    # ================================================================ solve
-    def solve(self, problem, stop, state=None, rng=None, monitor=None):
-        rng = np.random.default_rng(rng)
-        st = self._adopt_state(problem, state)
-        n = problem.n
-        sampler = BlockSampler(self.sampling, n, rng)
-        avg = LazyAverage(self.averaging, st.w, st.ell) if self.averaging else None
-        # gap sampling and the cache rule read block gaps and the full gap: for them a
-        # full gap pass every gap_refresh passes is part of the algorithm and its oracle
-        # calls count; any other checkpoint is monitoring only and changes nothing
-        uses_gaps = sampler.adaptive or self.cache
-        counters = dict(oracle_calls=0, cache_hits=0, oracle_time=0.0, engine_passes=0.0)
+    # ================================================================ skeleton parts
+    def checkpoint_due(self, st, since_check, done, stop, monitor):
+        return (self._uses_gaps and st.passes % self.gap_refresh == 0) or super().checkpoint_due(
+            st, since_check, done, stop, monitor)
 
-        def checkpoint(refresh):
-            """A full gap pass (two with averaging); ``refresh``: the algorithm's own."""
-            with monitor.monitoring():
-                primal, gaps, res = self.gap_pass(problem, st, validate=self.check_oracle)
-                if refresh:
-                    self._absorb_gap_pass(st, sampler, gaps, res, problem)
-                    counters["oracle_calls"] += problem.n
-                else:
-                    monitor.monitor_calls += problem.n
-                gap = float(gaps.sum())
-                dual = st.dual()
-                w_rep = st.w
-                if avg is not None:
-                    w_rep = avg.wbar(st.w)
-                    primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=False)
-                    monitor.monitor_calls += problem.n
-                    dual = -0.5 * problem.lam * float(np.dot(w_rep, w_rep)) + avg.lbar
-                    gap = primal - dual
-                monitor.record(w_rep, counters["oracle_calls"] / n, counters["oracle_calls"], primal, dual, gap,
-                               engine_passes=counters["engine_passes"], iterations=st.k,
-                               cache_hits=counters["cache_hits"], active_corners=st.n_active(),
-                               oracle_time_frac=counters["oracle_time"] / max(monitor.opt_time(), 1e-12))
-            return gap
-
-        monitor.start_clock()
-        stopped = None
-        try:
-            gap = checkpoint(refresh=uses_gaps)
-            stopped = monitor.should_stop(0, gap)
-            since_check = 0
-            p = 0
-            while stopped is None:
-                p += 1
-                validate = self.check_oracle and p == 1 and state is None
-                t_or = self._run_pass(problem, st, sampler, avg, counters, validate)
-                counters["oracle_time"] += t_or
-                counters["engine_passes"] = float(p)
-                since_check += 1
-                refresh = uses_gaps and p % self.gap_refresh == 0
-                if (refresh or since_check >= stop.check_every or p >= stop.max_passes
-                        or monitor.out_of_time()):
-                    since_check = 0
-                    gap = checkpoint(refresh)
-                    stopped = monitor.should_stop(p, gap)
-        except KeyboardInterrupt:
-            stopped = "interrupted"
-            monitor.interrupted = True
-            try:
-                checkpoint(refresh=False)
-            except KeyboardInterrupt:
-                pass
-        finally:
-            monitor.close()
-        return self._result(st, avg, monitor, stopped)
-
-    def _result(self, st, avg, monitor, stopped):
-        tr = monitor.trace
-        if stopped == "interrupted" and monitor.best is not None:
-            primal, w, gap, dual = monitor.best
+    def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):
+        """A full gap pass (two with averaging).  It is the algorithm's own gap pass
+        (its oracle calls count, its gaps feed the sampler and the cache) on the
+        gap_refresh schedule; any other checkpoint only measures."""
+        ctx = self._ctx
+        if monitoring_only or not self._uses_gaps:
+            refresh = False
+        elif initial:
+            refresh = st.needs_refresh
         else:
-            w = avg.wbar(st.w) if avg is not None else st.w.copy()
-            primal, dual, gap = tr.last("primal"), tr.last("dual"), tr.last("gap")
-        return SolveResult(w=w, state=st, trace=tr, stopped=stopped, gap=gap, primal=primal, dual=dual)
+            refresh = st.passes % self.gap_refresh == 0
+        n = problem.n
+        with monitor.monitoring():
+            primal, gaps, res = self.gap_pass(problem, st, validate=self.check_oracle)
+            if refresh:
+                st.sampler.set_all(gaps)
+                st.oracle_gaps[:] = gaps
+                st.full_gap = float(np.sum(gaps))
+                st.needs_refresh = False
+                ctx.source.absorb_gap_pass(st, res, problem)
+                ctx.counters["oracle_calls"] += n
+            else:
+                monitor.monitor_calls += n
+            gap = float(gaps.sum())
+            dual = st.dual()
+            w_rep = st.w
+            if st.avg is not None:
+                w_rep = st.avg.wbar(st.w)
+                primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=False)
+                monitor.monitor_calls += n
+                dual = -0.5 * problem.lam * float(np.dot(w_rep, w_rep)) + st.avg.lbar
+                gap = primal - dual
+            c = ctx.counters
+            monitor.record(w_rep, c["oracle_calls"] / n, c["oracle_calls"], primal, dual, gap,
+                           engine_passes=ctx.passes_done, iterations=st.k, cache_hits=c["cache_hits"],
+                           active_corners=st.n_active(),
+                           oracle_time_frac=c["oracle_time"] / max(monitor.opt_time(), 1e-12))
+        return gap
 
-    def _absorb_gap_pass(self, st, sampler, gaps, res, problem):
-        """Exact block gaps refresh the sampler, the cache thresholds and the caches."""
-        sampler.set_all(gaps)
-        st.oracle_gaps[:] = gaps
-        st.full_gap = float(np.sum(gaps))
-        if self.cache and st.corners is not None:
-            for i, (y, psi, L, H) in enumerate(res):
-                cs = st.corners[i]
-                cs.add(problem.model.label_key(y), y, psi, L, 0.0, st.k)
-                cs.evict(self.cache_size, protect=tuple(cs.active()))
+    def result_w(self, st):
+        return st.avg.wbar(st.w) if st.avg is not None else st.w.copy()
 
     # ======================================================= one data pass
-    def _run_pass(self, problem, st, sampler, avg, counters, validate):
-        """n block iterations; returns the seconds spent inside the oracle."""
-        sampler.start_pass()
-        model = problem.model
-        X, Y = problem.X, problem.Y
-        lam, n = problem.lam, problem.n
-        inv_ln = 1.0 / (lam * n)
-        decode = model.loss_augmented_decode
+    def run_pass(self, problem, st, flag):
+        """n block iterations (fewer if Ctrl-C arrives: the pass ends after the current step)."""
+        ctx = self._ctx
+        ctx.validate = self.check_oracle and st.passes == 0 and not st.resumed
+        st.sampler.start_pass()
+        n = problem.n
+        avg = st.avg
         predefined = self.step_size == "predefined"
         fast = (self.step == "fw" and not self.cache and st.dense_blocks and not problem.approximate
-                and not validate)
-        t_oracle = 0.0
-        clock = time.perf_counter
-        u = avg.u if avg is not None else _EMPTY_V
+                and not ctx.validate)
+        ctx.u = avg.u if avg is not None else _EMPTY_V
+        ctx.inv_c = 0.0
         for _ in range(n):
-            i = sampler.next()
-            gfixed = 2.0 * n / (st.k + 2.0 * n) if predefined else -1.0
+            if flag.requested:
+                break
+            i = st.sampler.next()
+            ctx.gfixed = 2.0 * n / (st.k + 2.0 * n) if predefined else -1.0
+            rho = 0.0
             if avg is not None:
-                rho, inv_c = avg.begin_step()
-            else:
-                rho, inv_c = 0.0, 0.0
+                rho, ctx.inv_c = avg.begin_step()
             if fast:
-                # hot path: Alg. 1 lines 4-11 with the dense block kernel
-                t0 = clock()
-                y = decode(X[i], Y[i], st.w)
-                t_oracle += clock() - t0
-                psi, L = problem.corner(i, y)
-                counters["oracle_calls"] += 1
-                li = st.li[i]
-                dl = L / n - li
-                gamma, slope = dense_block_step(st.w, st.wi[i], -1.0, psi.indices, psi.values, inv_ln,
-                                                _EMPTY_I, _EMPTY_V, 0.0, dl, lam, 1.0, gfixed, u, inv_c)
-                st.li[i] = li + gamma * dl
-                st.ell += gamma * dl
-                if sampler.adaptive:
-                    sampler.update(i, -slope)
+                self._plain_fw_block(ctx, i)
             else:
-                t_oracle += self._general_iteration(problem, st, sampler, counters, i, gfixed, u, inv_c,
-                                                    validate, clock)
+                slot, psi, L, g_i, _ = ctx.source.fw_corner(ctx, i)
+                ctx.step.move(ctx, i, slot, psi, L, g_i)
+                ctx.source.tidy(st, i)
+                if st.sampler.adaptive:
+                    st.sampler.update(i, g_i)
             st.k += 1
             if avg is not None:
                 avg.end_step(rho, st.ell)
+        else:
+            st.passes += 1
+            ctx.passes_done += 1
         if avg is not None:
             avg.renormalise()
-        return t_oracle
 
-    # ------------------------------------------------------ general case
-    def _fw_corner(self, problem, st, counters, i, validate, clock):
-        """The corner to move toward: from the cache on a hit, else from the oracle.
-
-        Returns (slot or -1, y, psi, L, H, gap_i, hit, oracle seconds).
-        """
-        lam, n, w = problem.lam, problem.n, st.w
-        wiw = st.block_w_dot(i, w)
-        base = lam * wiw - st.li[i]          # g_i = base + H_i(y)/n  (eq. (6))
-        cs = st.corners[i] if st.corners is not None else None
-        if self.cache and cs is not None and len(cs) > 0:
-            scores = cs.scores(w)
-            c = int(np.argmax(scores))
-            ghat = base + scores[c] / n
-            threshold = max(self.cache_F * st.oracle_gaps[i], self.cache_nu / n * st.full_gap)
-            if ghat >= threshold:
-                counters["cache_hits"] += 1
-                cs.last_used[c] = st.k
-                return c, cs.labels[c], cs.psi[c], cs.loss[c], scores[c], ghat, True, 0.0
-        t0 = clock()
-        y = problem.model.loss_augmented_decode(problem.X[i], problem.Y[i], w)
-        dt = clock() - t0
-        counters["oracle_calls"] += 1
-        y, psi, L, H = problem.oracle_corner(i, y, w, validate)
-        g = base + H / n
-        st.oracle_gaps[i] = g
-        slot = -1
-        if cs is not None:
-            slot = cs.add(problem.model.label_key(y), y, psi, L, 0.0, st.k)
-        return slot, y, psi, L, H, g, False, dt
-
-    def _general_iteration(self, problem, st, sampler, counters, i, gfixed, u, inv_c, validate, clock):
-        lam, n = problem.lam, problem.n
-        inv_ln = 1.0 / (lam * n)
-        slot_s, y, psi_s, L_s, H_s, g_i, hit, dt = self._fw_corner(problem, st, counters, i, validate, clock)
-        cs = st.corners[i] if st.corners is not None else None
+    @staticmethod
+    def _plain_fw_block(ctx, i):
+        """Alg. 1 lines 4-11 with the dense block kernel (FW step, exact oracle, dense w_i)."""
+        st, problem = ctx.st, ctx.problem
+        t0 = time.perf_counter()
+        y = problem.max_oracle(i, st.w)
+        ctx.counters["oracle_time"] += time.perf_counter() - t0
+        psi, L = problem.corner(i, y)
+        ctx.counters["oracle_calls"] += 1
         li = st.li[i]
-        step = self.step
-        away = None
-        if step in ("pairwise", "away"):
-            act = cs.active()
-            scores = np.array([cs.loss[k] - dot(cs.psi[k], st.w) for k in act])
-            away = act[int(np.argmin(scores))]  # argmin_{y in S_i} H_i(y; w)
-            psi_a, L_a, alpha_a = cs.psi[away], cs.loss[away], cs.alpha[away]
-        if step == "away":
-            # away gap: lam <w, w_a - w_i> + l_i - l_a ; take the better of FW and away (AFW)
-            g_away = lam * (dot(psi_a, st.w) * inv_ln - st.block_w_dot(i, st.w)) + li - L_a / n
-            if g_i >= g_away or alpha_a >= 1.0 - ALPHA_EPS:
-                step = "fw"
-        if step == "fw":
-            a, s1, b1, s2, b2, dl, gmax = -1.0, psi_s, inv_ln, None, 0.0, L_s / n - li, 1.0
-        elif step == "pairwise":
-            a, s1, b1, s2, b2, dl, gmax = 0.0, psi_s, inv_ln, psi_a, -inv_ln, (L_s - L_a) / n, alpha_a
-        else:  # away step: d = w_i - w_a
-            a, s1, b1, s2, b2, dl = 1.0, psi_a, -inv_ln, None, 0.0, li - L_a / n
-            gmax = alpha_a / (1.0 - alpha_a)
-        gamma = self._apply_step(st, i, a, s1, b1, s2, b2, dl, lam, gmax, gfixed, u, inv_c)
+        dl = L / ctx.n - li
+        gamma, slope = dense_block_step(st.w, st.wi[i], -1.0, psi.indices, psi.values, ctx.inv_ln,
+                                        _EMPTY_I, _EMPTY_V, 0.0, dl, ctx.lam, 1.0, ctx.gfixed, ctx.u, ctx.inv_c)
         st.li[i] = li + gamma * dl
         st.ell += gamma * dl
-        if st.track_alpha and gamma > 0.0:
-            self._update_alpha(cs, step, slot_s, away, gamma)
-        if cs is not None:
-            if not self.cache:  # without a cache, only the active set is kept
-                for k in reversed(range(len(cs))):
-                    if cs.alpha[k] <= ALPHA_EPS and len(cs) > 1:
-                        cs.remove(k)
-            elif len(cs) > self.cache_size:
-                cs.evict(self.cache_size, protect=tuple(cs.active()))
-        if sampler.adaptive:
-            sampler.update(i, g_i)
-        return dt
-
-    @staticmethod
-    def _update_alpha(cs, step, s, a, gamma):
-        if step == "fw":
-            for k in range(len(cs)):
-                cs.alpha[k] *= 1.0 - gamma
-            cs.alpha[s] += gamma
-        elif step == "pairwise":
-            cs.alpha[a] -= gamma
-            cs.alpha[s] += gamma
-        else:
-            for k in range(len(cs)):
-                cs.alpha[k] *= 1.0 + gamma
-            cs.alpha[a] -= gamma
-        for k in range(len(cs)):
-            if cs.alpha[k] < ALPHA_EPS:
-                cs.alpha[k] = 0.0
-
-    @staticmethod
-    def _apply_step(st, i, a, s1, b1, s2, b2, dl, lam, gmax, gfixed, u, inv_c):
-        """Move w_i and w along d = a w_i + b1 s1 + b2 s2 with the line search."""
-        i1, v1 = (s1.indices, s1.values) if s1 is not None else (_EMPTY_I, _EMPTY_V)
-        i2, v2 = (s2.indices, s2.values) if s2 is not None else (_EMPTY_I, _EMPTY_V)
-        if st.dense_blocks:
-            gamma, _ = dense_block_step(st.w, st.wi[i], a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed,
-                                        u, inv_c)
-            return gamma
-        # sparse blocks: build d explicitly (its support is that of w_i and the corners)
-        d = SparseVector.zeros(st.d)
-        if a != 0.0:
-            d = st.wi[i] * a
-        if s1 is not None:
-            d = combine(1.0, d, b1, s1)
-        if s2 is not None:
-            d = combine(1.0, d, b2, s2)
-        gamma = step_along(lam * dot(d, st.w) - dl, sqnorm(d), lam, gmax, gfixed)
-        if gamma > 0.0:
-            axpy(gamma, d, st.w)
-            st.wi[i] = combine(1.0, st.wi[i], gamma, d)
-            if u.shape[0] > 0:
-                axpy(-inv_c * gamma, d, u)
-        return gamma
-
-
-def _check_choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+        if st.sampler.adaptive:
+            st.sampler.update(i, -slope)
 
 
 def exact_dual_from_alpha(problem, state):

@@ -4,26 +4,32 @@ Every iteration calls the max oracle on all n examples (one effective pass,
 through the executor), which gives at once the FW corner
 w_s = 1/(lam n) sum_i psi_i(y_i*), l_s = 1/n sum_i L_i(y_i*), the duality gap
 g = lam <w - w_s, w> - l + l_s and the primal P(w) of the current iterate.
+In the solve skeleton that oracle pass is the checkpoint (it is recorded every
+iteration, the gap comes free with it) and a "pass" is the step it allows.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .._linalg import axpy
-from .base import Solver, SolveResult
+from .base import Param, Solver, continue_or_restart
 
 STEP_SIZES = ("linesearch", "predefined")
 
 
 class FWState:
-    """Dual iterate of batch FW: w = A alpha and l = b^T alpha."""
+    """Dual iterate of batch FW: w = A alpha, l = b^T alpha, and the iteration counter k."""
 
-    def __init__(self, d, lam):
-        self.w = np.zeros(d)
+    def __init__(self, problem):
+        self.n, self.d = problem.n, problem.d
+        self.w = np.zeros(problem.d)
         self.ell = 0.0
-        self.lam = lam
+        self.lam = problem.lam
+        self.k = 0
+        self.fingerprint = problem.fingerprint
 
     def rescale_lam(self, lam_new):
+        """Keep alpha, change lam (w = A alpha scales by lam/lam_new)."""
         self.w *= self.lam / lam_new
         self.lam = lam_new
 
@@ -40,60 +46,58 @@ class FW(Solver):
     """
 
     name = "fw"
+    PARAMS = (Param("step_size", "linesearch", "choice", STEP_SIZES,
+                    help="Line search or the predefined 2/(k+2) (Alg. 2)."),)
 
     def __init__(self, step_size="linesearch"):
-        if step_size not in STEP_SIZES:
-            raise ValueError(f"step_size must be one of {STEP_SIZES}; got {step_size!r}")
-        self.step_size = step_size
-        self._params = dict(step_size=step_size)
+        self._init_params(locals())
 
     @property
     def label(self):
         return "FW" if self.step_size == "linesearch" else "FW-fixed"
 
-    def solve(self, problem, stop, state=None, rng=None, monitor=None):
+    def init_state(self, problem, state, rng):
+        st = continue_or_restart(state, FWState, problem) or FWState(problem)
+        if st.lam != problem.lam:
+            st.rescale_lam(problem.lam)
+        self._k0 = st.k
+        self._corner = None
+        return st
+
+    def checkpoint_due(self, state, since_check, done, stop, monitor):
+        return True  # the next step needs the oracle pass anyway
+
+    def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):
+        """One oracle pass at w^(k): the FW corner, the gap and the primal of w^(k)."""
         lam, n = problem.lam, problem.n
-        st = state if isinstance(state, FWState) and state.w.shape == (problem.d,) else FWState(problem.d, lam)
-        if st.lam != lam:
-            st.rescale_lam(lam)
-        monitor.start_clock()
-        stopped, k = None, 0
-        try:
-            while True:
-                # one oracle pass at w^(k): FW corner, gap and primal of w^(k)
-                res = problem.batch_oracle(st.w, validate=True)
-                ws = np.zeros(problem.d)
-                ls = 0.0
-                hinge = 0.0
-                for (_, psi, L, H) in res:
-                    axpy(1.0 / (lam * n), psi, ws)
-                    ls += L / n
-                    hinge += H
-                gap = lam * float((st.w - ws) @ st.w) - st.ell + ls
-                with monitor.monitoring():
-                    primal = problem.primal(st.w, hinge)
-                    # the gap comes free with the step's own oracle pass: record every iteration
-                    monitor.record(st.w, float(k), k * n, primal, st.dual(), gap, engine_passes=k)
-                stopped = monitor.should_stop(k, gap)
-                if stopped is not None:
-                    break
-                # step (Alg. 2): gamma = g / (lam ||w - w_s||^2) clipped, or 2/(k+2)
-                diff = st.w - ws
-                if self.step_size == "predefined":
-                    gamma = 2.0 / (k + 2.0)
-                else:
-                    nrm = lam * float(diff @ diff)
-                    gamma = 1.0 if nrm <= 0 else min(max(gap / nrm, 0.0), 1.0)
-                st.w -= gamma * diff
-                st.ell += gamma * (ls - st.ell)
-                k += 1
-        except KeyboardInterrupt:
-            stopped = "interrupted"
-        finally:
-            monitor.close()
-        if stopped == "interrupted" and monitor.best is not None:
-            primal, w, gap, dual = monitor.best
-            return SolveResult(w=w, state=st, trace=monitor.trace, stopped=stopped, gap=gap, primal=primal, dual=dual)
-        tr = monitor.trace
-        return SolveResult(w=st.w.copy(), state=st, trace=tr, stopped=stopped,
-                           gap=tr.last("gap"), primal=tr.last("primal"), dual=tr.last("dual"))
+        res = problem.batch_oracle(st.w, validate=True)
+        ws = np.zeros(problem.d)
+        ls = 0.0
+        hinge = 0.0
+        for (_, psi, L, H) in res:
+            axpy(1.0 / (lam * n), psi, ws)
+            ls += L / n
+            hinge += H
+        gap = lam * float((st.w - ws) @ st.w) - st.ell + ls
+        self._corner = (ws, ls, gap)
+        k = st.k - self._k0
+        with monitor.monitoring():
+            if monitoring_only:
+                monitor.monitor_calls += n
+            primal = problem.primal(st.w, hinge)
+            monitor.record(st.w, float(k), k * n, primal, st.dual(), gap, engine_passes=k)
+        return gap
+
+    def run_pass(self, problem, st, flag):
+        """Alg. 2: gamma = g / (lam ||w - w_s||^2) clipped to [0, 1], or 2/(k+2)."""
+        ws, ls, gap = self._corner
+        diff = st.w - ws
+        if self.step_size == "predefined":
+            gamma = 2.0 / (st.k + 2.0)
+        else:
+            nrm = problem.lam * float(diff @ diff)
+            gamma = 1.0 if nrm <= 0 else min(max(gap / nrm, 0.0), 1.0)
+        st.w -= gamma * diff
+        st.ell += gamma * (ls - st.ell)
+        st.k += 1
+        self._corner = None

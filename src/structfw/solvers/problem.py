@@ -8,6 +8,7 @@ and checks what the oracle returned.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 
 import numpy as np
@@ -68,6 +69,22 @@ class Problem:
         self.executor = executor or SerialExecutor()
         self.approximate = bool(getattr(model, "approximate_oracle", False))
         self.truth_keys = [model.label_key(y) for y in Y]
+        self._fingerprint = None
+
+    @property
+    def fingerprint(self):
+        """A digest of the training set (shapes, labellings and per-example feature sums).
+
+        Solver states carry it, so that a warm start on other data is noticed
+        instead of silently continuing another problem's dual point."""
+        if self._fingerprint is None:
+            h = hashlib.blake2b(digest_size=16)
+            h.update(f"{self.n}:{self.d}".encode())
+            for x, key in zip(self.X, self.truth_keys):
+                h.update(repr(key).encode() if not isinstance(key, bytes) else key)
+                h.update(repr(_feature_summary(x)).encode())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
 
     # ------------------------------------------------------------ corners
     def corner(self, i, y):
@@ -106,10 +123,13 @@ class Problem:
             return self.Y[i], SparseVector.zeros(self.d), 0.0, 0.0
         return y, psi, L, H
 
+    def max_oracle(self, i, w):
+        """y_i* = argmax_y H_i(y; w), the model's labelling as it returned it (unchecked)."""
+        return self.model.loss_augmented_decode(self.X[i], self.Y[i], w)
+
     def oracle(self, i, w, validate=False):
         """Call the max oracle on example i at w; returns (y, psi, L, H)."""
-        y = self.model.loss_augmented_decode(self.X[i], self.Y[i], w)
-        return self.oracle_corner(i, y, w, validate)
+        return self.oracle_corner(i, self.max_oracle(i, w), w, validate)
 
     def batch_oracle(self, w, indices=None, validate=True):
         """Oracle over many examples through the executor; a list of (y, psi, L, H)."""
@@ -128,3 +148,14 @@ class Problem:
         p = copy.copy(self)  # shallow: data, model and executor are shared; subclasses survive
         p.lam = check_lam(lam)
         return p
+
+
+def _feature_summary(x):
+    """(shape, sum) of an input: cheap, and it changes when the input does."""
+    try:
+        if hasattr(x, "shape") and hasattr(x, "sum"):
+            return (tuple(x.shape), float(x.sum()))
+        arr = np.asarray(x, dtype=float)
+        return (arr.shape, float(arr.sum()))
+    except (TypeError, ValueError):
+        return repr(x)[:200]

@@ -14,16 +14,22 @@ import numpy as np
 
 from .._linalg import axpy
 from .averaging import LazyAverage
-from .base import Solver, SolveResult
+from .base import Param, Solver, continue_or_restart
 
 SSG_AVERAGINGS = (None, "uniform", "weighted", "suffix")
 
 
 class SSGState:
-    def __init__(self, d, lam):
-        self.w = np.zeros(d)
-        self.lam = lam
+    """Primal iterate, step counter, running average and random generator of SSG."""
+
+    def __init__(self, problem, rng):
+        self.n, self.d = problem.n, problem.d
+        self.w = np.zeros(problem.d)
+        self.lam = problem.lam
         self.k = 0
+        self.rng = np.random.default_rng(rng)
+        self.avg = None
+        self.fingerprint = problem.fingerprint
 
     def rescale_lam(self, lam_new):
         self.lam = lam_new  # a primal iterate: nothing to rescale
@@ -43,74 +49,61 @@ class SSG(Solver):
 
     name = "ssg"
     has_dual = False
+    PARAMS = (
+        Param("averaging", None, "choice", SSG_AVERAGINGS, help="Averaging of the iterates."),
+        Param("sampling", "uniform", "choice", ("uniform", "perm"), help="Example sampling."),
+    )
 
     def __init__(self, averaging=None, sampling="uniform"):
-        if averaging not in SSG_AVERAGINGS:
-            raise ValueError(f"averaging must be one of {SSG_AVERAGINGS}; got {averaging!r}")
-        if sampling not in ("uniform", "perm"):
-            raise ValueError(f"sampling must be 'uniform' or 'perm'; got {sampling!r}")
-        self.averaging, self.sampling = averaging, sampling
-        self._params = dict(averaging=averaging, sampling=sampling)
+        self._init_params(locals())
 
     @property
     def label(self):
         return "SSG" + ({None: "", "uniform": "-avg", "weighted": "-wavg", "suffix": "-tavg"}[self.averaging])
 
-    def solve(self, problem, stop, state=None, rng=None, monitor=None):
-        rng = np.random.default_rng(rng)
-        lam, n = problem.lam, problem.n
-        st = state if isinstance(state, SSGState) and state.w.shape == (problem.d,) else SSGState(problem.d, lam)
-        st.lam = lam
-        avg = LazyAverage(self.averaging, st.w, 0.0) if self.averaging else None
-        model, X, Y = problem.model, problem.X, problem.Y
-        calls = 0
+    def init_state(self, problem, state, rng):
+        st = continue_or_restart(state, SSGState, problem) or SSGState(problem, rng)
+        st.lam = problem.lam
+        if (st.avg.kind if st.avg is not None else None) != self.averaging:
+            st.avg = LazyAverage(self.averaging, st.w, 0.0) if self.averaging else None
+        self._calls = 0
+        self._passes = 0
+        return st
 
-        def checkpoint(p):
-            with monitor.monitoring():
-                w_rep = avg.wbar(st.w) if avg is not None else st.w
-                res = problem.batch_oracle(w_rep, validate=True)
-                monitor.monitor_calls += n
-                primal = problem.primal(w_rep, sum(r[3] for r in res))
-                monitor.record(w_rep, calls / n, calls, primal, math.nan, math.nan, engine_passes=p)
+    def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):
+        n = problem.n
+        with monitor.monitoring():
+            w_rep = self.result_w(st)
+            res = problem.batch_oracle(w_rep, validate=True)
+            monitor.monitor_calls += n
+            primal = problem.primal(w_rep, sum(r[3] for r in res))
+            monitor.record(w_rep, self._calls / n, self._calls, primal, math.nan, math.nan,
+                           engine_passes=self._passes)
+        return math.nan
 
-        monitor.start_clock()
-        stopped = None
-        try:
-            checkpoint(0)
-            p = 0
-            while stopped is None:
-                p += 1
-                order = rng.permutation(n) if self.sampling == "perm" else rng.integers(0, n, n)
-                for i in order:
-                    y = model.loss_augmented_decode(X[i], Y[i], st.w)
-                    psi, _ = problem.corner(i, y)
-                    calls += 1
-                    gamma = 1.0 / (st.k + 1.0)
-                    if avg is not None:
-                        rho, inv_c = avg.begin_step()
-                        # delta = -gamma w + gamma/lam psi  ->  u -= delta / c
-                        avg.u += (inv_c * gamma) * st.w
-                        axpy(-inv_c * gamma / lam, psi, avg.u)
-                    st.w *= 1.0 - gamma
-                    axpy(gamma / lam, psi, st.w)
-                    st.k += 1
-                    if avg is not None:
-                        avg.end_step(rho, 0.0)
-                if avg is not None:
-                    avg.renormalise()
-                if p % stop.check_every == 0 or p >= stop.max_passes or monitor.out_of_time():
-                    checkpoint(p)
-                    stopped = "max_passes" if p >= stop.max_passes - 1e-9 else (
-                        "time_budget" if monitor.out_of_time() else None)
-        except KeyboardInterrupt:
-            stopped = "interrupted"
-        finally:
-            monitor.close()
-        tr = monitor.trace
-        if stopped == "interrupted" and monitor.best is not None:
-            w = monitor.best[1]
-            primal = monitor.best[0]
+    def result_w(self, st):
+        return st.avg.wbar(st.w) if st.avg is not None else st.w.copy()
+
+    def run_pass(self, problem, st, flag):
+        lam, n, avg = problem.lam, problem.n, st.avg
+        order = st.rng.permutation(n) if self.sampling == "perm" else st.rng.integers(0, n, n)
+        for i in order:
+            if flag.requested:
+                break
+            psi, _ = problem.corner(i, problem.max_oracle(i, st.w))
+            self._calls += 1
+            gamma = 1.0 / (st.k + 1.0)
+            if avg is not None:
+                rho, inv_c = avg.begin_step()
+                # delta = -gamma w + gamma/lam psi  ->  u -= delta / c
+                avg.u += (inv_c * gamma) * st.w
+                axpy(-inv_c * gamma / lam, psi, avg.u)
+            st.w *= 1.0 - gamma
+            axpy(gamma / lam, psi, st.w)
+            st.k += 1
+            if avg is not None:
+                avg.end_step(rho, 0.0)
         else:
-            w = avg.wbar(st.w) if avg is not None else st.w.copy()
-            primal = tr.last("primal")
-        return SolveResult(w=w, state=st, trace=tr, stopped=stopped, primal=primal)
+            self._passes += 1
+        if avg is not None:
+            avg.renormalise()

@@ -1,0 +1,259 @@
+"""The swappable parts of the block-coordinate engine, resolved once per solve.
+
+docs/design.md ("The engine and its parts") explains how they fit together and how
+to add one.  A block iteration of :class:`~structfw.solvers.bcfw.BCFW` is
+
+    corner source  ->  block step (direction + line search)  ->  sampler update
+
+with the step size rule and the averaging applied by the engine around it.
+
+- Corner sources give the Frank-Wolfe corner s_i = argmax_{y} H_i(y; w) of a
+  block: :class:`ExactOracle` calls the max oracle every time; :class:`GapCache`
+  first tries the best corner of the block's corner set and accepts it when its
+  gap estimate reaches max(F g_i, nu/n g) (Osokin et al. 2016, Sec. 3.3, Alg. 5).
+- Block steps move alpha_[i] (and so w_i, l_i and w): :class:`FWStep`
+  (Alg. 1 lines 5-9), :class:`PairwiseStep` (App. D, Alg. 3: from the away corner
+  to s_i) and :class:`AwayStep` (App. D, Alg. 4: the better of FW and away).
+  The last two need the block's active set S_i = {y : alpha_i(y) > 0}.
+
+Per-block corner sets (:class:`~structfw.solvers.corners.CornerSet`) are one
+structure for the cache, the active sets and, later, the multi-plane working sets.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .._linalg import SparseVector, axpy, combine, dot, sqnorm
+from ._kernels import dense_block_step, step_along
+from .corners import ALPHA_EPS
+
+_EMPTY_I = np.empty(0, np.int64)
+_EMPTY_V = np.empty(0, np.float64)
+
+
+class BlockContext:
+    """What a block iteration needs, fixed for one solve (parts, problem, counters).
+
+    Attributes
+    ----------
+    problem, st : Problem, BCFWState
+    source, step : the resolved corner source and block step
+    lam, n, inv_ln : float, int, float      1/(lam n) scales psi into w-space
+    validate : bool                           check oracle outputs (first pass of a fresh state)
+    u, inv_c : lazy-average buffer and 1/c for the step in progress (empty without averaging)
+    gfixed : float                            predefined step size, or -1 for line search
+    counters : dict                           oracle_calls, cache_hits, oracle_time of this solve
+    """
+
+    def __init__(self, problem, st, source, step):
+        self.problem, self.st, self.source, self.step = problem, st, source, step
+        self.lam, self.n = problem.lam, problem.n
+        self.inv_ln = 1.0 / (problem.lam * problem.n)
+        self.validate = False
+        self.u, self.inv_c, self.gfixed = _EMPTY_V, 0.0, -1.0
+        self.counters = dict(oracle_calls=0, cache_hits=0, oracle_time=0.0)
+        self.passes_done = 0
+
+
+# ============================================================== corner sources
+class ExactOracle:
+    """Corner source: the exact (or approximate) max oracle on every block step."""
+
+    keeps_corners = False
+
+    def __init__(self, cache_size=None):
+        self.cache_size = cache_size
+
+    def fw_corner(self, ctx, i):
+        """(slot or -1, psi_s, L_s, g_i, hit) for block i at the current w.
+
+        g_i = lam <w_i, w> - l_i + H_i(s_i; w)/n is the block gap (eq. (6))."""
+        base = ctx.lam * ctx.st.block_w_dot(i, ctx.st.w) - ctx.st.li[i]
+        return self.call_oracle(ctx, i, base)
+
+    @staticmethod
+    def call_oracle(ctx, i, base):
+        st, problem = ctx.st, ctx.problem
+        t0 = time.perf_counter()
+        y = problem.max_oracle(i, st.w)
+        ctx.counters["oracle_time"] += time.perf_counter() - t0
+        ctx.counters["oracle_calls"] += 1
+        y, psi, L, H = problem.oracle_corner(i, y, st.w, ctx.validate)
+        g = base + H / ctx.n
+        st.oracle_gaps[i] = g
+        slot = -1
+        if st.corners is not None:
+            slot = st.corners[i].add(problem.model.label_key(y), y, psi, L, 0.0, st.k)
+        return slot, psi, L, g, False
+
+    def tidy(self, st, i):
+        """After a step: without a cache only the active set is kept."""
+        cs = st.corners[i] if st.corners is not None else None
+        if cs is None:
+            return
+        for k in reversed(range(len(cs))):
+            if cs.alpha[k] <= ALPHA_EPS and len(cs) > 1:
+                cs.remove(k)
+
+    def absorb_gap_pass(self, st, res, problem):
+        """A full gap pass's corners (nothing to keep without a cache)."""
+
+
+class GapCache(ExactOracle):
+    """Corner source with the gap-based cache of Osokin et al. (2016), Sec. 3.3.
+
+    The cache corner c = argmax_{y in C_i} H_i(y; w) is used when its gap
+    estimate ghat_i reaches max(F g_i^oracle, nu/n g), where g_i^oracle is the
+    block gap at the last oracle call on i and g the last full gap; otherwise
+    the oracle is called and its corner joins C_i (the longest-unused corner
+    with zero weight leaves when C_i is full).
+    """
+
+    keeps_corners = True
+
+    def __init__(self, F, nu, cache_size):
+        self.F, self.nu, self.cache_size = F, nu, cache_size
+
+    def fw_corner(self, ctx, i):
+        st, n = ctx.st, ctx.n
+        base = ctx.lam * st.block_w_dot(i, st.w) - st.li[i]
+        cs = st.corners[i]
+        if len(cs) > 0:
+            scores = cs.scores(st.w)
+            c = int(np.argmax(scores))
+            ghat = base + scores[c] / n
+            if ghat >= max(self.F * st.oracle_gaps[i], self.nu / n * st.full_gap):
+                ctx.counters["cache_hits"] += 1
+                cs.last_used[c] = st.k
+                return c, cs.psi[c], cs.loss[c], ghat, True
+        return self.call_oracle(ctx, i, base)
+
+    def tidy(self, st, i):
+        cs = st.corners[i]
+        if len(cs) > self.cache_size:
+            cs.evict(self.cache_size, protect=tuple(cs.active()))
+
+    def absorb_gap_pass(self, st, res, problem):
+        for i, (y, psi, L, _) in enumerate(res):
+            cs = st.corners[i]
+            cs.add(problem.model.label_key(y), y, psi, L, 0.0, st.k)
+            cs.evict(self.cache_size, protect=tuple(cs.active()))
+
+
+# ================================================================= block steps
+class FWStep:
+    """Frank-Wolfe block step toward s_i: d = w_s - w_i, gamma in [0, 1] (Alg. 1 lines 5-9)."""
+
+    needs_alpha = False
+
+    def move(self, ctx, i, slot, psi_s, L_s, g_i):
+        st = ctx.st
+        gamma = apply_direction(ctx, i, -1.0, psi_s, ctx.inv_ln, None, 0.0, L_s / ctx.n - st.li[i], 1.0)
+        finish_step(ctx, i, gamma, L_s / ctx.n - st.li[i])
+        if st.track_alpha and gamma > 0.0:
+            cs = st.corners[i]
+            for k in range(len(cs)):
+                cs.alpha[k] *= 1.0 - gamma
+            cs.alpha[slot] += gamma
+            clip_alpha(cs)
+        return gamma
+
+
+class PairwiseStep:
+    """Block pairwise step (BCPFW, App. D Alg. 3): weight moves from the away corner
+    a_i = argmin_{y in S_i} H_i(y; w) to s_i, gamma in [0, alpha_i(a_i)]."""
+
+    needs_alpha = True
+
+    def move(self, ctx, i, slot, psi_s, L_s, g_i):
+        st = ctx.st
+        cs = st.corners[i]
+        a = away_corner(cs, st.w)
+        dl = (L_s - cs.loss[a]) / ctx.n
+        gamma = apply_direction(ctx, i, 0.0, psi_s, ctx.inv_ln, cs.psi[a], -ctx.inv_ln, dl, cs.alpha[a])
+        finish_step(ctx, i, gamma, dl)
+        if gamma > 0.0:
+            cs.alpha[a] -= gamma
+            cs.alpha[slot] += gamma
+            clip_alpha(cs)
+        return gamma
+
+
+class AwayStep:
+    """Block away step (BCAFW, App. D Alg. 4): the FW step, or the away step
+    d = w_i - w_a when its gap lam <w, w_a - w_i> + l_i - l_a is larger;
+    gamma in [0, alpha_a / (1 - alpha_a)]."""
+
+    needs_alpha = True
+
+    def move(self, ctx, i, slot, psi_s, L_s, g_i):
+        st = ctx.st
+        cs = st.corners[i]
+        a = away_corner(cs, st.w)
+        psi_a, L_a, alpha_a = cs.psi[a], cs.loss[a], cs.alpha[a]
+        li = st.li[i]
+        g_away = ctx.lam * (dot(psi_a, st.w) * ctx.inv_ln - st.block_w_dot(i, st.w)) + li - L_a / ctx.n
+        if g_i >= g_away or alpha_a >= 1.0 - ALPHA_EPS:
+            return FWStep.move(self, ctx, i, slot, psi_s, L_s, g_i)
+        dl = li - L_a / ctx.n
+        gamma = apply_direction(ctx, i, 1.0, psi_a, -ctx.inv_ln, None, 0.0, dl, alpha_a / (1.0 - alpha_a))
+        finish_step(ctx, i, gamma, dl)
+        if gamma > 0.0:
+            for k in range(len(cs)):
+                cs.alpha[k] *= 1.0 + gamma
+            cs.alpha[a] -= gamma
+            clip_alpha(cs)
+        return gamma
+
+
+STEP_PARTS = {"fw": FWStep, "pairwise": PairwiseStep, "away": AwayStep}
+
+
+# ============================================================ shared mechanics
+def away_corner(cs, w):
+    """argmin over the active set of H_i(y; w) = L_i(y) - <w, psi_i(y)>."""
+    act = cs.active()
+    scores = np.array([cs.loss[k] - dot(cs.psi[k], w) for k in act])
+    return act[int(np.argmin(scores))]
+
+
+def clip_alpha(cs):
+    for k in range(len(cs)):
+        if cs.alpha[k] < ALPHA_EPS:
+            cs.alpha[k] = 0.0
+
+
+def finish_step(ctx, i, gamma, dl):
+    """l_i and l move with the same gamma as w_i and w."""
+    st = ctx.st
+    st.li[i] = st.li[i] + gamma * dl
+    st.ell += gamma * dl
+
+
+def apply_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
+    """Move w_i and w along d = a w_i + b1 s1 + b2 s2 with the line search
+    gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, gmax] (or the fixed step)."""
+    st, lam = ctx.st, ctx.lam
+    i1, v1 = (s1.indices, s1.values) if s1 is not None else (_EMPTY_I, _EMPTY_V)
+    i2, v2 = (s2.indices, s2.values) if s2 is not None else (_EMPTY_I, _EMPTY_V)
+    if st.dense_blocks:
+        gamma, _ = dense_block_step(st.w, st.wi[i], a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, ctx.gfixed,
+                                    ctx.u, ctx.inv_c)
+        return gamma
+    # sparse blocks: build d explicitly (its support is that of w_i and the corners)
+    d = SparseVector.zeros(st.d)
+    if a != 0.0:
+        d = st.wi[i] * a
+    if s1 is not None:
+        d = combine(1.0, d, b1, s1)
+    if s2 is not None:
+        d = combine(1.0, d, b2, s2)
+    gamma = step_along(lam * dot(d, st.w) - dl, sqnorm(d), lam, gmax, ctx.gfixed)
+    if gamma > 0.0:
+        axpy(gamma, d, st.w)
+        st.wi[i] = combine(1.0, st.wi[i], gamma, d)
+        if ctx.u.shape[0] > 0:
+            axpy(-ctx.inv_c * gamma, d, ctx.u)
+    return gamma
