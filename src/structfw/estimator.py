@@ -7,6 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from sklearn.base import BaseEstimator
+
+from ._interrupt import deferred_sigint
 from .executor import get_executor
 from .models.base import MODEL_REGISTRY, StructuredModel
 from .solvers import SOLVER_NAMES, Monitor, Problem, Solver, StopRule, make_solver
@@ -16,7 +19,7 @@ from .trace import Trace
 _FORMAT = "structfw-ssvm-1"
 
 
-class StructuredSVM:
+class StructuredSVM(BaseEstimator):
     """Structural SVM  min_w lam/2 ||w||^2 + 1/n sum_i max_y [Delta(y_i, y) - <w, psi_i(y)>].
 
     Parameters
@@ -78,22 +81,17 @@ class StructuredSVM:
         self.verbose = verbose
         self.n_jobs = n_jobs
 
-    # ------------------------------------------------------------ params
-    _PARAMS = ("model", "solver", "lam", "max_passes", "tol", "check_every", "time_budget",
-               "random_state", "warm_start", "verbose", "n_jobs")
+    # ------------------------------------------------------------ scikit-learn
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # inputs are lists of structured objects (sequences, graphs), not a 2-D array
+        tags.input_tags.two_d_array = False
+        tags.target_tags.required = True
+        tags.non_deterministic = False
+        return tags
 
-    def get_params(self, deep=True):
-        return {k: getattr(self, k) for k in self._PARAMS}
-
-    def set_params(self, **params):
-        for k, v in params.items():
-            if k not in self._PARAMS:
-                raise ValueError(f"invalid parameter {k!r} for StructuredSVM; valid ones are {self._PARAMS}")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self):
-        return f"StructuredSVM(model={self.model!r}, solver={self.solver!r}, lam={self.lam!r})"
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "coef_")
 
     # ---------------------------------------------------------------- fit
     def _check_model(self):
@@ -101,35 +99,47 @@ class StructuredSVM:
             raise ValueError(f"model must be a structfw StructuredModel; got {type(self.model).__name__}")
 
     def fit(self, X, Y, X_test=None, Y_test=None):
-        """Train on (X, Y); with (X_test, Y_test) the trace also records ``test_loss``."""
-        self._check_model()
-        lam = check_lam(self.lam)
-        solver = make_solver(self.solver)
-        stop = StopRule(max_passes=self.max_passes, tol=self.tol, check_every=self.check_every,
-                        time_budget=self.time_budget)
-        X, Y = self.model.check_data(X, Y)
-        if (X_test is None) != (Y_test is None):
-            raise ValueError("X_test and Y_test must be given together")
-        if X_test is not None:
-            X_test, Y_test = self.model.check_data(X_test, Y_test)
-        executor = get_executor(self.n_jobs)
-        problem = Problem(self.model, X, Y, lam, executor=executor, validated=True)
-        meta = dict(solver=getattr(solver, "label", solver.name), solver_params=_jsonable(solver.get_params()),
-                    lam=lam, n=problem.n, d=problem.d, model=type(self.model).__name__,
-                    random_state=self.random_state if isinstance(self.random_state, (int, type(None))) else None)
-        monitor = Monitor(problem, stop, meta, X_test, Y_test, verbose=self.verbose)
-        state = getattr(self, "state_", None) if self.warm_start else None
-        try:
-            res = solver.solve(problem, stop, state=state, rng=self.random_state, monitor=monitor)
-        finally:
-            executor.close()
-        self.coef_ = res.w
-        self.trace_ = res.trace
-        self.state_ = res.state
-        self.stopped_ = res.stopped
-        self.gap_, self.primal_, self.dual_ = res.gap, res.primal, res.dual
-        self.n_iter_ = float(res.trace.last("engine_passes", res.trace.last("passes")))
-        self.n_features_in_ = problem.d
+        """Train on (X, Y); with (X_test, Y_test) the trace also records ``test_loss``.
+
+        With ``warm_start=True`` a previous fit's solver state is continued exactly
+        (same data and lam: 5 passes and then 5 more give the iterates of one
+        10-pass fit; its random generator is continued and ``random_state`` is
+        not re-read).  A state from other data is not reused (a warning says so).
+        Ctrl-C ends the fit "interrupted" with the best iterate evaluated so far;
+        all fitted attributes are then set together, as after a normal end.
+        """
+        with deferred_sigint():
+            self._check_model()
+            lam = check_lam(self.lam)
+            solver = make_solver(self.solver)
+            stop = StopRule(max_passes=self.max_passes, tol=self.tol, check_every=self.check_every,
+                            time_budget=self.time_budget)
+            X, Y = self.model.check_data(X, Y)
+            if (X_test is None) != (Y_test is None):
+                raise ValueError("X_test and Y_test must be given together")
+            if X_test is not None:
+                X_test, Y_test = self.model.check_data(X_test, Y_test)
+            executor = get_executor(self.n_jobs)
+            problem = Problem(self.model, X, Y, lam, executor=executor, validated=True)
+            meta = dict(solver=getattr(solver, "label", solver.name),
+                        solver_params=_jsonable(solver.get_params()), lam=lam, n=problem.n, d=problem.d,
+                        model=type(self.model).__name__,
+                        random_state=self.random_state if isinstance(self.random_state, (int, type(None)))
+                        else None)
+            monitor = Monitor(problem, stop, meta, X_test, Y_test, verbose=self.verbose)
+            state = getattr(self, "state_", None) if self.warm_start else None
+            try:
+                res = solver.solve(problem, stop, state=state, rng=self.random_state, monitor=monitor)
+            finally:
+                executor.close()
+            n_features = getattr(self.model, "n_features", None)
+            fitted = dict(coef_=res.w, trace_=res.trace, state_=res.state, stopped_=res.stopped,
+                          gap_=res.gap, primal_=res.primal, dual_=res.dual,
+                          n_iter_=float(res.trace.last("engine_passes", res.trace.last("passes"))))
+            if isinstance(n_features, int):
+                fitted["n_features_in_"] = n_features
+            # set together: an estimator is never half old, half new
+            self.__dict__.update(fitted)
         return self
 
     # ------------------------------------------------------------ predict
@@ -158,7 +168,7 @@ class StructuredSVM:
         """Write the fitted model to ``path`` (.npz: arrays plus a JSON header, no pickle)."""
         self._check_fitted()
         header = dict(format=_FORMAT, model=type(self.model).__name__, model_config=self.model.get_config(),
-                      params={k: _jsonable(v) for k, v in self.get_params().items() if k != "model"},
+                      params={k: _jsonable(v) for k, v in self.get_params(deep=False).items() if k != "model"},
                       stopped=self.stopped_, gap=_f(self.gap_), primal=_f(self.primal_), dual=_f(self.dual_),
                       n_iter=self.n_iter_)
         header["params"]["solver"] = _solver_spec(self.solver)

@@ -11,6 +11,7 @@ SOLVER_NAMES = {"bcfw": BCFW, "fw": FW, "ssg": SSG}
 def make_solver(solver):
     """A solver object from a name ("bcfw", "fw", "ssg") or a configured solver."""
     if isinstance(solver, Solver):
+        solver.validate_params()  # an option may have been assigned after construction
         return solver
     if isinstance(solver, str) and solver.lower() in SOLVER_NAMES:
         return SOLVER_NAMES[solver.lower()]()

@@ -295,6 +295,7 @@ class Solver:
         "interrupted" with the best evaluated iterate, the state stays consistent.
         """
         self.validate_params()
+        own = set(vars(self))  # what solve adds to the solver object is per-run and removed at the end
         if monitor is None:
             monitor = Monitor(problem, stop, {"solver": self.label})
         with deferred_sigint() as flag:
@@ -329,7 +330,10 @@ class Solver:
                     pass
             finally:
                 monitor.close()
-        return self.result(st, monitor, stopped)
+        result = self.result(st, monitor, stopped)
+        for key in set(vars(self)) - own:
+            delattr(self, key)  # a solver object holds options only, never a run's data
+        return result
 
     def checkpoint_due(self, state, since_check, done, stop, monitor):
         return since_check >= stop.check_every or done >= stop.max_passes - 1e-9 or monitor.out_of_time()

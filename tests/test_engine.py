@@ -1,0 +1,189 @@
+"""The engine's contract: options declared once, exact resume, Ctrl-C at safe points."""
+import _thread
+import threading
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+import structfw as sf
+from structfw.solvers import BCFW, FW, SSG
+
+SOLVERS = {
+    "bcfw": lambda: BCFW(),
+    "bcfw-perm-fixed": lambda: BCFW(sampling="perm", step_size="predefined"),
+    "bcfw-wavg": lambda: BCFW(averaging="weighted"),
+    "bcfw-tavg": lambda: BCFW(averaging="suffix"),
+    "bcfw-gap": lambda: BCFW(sampling="gap", gap_refresh=2),
+    "bcfw-maxgap": lambda: BCFW(sampling="max_gap", gap_refresh=3),
+    "bcfw-cache": lambda: BCFW(cache=True, gap_refresh=2),
+    "bcpfw": lambda: BCFW(step="pairwise"),
+    "bcafw-fixed": lambda: BCFW(step="away", step_size="predefined"),
+    "bcpfw-gap-cache-wavg": lambda: BCFW(step="pairwise", sampling="gap", cache=True, gap_refresh=2,
+                                         averaging="weighted"),
+    "bcfw-sparse-gap-cache": lambda: BCFW(sampling="gap", cache=True, block_storage="sparse", gap_refresh=2),
+    "fw": lambda: FW(),
+    "fw-fixed": lambda: FW(step_size="predefined"),
+    "ssg": lambda: SSG(),
+    "ssg-wavg-perm": lambda: SSG(averaging="weighted", sampling="perm"),
+    "ssg-tavg": lambda: SSG(averaging="suffix"),
+}
+
+
+@pytest.fixture(scope="module")
+def ocr60():
+    X, Y = sf.datasets.load_ocr("train")
+    return X[:60], Y[:60]
+
+
+def _svm(solver, passes, **kw):
+    return sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=solver, lam=0.01, max_passes=passes, tol=None,
+                            random_state=7, **kw)
+
+
+# ------------------------------------------------------------ exact resume
+@pytest.mark.parametrize("name", sorted(SOLVERS))
+def test_warm_start_continues_the_run_exactly(name, ocr60):
+    X, Y = ocr60
+    once = _svm(SOLVERS[name](), 6).fit(X, Y)
+    split = _svm(SOLVERS[name](), 3, warm_start=True).fit(X, Y)
+    split.fit(X, Y)
+    np.testing.assert_allclose(split.coef_, once.coef_, rtol=1e-10, atol=1e-12)
+    assert split.primal_ == pytest.approx(once.primal_, rel=1e-10)
+
+
+def test_warm_start_in_three_pieces_with_sparse_checkpoints(ocr60):
+    X, Y = ocr60
+    solver = BCFW(step="pairwise", sampling="gap", cache=True, gap_refresh=3)
+    once = _svm(solver, 7, check_every=7).fit(X, Y)
+    split = _svm(clone(solver), 2, check_every=5, warm_start=True).fit(X, Y)
+    split.set_params(max_passes=4).fit(X, Y)
+    split.set_params(max_passes=1).fit(X, Y)
+    np.testing.assert_allclose(split.coef_, once.coef_, rtol=1e-10, atol=1e-12)
+
+
+def test_warm_start_on_other_data_starts_afresh_with_a_warning(ocr60):
+    X, Y = ocr60
+    svm = _svm(BCFW(), 2, warm_start=True).fit(X, Y)
+    with pytest.warns(RuntimeWarning, match="other data"):
+        svm.fit(X[:30], Y[:30])
+    fresh = _svm(BCFW(), 2).fit(X[:30], Y[:30])
+    np.testing.assert_allclose(svm.coef_, fresh.coef_)
+    # same sizes, other content
+    svm = _svm(BCFW(), 2, warm_start=True).fit(X[:30], Y[:30])
+    with pytest.warns(RuntimeWarning, match="other data"):
+        svm.fit(X[30:60], Y[30:60])
+
+
+def test_warm_start_after_a_change_of_solver_warns(ocr60):
+    X, Y = ocr60
+    svm = _svm(BCFW(), 2, warm_start=True).fit(X, Y)
+    svm.set_params(solver=FW())
+    with pytest.warns(RuntimeWarning, match="solver changed"):
+        svm.fit(X, Y)
+    svm.set_params(solver=BCFW(step="pairwise"), max_passes=1)
+    with pytest.warns(RuntimeWarning, match="active sets|solver changed"):
+        svm.fit(X, Y)
+
+
+# ------------------------------------------------------------ options
+def test_options_are_read_from_attributes_and_clone_keeps_them():
+    s = BCFW(step="pairwise")
+    s.cache = True
+    s.sampling = "gap"
+    assert s.get_params()["cache"] is True
+    assert "cache=True" in repr(s) and "sampling='gap'" in repr(s)
+    c = clone(s)
+    assert c.get_params() == s.get_params() and c is not s
+    s.set_params(cache_F=0.5)
+    assert s.cache_F == 0.5 and clone(s).cache_F == 0.5
+
+
+@pytest.mark.parametrize("cls, kw, match", [
+    (BCFW, dict(step="newton"), "step must be one of"),
+    (BCFW, dict(cache="yes"), "cache must be True or False"),
+    (BCFW, dict(cache_size=1), "cache_size must be an integer >= 2"),
+    (BCFW, dict(cache_F=float("nan")), "cache_F must be a finite number"),
+    (BCFW, dict(gap_refresh=2.5), "gap_refresh must be an integer"),
+    (FW, dict(step_size="armijo"), "step_size must be one of"),
+    (SSG, dict(averaging="median"), "averaging must be one of"),
+])
+def test_bad_options_name_the_option(cls, kw, match):
+    with pytest.raises(ValueError, match=match):
+        cls(**kw)
+    with pytest.raises(ValueError, match=match):
+        cls().set_params(**kw)
+
+
+def test_options_of_another_solver_are_errors():
+    with pytest.raises(ValueError, match="invalid option 'cache' for FW"):
+        FW().set_params(cache=True)
+    with pytest.raises(TypeError):
+        SSG(step="pairwise")
+
+
+def test_an_assigned_bad_option_is_caught_at_fit(ocr60):
+    X, Y = ocr60
+    s = BCFW()
+    s.step = "sideways"
+    with pytest.raises(ValueError, match="step must be one of"):
+        _svm(s, 1).fit(X, Y)
+
+
+def test_solve_leaves_no_run_data_on_the_solver(ocr60):
+    X, Y = ocr60
+    s = BCFW(cache=True)
+    before = dict(vars(s))
+    _svm(s, 1).fit(X, Y)
+    assert vars(s) == before
+
+
+def test_nested_solver_options_through_the_estimator(ocr60):
+    svm = _svm(BCFW(), 1)
+    assert svm.get_params()["solver__sampling"] == "uniform"
+    svm.set_params(solver__sampling="gap", solver__step="pairwise")
+    assert svm.solver.sampling == "gap" and svm.solver.step == "pairwise"
+    c = clone(svm)
+    assert c.solver is not svm.solver and c.solver.get_params() == svm.solver.get_params()
+
+
+# ------------------------------------------------------------ Ctrl-C
+INTERRUPTED = ["bcfw", "bcfw-wavg", "bcpfw-gap-cache-wavg", "bcafw-fixed", "fw", "ssg-wavg-perm"]
+
+
+@pytest.mark.parametrize("name", INTERRUPTED)
+def test_ctrl_c_at_random_moments_ends_interrupted_with_a_usable_estimator(name, ocr60):
+    X, Y = ocr60
+    rng = np.random.default_rng(sum(map(ord, name)))
+    _svm(SOLVERS[name](), 1).fit(X, Y)  # compile first, so the timers fall inside the solve
+    for _ in range(4):
+        svm = _svm(SOLVERS[name](), 100000)
+        timer = threading.Timer(float(rng.uniform(0.05, 0.4)), _thread.interrupt_main)
+        timer.start()
+        try:
+            svm.fit(X, Y)
+        finally:
+            timer.cancel()
+        assert svm.stopped_ == "interrupted"
+        assert np.all(np.isfinite(svm.coef_))
+        assert len(svm.predict(X[:3])) == 3
+        if svm.solver.has_dual:
+            st = svm.state_
+            if hasattr(st, "wi") and isinstance(st.wi, np.ndarray):
+                np.testing.assert_allclose(st.w, st.wi.sum(axis=0), atol=1e-10)
+        # the state is consistent: the fit can be continued
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            svm.set_params(warm_start=True, max_passes=1).fit(X, Y)
+        assert svm.stopped_ == "max_passes"
+
+
+def test_ctrl_c_before_the_fit_is_not_carried_into_it(ocr60):
+    X, Y = ocr60
+    from structfw._interrupt import deferred_sigint
+
+    with deferred_sigint() as flag:
+        flag.set()
+    svm = _svm(BCFW(), 1).fit(X, Y)
+    assert svm.stopped_ == "max_passes"
