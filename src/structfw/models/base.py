@@ -114,6 +114,15 @@ class StructuredModel:
         Y = [self.check_y(x, y, name=f"Y[{i}]") for i, (x, y) in enumerate(zip(X, Y))]
         return X, Y
 
+    def compiled_oracle(self, X, Y):
+        """Optional: ``(kernel, data)`` running the max oracle and psi of example i in numba.
+
+        ``kernel(data, i, w) -> (psi_idx, psi_val, L)`` for y_i* = argmax_y H_i(y; w)
+        over the validated training set (X, Y) packed into ``data`` (see
+        :mod:`structfw.oracles.compiled`).  With it a plain BCFW pass is one numba
+        call.  Default: None (the engine calls :meth:`loss_augmented_decode`)."""
+        return None
+
     def get_config(self):
         """Constructor arguments as JSON-able values (for saving without pickle)."""
         return {}

@@ -137,6 +137,14 @@ class ChainModel(StructuredModel):
             np.ascontiguousarray(y, dtype=np.int64).tobytes()
         )
 
+    def compiled_oracle(self, X, Y):
+        """Loss-augmented Viterbi + psi of word i in one numba call (dense features only)."""
+        if not all(type(x) is np.ndarray for x in X):
+            return None
+        from ..oracles.compiled import chain_dense_corner, pack_chain_dense
+
+        return chain_dense_corner, pack_chain_dense(X, Y, self.n_states, self.n_features)
+
     # ------------------------------------------------------------ validation
     @staticmethod
     def _csr(x):

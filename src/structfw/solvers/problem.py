@@ -123,6 +123,18 @@ class Problem:
             return self.Y[i], SparseVector.zeros(self.d), 0.0, 0.0
         return y, psi, L, H
 
+    def compiled_oracle(self):
+        """The model's compiled corner kernel over this training set, or None.
+
+        ``(kernel, data)`` with ``kernel(data, i, w) -> (psi_idx, psi_val, L)`` of the
+        loss-augmented labelling of example i (:mod:`structfw.oracles.compiled`); built
+        once per problem.  Approximate oracles are never compiled into the engine's
+        fast pass (their outputs need the ground-truth guard)."""
+        if not hasattr(self, "_compiled"):
+            make = getattr(self.model, "compiled_oracle", None)
+            self._compiled = None if make is None or self.approximate else make(self.X, self.Y)
+        return self._compiled
+
     def max_oracle(self, i, w):
         """y_i* = argmax_y H_i(y; w), the model's labelling as it returned it (unchecked)."""
         return self.model.loss_augmented_decode(self.X[i], self.Y[i], w)

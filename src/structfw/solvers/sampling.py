@@ -61,6 +61,12 @@ class BlockSampler:
             self._tree = fenwick_build(self.estimates)
         self._pos = 0
 
+    def take_order(self, m):
+        """The next m blocks of a "uniform"/"perm" pass (for the compiled pass)."""
+        out = self._buffer[self._pos:self._pos + m]
+        self._pos += m
+        return out
+
     def next(self):
         if self.kind in ("perm", "uniform"):
             i = self._buffer[self._pos]
