@@ -96,6 +96,50 @@ class Trace:
             tr.append(**{c: (math.nan if cols[c][t] is None else cols[c][t]) for c in cols})
         return tr
 
+    @classmethod
+    def from_json_text(cls, text, max_rows=10_000_000):
+        """Parse the JSON text written by :meth:`to_json`, and only text.
+
+        Unlike :meth:`from_json`, never reads a file, whatever the string looks
+        like: for model files and other untrusted input.  The document is checked
+        field by field: an object with ``meta`` (an object of JSON values) and
+        ``columns`` (an object mapping names to equally long lists of numbers or
+        null, at most ``max_rows`` each).  Any other content is a ``ValueError``.
+        """
+        if not isinstance(text, str):
+            raise ValueError(f"trace JSON must be a str, got {type(text).__name__}")
+        try:
+            doc = json.loads(text, parse_constant=_reject_json_constant)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"trace is not valid JSON ({str(exc)[:80]})") from None
+        if not isinstance(doc, dict) or set(doc) - {"meta", "columns"} or "columns" not in doc:
+            raise ValueError("trace JSON must be an object with keys 'meta' and 'columns'")
+        meta = doc.get("meta") or {}
+        cols = doc["columns"]
+        if not isinstance(meta, dict):
+            raise ValueError("trace 'meta' must be a JSON object")
+        if not isinstance(cols, dict):
+            raise ValueError("trace 'columns' must be a JSON object")
+        lengths = set()
+        for name, values in cols.items():
+            if not isinstance(values, list) or len(values) > max_rows:
+                raise ValueError(f"trace column {name[:40]!r} must be a list of at most "
+                                 f"{max_rows} numbers")
+            for v in values:
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                    raise ValueError(f"trace column {name[:40]!r} holds a non-number")
+            lengths.add(len(values))
+        if len(lengths) > 1:
+            raise ValueError("trace columns have different lengths")
+        tr = cls(meta)
+        n = lengths.pop() if lengths else 0
+        try:
+            for t in range(n):
+                tr.append(**{c: (math.nan if cols[c][t] is None else cols[c][t]) for c in cols})
+        except OverflowError:  # an integer too large for a float
+            raise ValueError("trace holds a number out of float range") from None
+        return tr
+
     def to_csv(self, path):
         cols = self.columns
         with open(path, "w", newline="") as fh:
@@ -126,6 +170,10 @@ class Trace:
     def load(cls, path):
         path = Path(path)
         return cls.from_csv(path) if path.suffix.lower() == ".csv" else cls.from_json(path)
+
+
+def _reject_json_constant(name):
+    raise ValueError(f"non-standard JSON constant {name}")
 
 
 def _json_float(x):

@@ -3,7 +3,8 @@
 
 This layer is independent of the structural-SVM part of structfw.
 """
+from ._io import load
 from ._solver import SimplexFWSolver, solve_simplex_qp
 from .classifier import FrankWolfeSVC
 
-__all__ = ["FrankWolfeSVC", "SimplexFWSolver", "solve_simplex_qp"]
+__all__ = ["FrankWolfeSVC", "SimplexFWSolver", "load", "solve_simplex_qp"]

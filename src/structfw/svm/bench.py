@@ -5,7 +5,8 @@ matplotlib is imported lazily (Agg backend) only when the figure is written.
 
 Tasks (all binary, RBF kernel, gamma="scale" resolved on the training set, C = 1):
 
-* heart_scale  (LIBSVM, svmlight file), 70/30 stratified split;
+* heart_scale  (LIBSVM, svmlight file, bundled: structfw.datasets.load_heart_scale),
+  70/30 stratified split;
 * digits       (scikit-learn), even vs odd digit, pixels / 16, 70/30 split;
 * breast-cancer (scikit-learn), standardised on the training part, 70/30 split;
 * fashion-MNIST 5 (sandal) vs 7 (sneaker): all 12,000 training and 2,000 test images of
@@ -20,7 +21,10 @@ import time
 
 import numpy as np
 
-HEART_DEFAULT = "/work/shared/data/heart_scale/heart_scale"
+from ..datasets.heart import HEART_SCALE_PATH
+
+#: The heart_scale file bundled with the package (LIBSVM, BSD-3).
+HEART_DEFAULT = str(HEART_SCALE_PATH)
 FASHION_DIR = "/usr/share/datasets/fashion-mnist"
 METHODS = ["fw", "mfw", "swap", "partan"]
 

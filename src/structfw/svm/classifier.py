@@ -1,20 +1,27 @@
 """FrankWolfeSVC: a scikit-learn classifier trained on the L2-SVM simplex dual."""
 from __future__ import annotations
 
-import numbers
 import time
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import (Interval, InvalidParameterError, StrOptions,
+                                             validate_parameter_constraints)
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._interrupt import deferred_sigint
 from ._kernels import KERNELS, kernel_matrix, resolve_gamma
 from ._solver import METHODS, SimplexFWSolver
+
+#: Largest magnitude allowed for an entry of the modified kernel Kt: the line
+#: searches form sums of a few (at most ~8) such entries, which must stay finite.
+KT_MAX = np.finfo(np.float64).max / 64
 
 
 class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
@@ -102,10 +109,57 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
     support_vectors_ (empty for precomputed), n_support_ (per class),
     dual_coef_ (n_machines, n_SV), intercept_ (n_machines,), alpha_ (n_machines,
     n_samples; the simplex solution), n_iter_ (n_machines,), objective_ and gap_
-    (n_machines,: final f and exact duality gap), converged_, fit_time_,
+    (n_machines,: final f and exact duality gap), converged_ (every machine's gap
+    test fired), stopped_, fit_time_,
     trace_ (binary: dict of arrays iteration, gap, objective, time_s; multiclass: a
     list of such dicts, one per machine; gap is the exact gap even when sampling).
+
+    stopped_ : str
+        Why the fit ended: "converged" (every machine reached tol), "max_iter" (some
+        machine hit ``max_iter``; a ConvergenceWarning is issued) or "interrupted"
+        (Ctrl-C; ``converged_`` is then False and a ConvergenceWarning says so).
+        A Ctrl-C is taken between chunks of compiled iterations (at most
+        ``min(trace_every, 1000)`` iterations); every machine runs at least its first
+        chunk, so an interrupted fit is a complete, consistent model made of each
+        machine's current (= best: every method decreases f) iterate.
+
+    Robustness
+    ----------
+    Parameters are declared once in ``_parameter_constraints`` and checked at fit.
+    Degenerate inputs are refused before the solve with a ValueError naming the
+    argument: a non-square, non-symmetric or negative-diagonal precomputed kernel,
+    features or kernel parameters (gamma, coef0, degree, C) for which the entries of
+    the modified kernel overflow float64, a ``gamma="scale"`` that resolves to a
+    non-finite value.  If the duality gap or the objective still becomes NaN/inf
+    during the solve (e.g. an indefinite precomputed kernel), or the final objective
+    is not positive (no unit-margin rescaling exists), fit raises a ValueError and
+    the estimator keeps its previous fitted state: fitted attributes are computed
+    into locals and committed together at the end of fit.
+
+    Saving
+    ------
+    :meth:`save` / :meth:`load` use the model-file format of :mod:`structfw.io`
+    (no pickle; every field validated on load).
     """
+
+    _parameter_constraints: dict = {
+        "kernel": [StrOptions(set(KERNELS))],
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "gamma": [StrOptions({"scale", "auto"}), Interval(Real, 0, None, closed="neither")],
+        "degree": [Interval(Integral, 0, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "method": [StrOptions(set(METHODS))],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "sample_size": [None, Interval(Integral, 1, None, closed="left")],
+        "sample_check": [StrOptions({"resample", "full"})],
+        "n_resample": [Interval(Integral, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "cache_size": [Interval(Real, 0, None, closed="neither")],
+        "trace_every": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "kernel_dtype": [StrOptions({"auto", "float32", "float64"})],
+        "block": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+    }
 
     def __init__(self, kernel="rbf", C=1.0, gamma="scale", degree=3, coef0=0.0,
                  method="partan", tol=1e-4, sample_size=None, sample_check="resample",
@@ -136,49 +190,12 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ checks
     def _check_params(self):
-        def real(v):
-            return isinstance(v, numbers.Real) and not isinstance(v, bool)
-
-        def integer(v):
-            return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-        if not isinstance(self.kernel, str) or self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
-        if not real(self.C) or not self.C > 0 or not np.isfinite(self.C):
-            raise ValueError(f"C must be a positive finite number, got {self.C!r}")
-        if not isinstance(self.method, str) or self.method not in METHODS:
-            raise ValueError(f"method must be one of {sorted(METHODS)}, got {self.method!r}")
-        if not real(self.tol) or not self.tol > 0:
-            raise ValueError(f"tol must be > 0, got {self.tol!r}")
-        if self.sample_size is not None and (not integer(self.sample_size)
-                                             or self.sample_size < 1):
-            raise ValueError(f"sample_size must be None or an int >= 1, got {self.sample_size!r}")
-        if self.sample_check not in ("resample", "full"):
-            raise ValueError(f"sample_check must be 'resample' or 'full', got {self.sample_check!r}")
-        if not integer(self.n_resample) or self.n_resample < 0:
-            raise ValueError(f"n_resample must be an int >= 0, got {self.n_resample!r}")
-        if not integer(self.max_iter) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be an int >= 1, got {self.max_iter!r}")
-        if not real(self.cache_size) or not self.cache_size > 0:
-            raise ValueError(f"cache_size must be > 0 (MB), got {self.cache_size!r}")
-        if not integer(self.trace_every) or self.trace_every < 1:
-            raise ValueError(f"trace_every must be an int >= 1, got {self.trace_every!r}")
-        if isinstance(self.gamma, str):
-            if self.gamma not in ("scale", "auto"):
-                raise ValueError(f"gamma must be 'scale', 'auto' or a float > 0, got {self.gamma!r}")
-        elif not real(self.gamma) or not self.gamma > 0:
-            raise ValueError(f"gamma must be 'scale', 'auto' or a float > 0, got {self.gamma!r}")
-        if not real(self.degree) or self.degree < 0:
-            raise ValueError(f"degree must be >= 0, got {self.degree!r}")
-        if not real(self.coef0):
-            raise ValueError(f"coef0 must be a number, got {self.coef0!r}")
-        if not isinstance(self.kernel_dtype, str) or self.kernel_dtype not in (
-                "auto", "float32", "float64"):
-            raise ValueError("kernel_dtype must be 'auto', 'float32' or 'float64', "
-                             f"got {self.kernel_dtype!r}")
-        if not (isinstance(self.block, str) and self.block == "auto") and (
-                not integer(self.block) or self.block < 1):
-            raise ValueError(f"block must be 'auto' or an int >= 1, got {self.block!r}")
+        """``_validate_params`` against ``_parameter_constraints``, with messages that
+        start with the parameter's name ("C must be a float in the range ...")."""
+        try:
+            self._validate_params()
+        except InvalidParameterError as exc:
+            raise _named_param_error(self, exc) from None
 
     @staticmethod
     def _dense(X):
@@ -186,22 +203,47 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
-        """Fit one (binary) or n_classes (one-vs-rest) simplex-dual L2-SVMs."""
+        """Fit one (binary) or n_classes (one-vs-rest) simplex-dual L2-SVMs.
+
+        Runs under :func:`structfw._interrupt.deferred_sigint`: a Ctrl-C ends the
+        solve at a consistent iterate (``stopped_ = "interrupted"``).  Every fitted
+        attribute is computed first and committed at the end, all at once, so a fit
+        that raises or is interrupted never leaves a mix of old and new attributes.
+        """
         self._check_params()
-        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"],
-                             dtype=np.float64)
+        with deferred_sigint():
+            fitted = self._fit(X, y)
+            _commit(self, fitted)
+        self._warn_if_not_converged()
+        return self
+
+    def _validate_training_data(self, X, y):
+        """validate_data without leaving n_features_in_ / feature_names_in_ of a fit
+        that may still fail on the estimator: they are returned for the commit."""
+        names = ("n_features_in_", "feature_names_in_")
+        previous = {k: self.__dict__[k] for k in names if k in self.__dict__}
+        try:
+            X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"],
+                                 dtype=np.float64)
+        finally:
+            meta = {k: self.__dict__.pop(k) for k in names if k in self.__dict__}
+            self.__dict__.update(previous)
+        if "feature_names_in_" not in meta:
+            meta["feature_names_in_"] = None  # committed as "absent" (deleted below)
+        return X, y, meta
+
+    def _fit(self, X, y):
+        X, y, meta = self._validate_training_data(X, y)
         check_classification_targets(y)
         X = np.require(self._dense(X), np.float64, ["C", "W"])
-        if self.kernel == "precomputed" and X.shape[0] != X.shape[1]:
-            raise ValueError("X must be a square kernel matrix (n_samples, n_samples) when "
-                             f"kernel='precomputed', got shape {X.shape}")
-        self.classes_, y_enc = np.unique(y, return_inverse=True)
-        n_classes = len(self.classes_)
+        classes, y_enc = np.unique(y, return_inverse=True)
+        n_classes = len(classes)
         if n_classes < 2:
             raise ValueError("The number of classes has to be at least 2; got 1 class "
-                             f"({self.classes_[0]!r}) in y")
+                             f"({classes[0]!r}) in y")
         kind = KERNELS[self.kernel]
-        self._gamma = resolve_gamma(self.gamma, X, self.kernel)
+        gamma = _check_kernel_inputs(X, self.kernel, self.gamma, float(self.coef0),
+                                     int(self.degree), float(self.C))
         rng = check_random_state(self.random_state)
         targets = [1] if n_classes == 2 else list(range(n_classes))
         large = X.size >= 1_000_000 and kind in (0, 1, 2)
@@ -209,45 +251,30 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         if kdt == "auto":
             kdt = "float32" if large else "float64"
         block = (64 if large else 16) if self.block == "auto" else int(self.block)
-        alphas, coefs, inters, iters, objs, gaps, convs, traces = [], [], [], [], [], [], [], []
         t0 = time.perf_counter()
+        runs = []
         for c in targets:
             ypm = np.where(y_enc == c, 1.0, -1.0)
             s = SimplexFWSolver(
-                X, ypm, kernel_kind=kind, gamma=self._gamma, coef0=self.coef0,
-                degree=self.degree, C=self.C, method=self.method, tol=self.tol,
+                X, ypm, kernel_kind=kind, gamma=gamma, coef0=float(self.coef0),
+                degree=int(self.degree), C=self.C, method=self.method, tol=self.tol,
                 max_iter=self.max_iter, sample_size=self.sample_size,
                 sample_check=self.sample_check, n_resample=self.n_resample,
                 cache_size=self.cache_size, trace_every=self.trace_every,
                 seed=rng.randint(np.iinfo(np.int32).max), kernel_dtype=kdt,
                 block=block).run()
-            rho = 2.0 * s.f
-            alphas.append(s.alpha.copy())
-            coefs.append(s.alpha * ypm / rho)
-            inters.append(float(s.alpha @ ypm) / rho)
-            iters.append(s.n_iter)
-            objs.append(s.f)
-            gaps.append(s.gap)
-            convs.append(s.converged)
-            traces.append(s.trace)
-        self.fit_time_ = time.perf_counter() - t0
-        if not all(convs):
+            runs.append(_machine_result(s, ypm, c))
+        fit_time = time.perf_counter() - t0
+        return _assemble(runs, X, y_enc, classes, self.kernel, gamma, fit_time, meta)
+
+    def _warn_if_not_converged(self):
+        if self.stopped_ == "interrupted":
+            warnings.warn(f"FrankWolfeSVC ({self.method}) was interrupted (Ctrl-C) after "
+                          f"{self.n_iter_.tolist()} iterations; the model is the current "
+                          "iterate, converged_ is False", ConvergenceWarning)
+        elif self.stopped_ == "max_iter":
             warnings.warn(f"FrankWolfeSVC ({self.method}) reached max_iter={self.max_iter} "
                           "before the duality gap fell below tol", ConvergenceWarning)
-        self.alpha_ = np.vstack(alphas)
-        self.support_ = np.flatnonzero((self.alpha_ > 0).any(axis=0)).astype(np.int32)
-        self.dual_coef_ = np.vstack(coefs)[:, self.support_]
-        self.intercept_ = np.asarray(inters)
-        self.support_vectors_ = (np.empty((0, 0)) if self.kernel == "precomputed"
-                                 else X[self.support_].copy())
-        self.n_support_ = np.array([np.sum(y_enc[self.support_] == k)
-                                    for k in range(n_classes)], dtype=np.int32)
-        self.n_iter_ = np.asarray(iters, dtype=np.int64)
-        self.objective_ = np.asarray(objs)
-        self.gap_ = np.asarray(gaps)
-        self.converged_ = bool(all(convs))
-        self.trace_ = traces[0] if n_classes == 2 else traces
-        return self
 
     # ------------------------------------------------------------------ predict
     def decision_function(self, X):
@@ -259,9 +286,14 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         if self.kernel == "precomputed":
             Kx = X[:, self.support_]
         else:
-            Kx = kernel_matrix(X, self.support_vectors_, KERNELS[self.kernel], self._gamma,
-                               float(self.coef0), float(self.degree))
-        dec = Kx @ self.dual_coef_.T + self.intercept_
+            with np.errstate(over="ignore", invalid="ignore"):
+                Kx = kernel_matrix(X, self.support_vectors_, KERNELS[self.kernel],
+                                   self._gamma, float(self.coef0), float(self.degree))
+        with np.errstate(over="ignore", invalid="ignore"):
+            dec = Kx @ self.dual_coef_.T + self.intercept_
+        if not np.isfinite(dec).all():
+            raise ValueError("X: the kernel values between X and the support vectors "
+                             "overflow float64 (feature values too large for this kernel)")
         return dec.ravel() if len(self.classes_) == 2 else dec
 
     def predict(self, X):
@@ -269,3 +301,158 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         if len(self.classes_) == 2:
             return self.classes_[(dec > 0).astype(int)]
         return self.classes_[np.argmax(dec, axis=1)]
+
+    # ------------------------------------------------------------------ files
+    def save(self, path):
+        """Write the fitted classifier to a model file (see :mod:`structfw.io`).
+
+        ``.npz`` is appended to ``path`` when missing; returns the path written."""
+        from ._io import save_svc
+        check_is_fitted(self)
+        return save_svc(self, path)
+
+    @classmethod
+    def load(cls, path):
+        """Read a classifier written by :meth:`save`, validating every field.
+
+        Raises ValueError for any file that is not a valid FrankWolfeSVC model file."""
+        from ._io import load_svc
+        return load_svc(cls, path)
+
+
+# ---------------------------------------------------------------------- helpers
+def _commit(est, fitted):
+    """Replace the fitted state of ``est`` by ``fitted`` in one assignment (one
+    bytecode: a Ctrl-C or an exception cannot land between two attributes).
+    ``feature_names_in_ = None`` means absent."""
+    state = {k: v for k, v in est.__dict__.items() if k != "feature_names_in_"}
+    state.update({k: v for k, v in fitted.items()
+                  if not (k == "feature_names_in_" and v is None)})
+    est.__dict__ = state
+
+
+def _named_param_error(est, exc):
+    """The InvalidParameterError of ``_validate_params`` with a message that starts
+    with the offending parameter's name."""
+    params = est.get_params(deep=False)
+    caller = type(est).__name__
+    for name, constraints in est._parameter_constraints.items():
+        try:
+            validate_parameter_constraints({name: constraints}, {name: params[name]},
+                                           caller_name=caller)
+        except InvalidParameterError as one:
+            msg = str(one)
+            prefix = f"The {name!r} parameter of {caller} must"
+            text = msg.replace(prefix, f"{name} must", 1) if msg.startswith(prefix) \
+                else f"{name} must be valid: {msg}"
+            return InvalidParameterError(text)
+    return exc
+
+
+def _check_kernel_inputs(X, kernel, gamma, coef0, degree, C):
+    """Refuse, before the solve, inputs whose modified kernel Kt cannot be formed in
+    float64; returns the numeric gamma.
+
+    Kt_ij = y_i y_j (k(x_i, x_j) + 1) + delta_ij / C (problem (5)).  Its entries
+    are bounded by ``B + 1 + 1/C`` with B = max |k|: the largest squared norm
+    (linear), ``(gamma max ||x||^2 + |coef0|)^degree`` (poly, Cauchy-Schwarz), 1
+    (rbf) or max |K_ij| (precomputed).  The line searches (11)-(15) add a few such
+    entries, so the bound must stay below :data:`KT_MAX`.
+    """
+    inv_c = 1.0 / C
+    if not np.isfinite(inv_c) or inv_c > KT_MAX:
+        raise ValueError(f"C={C!r} is too small: 1/C overflows float64")
+    if kernel == "precomputed":
+        if X.ndim != 2 or X.shape[0] != X.shape[1]:
+            raise ValueError("X must be a square kernel matrix (n_samples, n_samples) when "
+                             f"kernel='precomputed', got shape {X.shape}")
+        bound = float(np.abs(X).max()) if X.size else 0.0
+        if np.any(np.diag(X) < 0):
+            raise ValueError("X (kernel='precomputed') has a negative diagonal entry "
+                             f"(min {np.diag(X).min():.3g}): not a positive semi-definite "
+                             "kernel matrix")
+        tol = 1e-8 * max(1.0, bound)
+        if np.abs(X - X.T).max() > tol:
+            raise ValueError("X (kernel='precomputed') is not symmetric "
+                             f"(max |K - K^T| = {np.abs(X - X.T).max():.3g})")
+        g = 1.0
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            sqn = np.einsum("ij,ij->i", X, X)
+        max_sq = float(sqn.max()) if sqn.size else 0.0
+        if not np.isfinite(max_sq):
+            raise ValueError("X has feature values so large that squared norms overflow "
+                             "float64 (max |x| = "
+                             f"{np.abs(X).max():.3g}); scale the features")
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            g = resolve_gamma(gamma, X, kernel)
+        if not (np.isfinite(g) and g > 0):
+            raise ValueError(f"gamma={gamma!r} resolves to {g!r} on this X (X.var() = "
+                             f"{float(X.var()):.3g}); pass a positive finite gamma")
+        if kernel == "linear":
+            bound = max_sq
+        elif kernel == "rbf":
+            bound = 1.0
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                bound = float(np.power(np.float64(g * max_sq + abs(coef0)), degree))
+    total = bound + 1.0 + inv_c
+    if not np.isfinite(total) or total > KT_MAX:
+        what = {"linear": "X (feature values too large)",
+                "poly": "X, gamma, coef0 or degree (poly kernel values overflow)",
+                "precomputed": "X (kernel values too large)"}.get(kernel, "X")
+        raise ValueError(f"{what}: the kernel values (up to {bound:.3g}) overflow "
+                         "float64 in the solver's line searches; scale the features or "
+                         "lower gamma/degree")
+    return float(g)
+
+
+def _machine_result(s, ypm, target):
+    """Per-machine results of a finished solver, checked for a usable model."""
+    if s.stopped == "nonfinite":
+        raise ValueError(
+            f"FrankWolfeSVC: the duality gap became non-finite at iteration {s.n_iter} "
+            f"of the machine for class index {target} (the kernel matrix is probably not "
+            "positive semi-definite, or its values overflow); no model was fitted")
+    rho = 2.0 * s.f
+    if not (np.isfinite(rho) and rho > 0):
+        raise ValueError(
+            f"FrankWolfeSVC: the dual objective reached f = {s.f!r} <= 0 for class index "
+            f"{target}: the modified kernel is not positive definite (a precomputed "
+            "kernel that is not PSD?); no unit-margin model exists")
+    alpha = s.alpha.copy()
+    coef = alpha * ypm / rho
+    inter = float(alpha @ ypm) / rho
+    if not (np.isfinite(coef).all() and np.isfinite(inter)):
+        raise ValueError("FrankWolfeSVC: non-finite dual coefficients; no model was fitted")
+    return dict(alpha=alpha, coef=coef, intercept=inter, n_iter=s.n_iter, f=s.f,
+                gap=s.gap, stopped=s.stopped, trace=s.trace)
+
+
+def _assemble(runs, X, y_enc, classes, kernel, gamma, fit_time, meta):
+    """The fitted attributes, as one dict to commit at once."""
+    n_classes = len(classes)
+    stopped = [r["stopped"] for r in runs]
+    if "interrupted" in stopped:
+        status = "interrupted"
+    elif all(st == "converged" for st in stopped):
+        status = "converged"
+    else:
+        status = "max_iter"
+    alpha = np.vstack([r["alpha"] for r in runs])
+    support = np.flatnonzero((alpha > 0).any(axis=0)).astype(np.int32)
+    fitted = dict(
+        classes_=classes, _gamma=gamma, fit_time_=fit_time, alpha_=alpha, support_=support,
+        dual_coef_=np.vstack([r["coef"] for r in runs])[:, support],
+        intercept_=np.asarray([r["intercept"] for r in runs]),
+        support_vectors_=(np.empty((0, 0)) if kernel == "precomputed"
+                          else X[support].copy()),
+        n_support_=np.array([np.sum(y_enc[support] == k) for k in range(n_classes)],
+                            dtype=np.int32),
+        n_iter_=np.asarray([r["n_iter"] for r in runs], dtype=np.int64),
+        objective_=np.asarray([r["f"] for r in runs]),
+        gap_=np.asarray([r["gap"] for r in runs]),
+        converged_=status == "converged", stopped_=status,
+        trace_=runs[0]["trace"] if n_classes == 2 else [r["trace"] for r in runs],
+        **meta)
+    return fitted

@@ -18,8 +18,8 @@ from .bench import HEART_DEFAULT
                    "Debian dataset-fashion-mnist files are absent).")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Seed of the train/test splits and of the vertex sampler.")
-@click.option("--heart-path", default=HEART_DEFAULT, show_default=True,
-              help="heart_scale file in svmlight format.")
+@click.option("--heart-path", default=HEART_DEFAULT, show_default="the copy bundled "
+              "with structfw", help="heart_scale file in svmlight format.")
 @click.option("--C", "C", default=1.0, show_default=True, type=float,
               help="SVM C, shared by all methods and libsvm.")
 def bench_svm(out, quick, large, seed, heart_path, C):

@@ -1,0 +1,497 @@
+"""Model files: one versioned format for every estimator (DESIGN.md section 5).
+
+A model file is an ``.npz`` archive (written with :func:`numpy.savez`, uncompressed)
+holding
+
+* ``header``: a JSON object as a 0-d unicode array, with the keys ``format``
+  (:data:`FORMAT`), ``version`` (:data:`VERSION`), ``kind`` (the estimator class name)
+  and the estimator's own fields;
+* plain numeric arrays (bool, integer or floating dtypes), and optionally long JSON
+  texts (0-d unicode arrays, e.g. a convergence trace).
+
+Model files are untrusted input.  :func:`read_model_file` never unpickles, never
+trusts a size it has not bounded, and turns every way a file can be broken
+(truncated, corrupted, empty, another format, a pickle-bearing archive, an object or
+structured dtype, a huge declared shape, duplicated or unexpected members, an
+over-deep or non-standard JSON header) into a :class:`ValueError` naming the file and
+the problem.  The small validators below (:func:`header_int`, :func:`array_field`, ...)
+let each estimator check every field against the model it builds, with errors that
+name the file and the field.  No field is ever used as a path, and estimators take no
+execution setting (n_jobs, executors, verbosity) from a file.
+
+Optional solver state (warm starts)
+-----------------------------------
+A file may carry a solver-state section: JSON meta under the header key ``state``
+and arrays named ``state/<name>``.  :func:`pack_state` builds it for
+:func:`write_model_file` and :func:`unpack_state` returns it validated as generic
+data (a dict and finite numeric arrays); what the arrays mean is for the solver that
+wrote them to check.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import struct
+import tempfile
+import zlib
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+#: Value of the header key ``format`` of every structfw model file.
+FORMAT = "structfw-model"
+#: Version written by this code; files of a higher version are refused.
+VERSION = 1
+#: Largest uncompressed archive member read (bytes), and largest archive.
+MAX_MEMBER_BYTES = 2 ** 32
+MAX_FILE_BYTES = 2 ** 34
+#: Largest header (characters of JSON).
+MAX_HEADER_CHARS = 1 << 22
+#: Largest JSON text member (characters).
+MAX_TEXT_CHARS = 1 << 28
+#: Name of the solver-state section (header key, and prefix of its arrays).
+STATE_KEY = "state"
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.]+(/[A-Za-z0-9_.]+)?$")
+_NUMERIC_KINDS = "biuf"
+_MISSING = object()
+
+
+class FieldMap(dict):
+    """A dict of fields read from a model file; ``source`` names the file (and the
+    enclosing field) in error messages."""
+
+    def __init__(self, data, source):
+        super().__init__(data)
+        self.source = source
+
+
+# --------------------------------------------------------------------------- paths
+def model_path(path):
+    """The path a model file is written to / read from: ``path`` with ``.npz``
+    appended unless it already ends in ``.npz`` (so ``save("m")`` then ``load("m")``
+    use ``m.npz``, as do ``save("m.npz")`` and ``load("m.npz")``)."""
+    path = Path(os.fspath(path))
+    return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
+
+
+# --------------------------------------------------------------------------- writing
+def write_model_file(path, kind, header, arrays, texts=None):
+    """Write a model file atomically (temporary file in the same directory + rename).
+
+    Parameters
+    ----------
+    path : str or path-like
+        Destination; ``.npz`` is appended when missing (see :func:`model_path`).
+    kind : str
+        The estimator class name, checked by :func:`read_model_file`.
+    header : dict
+        JSON-able fields (no NaN/inf: write None for a missing number).
+    arrays : dict of str -> ndarray
+        Numeric arrays (bool, integer or float dtypes).
+    texts : dict of str -> str, optional
+        Long JSON texts stored as 0-d unicode arrays.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    path = model_path(path)
+    doc = {"format": FORMAT, "version": VERSION, "kind": str(kind)}
+    for key, value in header.items():
+        if key in doc:
+            raise ValueError(f"header key {key!r} is reserved")
+        doc[key] = value
+    members = {"header": np.array(json.dumps(doc, allow_nan=False))}
+    for name, arr in arrays.items():
+        arr = np.asarray(arr)
+        if not _NAME_RE.match(name) or name == "header":
+            raise ValueError(f"invalid array name {name!r}")
+        if arr.dtype.kind not in _NUMERIC_KINDS:
+            raise ValueError(f"array {name!r} must be numeric, got dtype {arr.dtype}")
+        members[name] = np.ascontiguousarray(arr)
+    for name, text in (texts or {}).items():
+        if not _NAME_RE.match(name) or name in members:
+            raise ValueError(f"invalid text name {name!r}")
+        members[name] = np.array(str(text))
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp",
+                               dir=str(path.parent) if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **members)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def pack_state(meta, arrays):
+    """Solver-state section for :func:`write_model_file`: returns
+    ``(header_fields, array_fields)`` to merge into the header and the arrays."""
+    return {STATE_KEY: dict(meta)}, {f"{STATE_KEY}/{k}": v for k, v in arrays.items()}
+
+
+# --------------------------------------------------------------------------- reading
+def read_model_file(path, kind, max_member_bytes=MAX_MEMBER_BYTES):
+    """Read and structurally validate a model file of estimator ``kind``.
+
+    Returns
+    -------
+    header : FieldMap
+        The JSON header (``format``, ``version`` and ``kind`` checked and removed).
+    arrays : FieldMap
+        Every other member: numeric ndarrays, and texts as 0-d unicode arrays
+        (read them with :func:`text_field`).
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path`` (nor at ``path`` + ``.npz``).
+    ValueError
+        Anything wrong with the file's content, naming the file and the problem.
+    """
+    path = _existing(path)
+    src = str(path)
+    size = path.stat().st_size
+    if not path.is_file():
+        raise ValueError(f"{src} is not a regular file")
+    if size == 0:
+        raise ValueError(f"{src} is empty; not a structfw model file")
+    if size > MAX_FILE_BYTES:
+        raise ValueError(f"{src} is {size} bytes, larger than any structfw model file")
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic[:2] != b"PK":
+        raise ValueError(f"{src} is not a structfw model file (not an .npz archive; "
+                         f"starts with {magic!r})")
+    try:
+        members = _read_members(path, src, max_member_bytes)
+    except ValueError:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, KeyError,
+            NotImplementedError, RuntimeError, OverflowError, MemoryError, TypeError,
+            UnicodeError, IndexError, AttributeError, SyntaxError, RecursionError,
+            struct.error, zlib.error) as exc:
+        # every way zipfile / the .npy header parser can fail on a corrupted archive
+        raise ValueError(f"{src} is corrupted or truncated ({type(exc).__name__}: "
+                         f"{_short(exc)})") from None
+    if "header" not in members:
+        raise ValueError(f"{src} is not a structfw model file (no 'header' member)")
+    header = _parse_header(members.pop("header"), src)
+    if header.get("format") != FORMAT:
+        raise ValueError(f"{src} is not a structfw model file "
+                         f"(format {_short(header.get('format'))!r})")
+    version = header.get("version")
+    if not _is_int(version) or version < 1:
+        raise ValueError(f"{src}: field 'version' must be an integer >= 1")
+    if version > VERSION:
+        raise ValueError(f"{src} was written by a newer structfw (format version "
+                         f"{version}; this one reads up to {VERSION})")
+    if header.get("kind") != kind:
+        raise ValueError(f"{src} holds a {_short(header.get('kind'))!r} model, "
+                         f"not a {kind!r}")
+    for key in ("format", "version", "kind"):
+        del header[key]
+    return FieldMap(header, src), FieldMap(members, src)
+
+
+def _existing(path):
+    p = model_path(path)
+    if p.exists():
+        return p
+    raw = Path(os.fspath(path))
+    if raw.exists():  # a model file renamed without its .npz suffix
+        return raw
+    raise FileNotFoundError(f"no model file at {p}")
+
+
+def _short(x, n=80):
+    s = str(x)
+    return s if len(s) <= n else s[:n] + "..."
+
+
+def _read_members(path, src, max_member_bytes):
+    out = {}
+    size = path.stat().st_size
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+        if not infos:
+            raise ValueError(f"{src} is an empty archive; not a structfw model file")
+        if len(infos) > 10_000:
+            raise ValueError(f"{src} has {len(infos)} members; not a structfw model file")
+        for info in infos:
+            name = info.filename
+            if not name.endswith(".npy") or not _NAME_RE.match(name[:-4]):
+                raise ValueError(f"{src}: unexpected archive member {_short(name)!r}")
+            key = name[:-4]
+            if key in out:
+                raise ValueError(f"{src}: archive member {key!r} appears twice")
+            if info.compress_type != zipfile.ZIP_STORED:
+                # structfw writes stored members; a compressed one could declare any
+                # size (zip bomb), so it is refused rather than inflated
+                raise ValueError(f"{src}: member {key!r} is compressed; structfw model "
+                                 "files are written uncompressed (np.savez)")
+            if info.file_size > max_member_bytes or info.file_size > size:
+                raise ValueError(f"{src}: member {key!r} declares {info.file_size} bytes, "
+                                 "more than the file holds")
+            with zf.open(info) as fp:
+                out[key] = _read_npy(fp, info.file_size, src, key)
+    return out
+
+
+def _read_npy(fp, member_bytes, src, key):
+    """One .npy member, checking the dtype and shape before reading any data."""
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+    except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError) as exc:
+        raise ValueError(f"{src}: member {key!r} is not a valid .npy array "
+                         f"({_short(exc)})") from None
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+        raise ValueError(f"{src}: member {key!r} has dtype {_short(dtype)}; model files hold "
+                         "only plain numeric arrays and texts (no pickled objects)")
+    if dtype.kind == "U":
+        if shape != ():
+            raise ValueError(f"{src}: member {key!r} must be a 0-d text, got shape {shape}")
+    elif dtype.kind not in _NUMERIC_KINDS:
+        raise ValueError(f"{src}: member {key!r} has unsupported dtype {dtype}")
+    if len(shape) > 8 or any(not _is_int(s) or s < 0 for s in shape):
+        raise ValueError(f"{src}: member {key!r} has an invalid shape {_short(shape)}")
+    count = math.prod(shape)
+    nbytes = count * dtype.itemsize
+    if nbytes > member_bytes:
+        raise ValueError(f"{src}: member {key!r} declares shape {shape} ({nbytes} bytes) "
+                         f"but holds at most {member_bytes} bytes: truncated or corrupted")
+    data = fp.read(nbytes)
+    if len(data) != nbytes:
+        raise ValueError(f"{src}: member {key!r} is truncated")
+    arr = np.frombuffer(data, dtype=dtype, count=count)
+    arr = arr.reshape(shape, order="F" if fortran else "C")
+    return np.array(arr, dtype=dtype.newbyteorder("="), order="C")
+
+
+def _parse_header(arr, src):
+    if arr.dtype.kind != "U" or arr.shape != ():
+        raise ValueError(f"{src}: 'header' must be a JSON text")
+    text = str(arr[()])
+    if len(text) > MAX_HEADER_CHARS:
+        raise ValueError(f"{src}: 'header' is {len(text)} characters long; too large")
+    doc = _loads(text, src, "header")
+    if not isinstance(doc, dict):
+        raise ValueError(f"{src}: 'header' must be a JSON object")
+    return doc
+
+
+def _reject_constant(name):
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _loads(text, src, field):
+    """Strict JSON: no NaN/Infinity; over-deep nesting is a ValueError (the C decoder
+    raises RecursionError at the interpreter's limit, never overflows the stack)."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"{src}: {field!r} is not valid JSON ({_short(exc)})") from None
+
+
+def loads_json(text, source, field):
+    """Parse a JSON text read from a model file (same rules as the header)."""
+    return _loads(text, source, field)
+
+
+def unpack_state(header, arrays):
+    """The solver-state section of a file read by :func:`read_model_file`, or None.
+
+    Returns ``(meta, state_arrays)``: the JSON meta (a dict) and the arrays named
+    ``state/<name>`` (keys without the prefix), all numeric and finite.  The section
+    is removed from ``header`` and ``arrays``.
+    """
+    src = getattr(header, "source", "model file")
+    names = [k for k in arrays if k.startswith(STATE_KEY + "/")]
+    if STATE_KEY not in header:
+        if names:
+            raise ValueError(f"{src}: state arrays {names[:3]} without a 'state' header")
+        return None
+    meta = header.pop(STATE_KEY)
+    if not isinstance(meta, dict):
+        raise ValueError(f"{src}: field 'state' must be a JSON object")
+    out = {}
+    for k in names:
+        a = arrays.pop(k)
+        if a.dtype.kind not in _NUMERIC_KINDS:
+            raise ValueError(f"{src}: field {k!r} must be numeric")
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise ValueError(f"{src}: field {k!r} contains NaN or inf")
+        out[k[len(STATE_KEY) + 1:]] = a
+    return FieldMap(meta, f"{src} [state]"), FieldMap(out, f"{src} [state]")
+
+
+# --------------------------------------------------------------------------- validators
+def _src(mapping):
+    return getattr(mapping, "source", "model file")
+
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _get(mapping, name, default):
+    if name in mapping:
+        return mapping[name]
+    if default is not _MISSING:
+        return default
+    raise ValueError(f"{_src(mapping)}: missing field {name!r}")
+
+
+def check_fields(mapping, required, optional=()):
+    """Raise unless ``mapping`` has every ``required`` key and no key outside
+    ``required`` + ``optional``."""
+    keys = set(mapping)
+    missing = [k for k in required if k not in keys]
+    if missing:
+        raise ValueError(f"{_src(mapping)}: missing field(s) {missing}")
+    extra = sorted(keys - set(required) - set(optional))
+    if extra:
+        raise ValueError(f"{_src(mapping)}: unexpected field(s) {[_short(e, 40) for e in extra[:5]]}")
+
+
+def header_int(header, name, lo=None, hi=None, default=_MISSING):
+    """An integer field in [lo, hi]."""
+    v = _get(header, name, default)
+    if not _is_int(v):
+        raise ValueError(f"{_src(header)}: field {name!r} must be an integer, got {_short(v)!r}")
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError(f"{_src(header)}: field {name!r} = {v} is outside [{lo}, {hi}]")
+    return int(v)
+
+
+def header_float(header, name, lo=None, hi=None, allow_none=False, default=_MISSING):
+    """A finite number in [lo, hi] (integers accepted); None (-> NaN) if ``allow_none``."""
+    v = _get(header, name, default)
+    if v is None and allow_none:
+        return math.nan
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{_src(header)}: field {name!r} must be a number, got {_short(v)!r}")
+    v = float(v)  # may overflow for a huge JSON integer
+    if not math.isfinite(v):
+        raise ValueError(f"{_src(header)}: field {name!r} must be finite")
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError(f"{_src(header)}: field {name!r} = {v} is outside [{lo}, {hi}]")
+    return v
+
+
+def header_bool(header, name, default=_MISSING):
+    v = _get(header, name, default)
+    if not isinstance(v, bool):
+        raise ValueError(f"{_src(header)}: field {name!r} must be true or false, got {_short(v)!r}")
+    return v
+
+
+def header_str(header, name, max_len=256, default=_MISSING):
+    v = _get(header, name, default)
+    if not isinstance(v, str) or len(v) > max_len:
+        raise ValueError(f"{_src(header)}: field {name!r} must be a string of at most "
+                         f"{max_len} characters, got {_short(v)!r}")
+    return v
+
+
+def header_str_choice(header, name, choices, default=_MISSING):
+    """A string among ``choices``."""
+    v = _get(header, name, default)
+    if not isinstance(v, str) or v not in choices:
+        raise ValueError(f"{_src(header)}: field {name!r} must be one of {sorted(choices)}, "
+                         f"got {_short(v)!r}")
+    return v
+
+
+def header_dict(header, name, default=_MISSING):
+    """A JSON-object field, as a :class:`FieldMap` whose errors name ``name`` too."""
+    v = _get(header, name, default)
+    if not isinstance(v, dict):
+        raise ValueError(f"{_src(header)}: field {name!r} must be a JSON object, got {_short(v)!r}")
+    return FieldMap(v, f"{_src(header)} [{name}]")
+
+
+def header_list(header, name, max_len=None, default=_MISSING):
+    v = _get(header, name, default)
+    if not isinstance(v, list) or (max_len is not None and len(v) > max_len):
+        raise ValueError(f"{_src(header)}: field {name!r} must be a list"
+                         + (f" of at most {max_len} items" if max_len is not None else ""))
+    return v
+
+
+def text_field(arrays, name, max_chars=MAX_TEXT_CHARS):
+    """A text member (0-d unicode array) as a str."""
+    a = _get(arrays, name, _MISSING)
+    if not isinstance(a, np.ndarray) or a.dtype.kind != "U" or a.shape != ():
+        raise ValueError(f"{_src(arrays)}: field {name!r} must be a text")
+    s = str(a[()])
+    if len(s) > max_chars:
+        raise ValueError(f"{_src(arrays)}: field {name!r} is too long")
+    return s
+
+
+def array_field(arrays, name, shape=None, dtype="f", finite=True, lo=None, hi=None):
+    """A numeric array member, checked and returned as a writable C array.
+
+    Parameters
+    ----------
+    shape : tuple of (int or None), optional
+        Expected shape; None entries match any length.
+    dtype : {"f", "i", "b"} or numpy dtype
+        "f": any float or integer array, returned as float64; "i": any integer array,
+        returned as int64 (values outside int64 rejected); "b": bool.
+    finite : bool
+        Reject NaN / inf (float arrays).
+    lo, hi : numbers, optional
+        Bounds on every value.
+    """
+    src = _src(arrays)
+    a = _get(arrays, name, _MISSING)
+    if not isinstance(a, np.ndarray) or a.dtype.kind not in _NUMERIC_KINDS:
+        raise ValueError(f"{src}: field {name!r} must be a numeric array")
+    if shape is not None:
+        ok = a.ndim == len(shape) and all(s is None or s == t for s, t in zip(shape, a.shape))
+        if not ok:
+            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            raise ValueError(f"{src}: field {name!r} has shape {a.shape}, expected {want}")
+    if dtype == "f":
+        if a.dtype.kind not in "fiu":
+            raise ValueError(f"{src}: field {name!r} must be a float array, got {a.dtype}")
+        with np.errstate(over="ignore"):
+            a = a.astype(np.float64)
+    elif dtype == "i":
+        if a.dtype.kind not in "iu":
+            raise ValueError(f"{src}: field {name!r} must be an integer array, got {a.dtype}")
+        if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
+            raise ValueError(f"{src}: field {name!r} has values beyond int64")
+        a = a.astype(np.int64)
+    elif dtype == "b":
+        if a.dtype.kind != "b":
+            raise ValueError(f"{src}: field {name!r} must be a bool array, got {a.dtype}")
+    else:
+        if a.dtype != np.dtype(dtype):
+            raise ValueError(f"{src}: field {name!r} must have dtype {np.dtype(dtype)}, got {a.dtype}")
+    if finite and a.dtype.kind == "f" and not np.isfinite(a).all():
+        raise ValueError(f"{src}: field {name!r} contains NaN or inf")
+    if a.size and lo is not None and a.min() < lo:
+        raise ValueError(f"{src}: field {name!r} has values below {lo}")
+    if a.size and hi is not None and a.max() > hi:
+        raise ValueError(f"{src}: field {name!r} has values above {hi}")
+    return np.ascontiguousarray(a)
