@@ -1,9 +1,7 @@
 """StructuredSVM: the scikit-learn style estimator (DESIGN.md section 3)."""
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 
@@ -13,10 +11,9 @@ from ._interrupt import deferred_sigint
 from .executor import get_executor
 from .models.base import MODEL_REGISTRY, StructuredModel
 from .solvers import SOLVER_NAMES, Monitor, Problem, Solver, StopRule, make_solver
+from . import io as sfio
 from .solvers.problem import check_lam
 from .trace import Trace
-
-_FORMAT = "structfw-ssvm-1"
 
 
 class StructuredSVM(BaseEstimator):
@@ -165,43 +162,148 @@ class StructuredSVM(BaseEstimator):
 
     # --------------------------------------------------------- save/load
     def save(self, path):
-        """Write the fitted model to ``path`` (.npz: arrays plus a JSON header, no pickle)."""
+        """Write the fitted model to a model file (:mod:`structfw.io`; no pickle).
+
+        ``.npz`` is appended to ``path`` when missing; returns the path written.
+        The file holds the model class and configuration, the parameters (not the
+        execution settings ``n_jobs`` / ``verbose``), ``coef`` and the trace.
+        """
         self._check_fitted()
-        header = dict(format=_FORMAT, model=type(self.model).__name__, model_config=self.model.get_config(),
-                      params={k: _jsonable(v) for k, v in self.get_params(deep=False).items() if k != "model"},
-                      stopped=self.stopped_, gap=_f(self.gap_), primal=_f(self.primal_), dual=_f(self.dual_),
-                      n_iter=self.n_iter_)
-        header["params"]["solver"] = _solver_spec(self.solver)
-        np.savez_compressed(path, coef=self.coef_, header=np.array(json.dumps(header)),
-                            trace=np.array(self.trace_.to_json()))
+        header = dict(model=type(self.model).__name__, model_config=self.model.get_config(),
+                      params=_saved_params(self), stopped=self.stopped_, gap=_f(self.gap_),
+                      primal=_f(self.primal_), dual=_f(self.dual_), n_iter=_f(self.n_iter_))
+        arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
+        state = _state_section(self)
+        if state is not None:
+            state_header, state_arrays = sfio.pack_state(*state)
+            header.update(state_header)
+            arrays.update(state_arrays)
+        return sfio.write_model_file(path, _KIND, header, arrays,
+                                     texts={"trace": self.trace_.to_json()})
 
     @classmethod
     def load(cls, path):
-        """Read a model written by :meth:`save`."""
-        path = Path(path)
-        with np.load(path, allow_pickle=False) as z:
-            header = json.loads(str(z["header"]))
-            if header.get("format") != _FORMAT:
-                raise ValueError(f"{path} is not a structfw model file (format {header.get('format')!r})")
-            coef = z["coef"].copy()
-            trace = Trace.from_json(str(z["trace"]))
-        mcls = MODEL_REGISTRY.get(header["model"])
-        if mcls is None:
-            raise ValueError(f"model class {header['model']!r} is not registered; import the module defining it")
-        model = mcls(**header["model_config"])
-        params = dict(header["params"])
-        params["solver"] = _solver_from_spec(params["solver"])
-        est = cls(model, **params)
-        est.coef_, est.trace_, est.stopped_ = coef, trace, header["stopped"]
-        est.gap_, est.primal_, est.dual_ = (_nan(header[k]) for k in ("gap", "primal", "dual"))
-        est.n_iter_ = header["n_iter"]
-        est.n_features_in_ = coef.shape[0]
+        """Read a model written by :meth:`save`, validating every field against the
+        model it builds (registered model class, its configuration through its
+        constructor, ``coef`` of length ``size_joint_feature`` and finite, the
+        parameters through the estimator's own checks, the trace as JSON text).
+
+        Raises ValueError for any file that is not a valid StructuredSVM model file.
+        Loaded estimators get the default execution settings (``n_jobs``, ``verbose``).
+        """
+        header, arrays = sfio.read_model_file(path, _KIND)
+        state = sfio.unpack_state(header, arrays)
+        sfio.check_fields(header, ["model", "model_config", "params", "stopped", "gap",
+                                   "primal", "dual", "n_iter"])
+        sfio.check_fields(arrays, ["coef", "trace"])
+        model = _model_from_header(header)
+        est = cls(model, **_params_from_header(header))
+        d = model.size_joint_feature
+        coef = sfio.array_field(arrays, "coef", shape=(d,), dtype="f", finite=True)
+        try:
+            trace = Trace.from_json_text(sfio.text_field(arrays, "trace"))
+        except ValueError as exc:
+            raise ValueError(f"{arrays.source}: field 'trace': {exc}") from None
+        fitted = dict(coef_=coef, trace_=trace,
+                      stopped_=sfio.header_str_choice(header, "stopped", _STOPPED),
+                      gap_=sfio.header_float(header, "gap", allow_none=True),
+                      primal_=sfio.header_float(header, "primal", allow_none=True),
+                      dual_=sfio.header_float(header, "dual", allow_none=True),
+                      n_iter_=sfio.header_float(header, "n_iter", lo=0.0))
+        n_features = getattr(model, "n_features", None)
+        if isinstance(n_features, int):
+            fitted["n_features_in_"] = n_features
+        if state is not None:
+            fitted.update(_restore_state(est, *state))
+        est.__dict__.update(fitted)
         return est
 
 
 def load(path):
-    """Load a StructuredSVM saved with ``StructuredSVM.save``."""
+    """Load a StructuredSVM saved with ``StructuredSVM.save`` (see :meth:`StructuredSVM.load`)."""
     return StructuredSVM.load(path)
+
+
+# ------------------------------------------------------------- model files
+_KIND = "StructuredSVM"
+_STOPPED = ("tol", "max_passes", "time_budget", "interrupted")
+#: Saved parameters; n_jobs and verbose are execution settings and never come from a file.
+_SAVED_PARAMS = ("solver", "lam", "max_passes", "tol", "check_every", "time_budget",
+                 "random_state", "warm_start")
+_MAX_D = 10 ** 9
+
+
+def _saved_params(est):
+    params = {k: _jsonable(getattr(est, k)) for k in _SAVED_PARAMS}
+    params["solver"] = _solver_spec(est.solver)
+    if not isinstance(est.random_state, (int, np.integer, type(None))):
+        params["random_state"] = None  # a Generator is not data; the fit is done anyway
+    return params
+
+
+def _state_section(est):
+    """Hook for the optional solver-state section of a model file (warm starts).
+
+    Return None (today: solver state is not saved) or ``(meta, arrays)``: a JSON-able
+    dict and a dict of numeric arrays, written under the header key ``state`` and as
+    arrays ``state/<name>`` (:func:`structfw.io.pack_state`).
+    """
+    return None
+
+
+def _restore_state(est, meta, arrays):
+    """Hook: fitted attributes (e.g. ``state_``) rebuilt from a file's solver-state
+    section, given as generic validated data (:func:`structfw.io.unpack_state`); the
+    solver must check each field against ``est``'s model and data.  Today no state is
+    restored: a loaded estimator warm-starts from scratch."""
+    return {}
+
+
+def _json_scalar(v):
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
+def _model_from_header(header):
+    name = sfio.header_str_choice(header, "model", sorted(MODEL_REGISTRY))
+    config = sfio.header_dict(header, "model_config")
+    for k, v in config.items():
+        if not _json_scalar(v):
+            raise ValueError(f"{config.source}: field {k!r} must be a JSON scalar")
+    try:
+        model = MODEL_REGISTRY[name](**config)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"{config.source}: invalid configuration of {name}: {exc}") from None
+    d = getattr(model, "size_joint_feature", None)
+    if not (isinstance(d, int) and 1 <= d <= _MAX_D):
+        raise ValueError(f"{config.source}: the model's size_joint_feature {d!r} is not an "
+                         f"integer in [1, {_MAX_D}]")
+    return model
+
+
+def _params_from_header(header):
+    p = sfio.header_dict(header, "params")
+    sfio.check_fields(p, list(_SAVED_PARAMS))
+    src = p.source
+    for k in ("lam", "max_passes", "tol", "check_every", "time_budget", "random_state",
+              "warm_start"):
+        if not _json_scalar(p[k]) or isinstance(p[k], str):
+            raise ValueError(f"{src}: field {k!r} must be a number, a bool or null")
+    try:
+        lam = check_lam(p["lam"])
+        StopRule(max_passes=p["max_passes"], tol=p["tol"], check_every=p["check_every"],
+                 time_budget=p["time_budget"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{src}: {exc}") from None
+    rs = p["random_state"]
+    if rs is not None and not (isinstance(rs, int) and not isinstance(rs, bool)
+                               and 0 <= rs < 2 ** 63):
+        raise ValueError(f"{src}: field 'random_state' must be null or an int in [0, 2**63)")
+    if not isinstance(p["warm_start"], bool):
+        raise ValueError(f"{src}: field 'warm_start' must be true or false")
+    out = {k: p[k] for k in _SAVED_PARAMS}
+    out["lam"] = lam
+    out["solver"] = _solver_from_spec(sfio.header_dict(p, "solver"))
+    return out
 
 
 def _solver_spec(solver):
@@ -211,8 +313,17 @@ def _solver_spec(solver):
 
 
 def _solver_from_spec(spec):
-    cls = SOLVER_NAMES[spec["name"]]
-    return cls(**spec["params"]) if spec["params"] else spec["name"]
+    sfio.check_fields(spec, ["name", "params"])
+    name = sfio.header_str_choice(spec, "name", sorted(SOLVER_NAMES))
+    params = sfio.header_dict(spec, "params")
+    if not params:
+        return name
+    try:
+        solver = SOLVER_NAMES[name](**params)
+        make_solver(solver)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"{params.source}: invalid options of solver {name!r}: {exc}") from None
+    return solver
 
 
 def _jsonable(v):
