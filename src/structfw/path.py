@@ -408,7 +408,8 @@ def regularization_path(model, X, Y, eps=0.1, kappa=0.5, solver=None, min_lam=1e
                                    "passes": [0.0], "opt_passes": [0.0], "oracle_calls": [0.0], "times": [0.0],
                                    "test_losses": [math.nan]}, init_calls, time.perf_counter() - t0, n, meta)
     lam = S / eps
-    w_inf = psi_t / lam
+    # the primal point of alpha^inf; with w_S >= 0 it is Pi(A alpha^inf) (Pi(c v) = c Pi(v) for c > 0)
+    w_inf = problem.project(psi_t / lam)
     state = solver.state_at_corners(problem.with_lam(lam), [r[0] for r in res0], rng=rng)
     init_time = time.perf_counter() - t0
 

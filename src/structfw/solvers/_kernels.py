@@ -179,3 +179,66 @@ def fenwick_find(tree, target):
             target -= tree[nxt]
         step //= 2
     return min(pos, n - 1)
+
+
+@njit(cache=True, nogil=True)
+def projected_slope(v, idx, val, nonneg, lam, dl, gamma):
+    """f'(gamma) = d_l - lam <Pi(v + gamma d), d> of the constrained dual along d.
+
+    Pi clips the coordinates marked in ``nonneg`` at 0 (w_S >= 0); d is given by its
+    entries (idx, val) with unique indices.  f' is non-increasing in gamma (D is concave)."""
+    s = 0.0
+    for t in range(idx.shape[0]):
+        j = idx[t]
+        x = v[j] + gamma * val[t]
+        if nonneg[j] and x < 0.0:
+            x = 0.0
+        s += x * val[t]
+    return dl - lam * s
+
+
+@njit(cache=True, nogil=True)
+def projected_line_search(v, idx, val, nonneg, lam, dl, gmax):
+    """argmax_{gamma in [0, gmax]} D(alpha + gamma d) for the dual with w = Pi(A alpha), w_S >= 0.
+
+    D(alpha) = -lam/2 ||Pi(v)||^2 + l is concave and piecewise quadratic along d with a
+    breakpoint where a coordinate of S crosses 0 (gamma_j = -v_j / d_j): between
+    breakpoints f' is linear, so the root is found exactly on the bracketing piece."""
+    if projected_slope(v, idx, val, nonneg, lam, dl, 0.0) <= 0.0:
+        return 0.0
+    if projected_slope(v, idx, val, nonneg, lam, dl, gmax) >= 0.0:
+        return gmax
+    nb = 0
+    bps = np.empty(idx.shape[0] + 1)
+    for t in range(idx.shape[0]):
+        j = idx[t]
+        if nonneg[j] and val[t] != 0.0:
+            g = -v[j] / val[t]
+            if 0.0 < g < gmax:
+                bps[nb] = g
+                nb += 1
+    bps[nb] = gmax
+    nb += 1
+    pts = np.sort(bps[:nb])
+    lo = 0.0
+    f_lo = projected_slope(v, idx, val, nonneg, lam, dl, 0.0)
+    for q in range(nb):
+        hi = pts[q]
+        f_hi = projected_slope(v, idx, val, nonneg, lam, dl, hi)
+        if f_hi <= 0.0:
+            # f' is linear on [lo, hi]: its root there
+            if f_lo == f_hi:
+                return lo
+            return lo + (hi - lo) * f_lo / (f_lo - f_hi)
+        lo, f_lo = hi, f_hi
+    return gmax
+
+
+@njit(cache=True, nogil=True)
+def project_nonneg(v, w, nonneg_idx):
+    """w = Pi(v): v with the coordinates of S clipped at 0."""
+    w[:] = v
+    for t in range(nonneg_idx.shape[0]):
+        j = nonneg_idx[t]
+        if w[j] < 0.0:
+            w[j] = 0.0

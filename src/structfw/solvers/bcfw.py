@@ -69,6 +69,9 @@ class BCFWState:
         self.lam = problem.lam
         self.n, self.d = n, d
         self.w = np.zeros(d)
+        # v = A alpha; the primal iterate is w = Pi(v) (w_S >= 0).  Without constraints Pi is
+        # the identity and v is w itself (one array)
+        self.v = np.zeros(d) if problem.constrained else self.w
         self.ell = 0.0
         self.dense_blocks = dense_blocks
         if dense_blocks:
@@ -111,6 +114,8 @@ class BCFWState:
         so the next solve refreshes its gap estimates."""
         r = self.lam / lam_new
         self.w *= r
+        if self.v is not self.w:
+            self.v *= r  # Pi(r v) = r Pi(v) for r > 0
         if self.dense_blocks:
             self.wi *= r
         else:
@@ -141,6 +146,13 @@ class BCFWState:
         """Slot of the ground-truth corner y_i in block i's set (re-added if it was dropped)."""
         keys, Y = self.truth
         return cs.add(keys[i], Y[i], SparseVector.zeros(self.d), 0.0, 0.0, self.k)
+
+    def average_w(self, problem):
+        """Pi(vbar): the primal point of the averaged dual variables (None without averaging)."""
+        if self.avg is None:
+            return None
+        vbar = self.avg.wbar(self.v)
+        return problem.project(vbar, out=vbar) if self.v is not self.w else vbar
 
     def delta(self):
         """Delta(alpha, lam) = 1/n sum_i sum_y alpha_i(y) H_i(y; w) = l - lam ||w||^2 (eq. (11))."""
@@ -304,10 +316,12 @@ class BCFW(Solver):
                         for k in range(len(cs)):
                             cs.alpha[k] = 0.0
                         cs.alpha[slot] = 1.0
-        st.w[:] = st.wi.sum(axis=0) if st.dense_blocks else 0.0
+        st.v[:] = st.wi.sum(axis=0) if st.dense_blocks else 0.0
         if not st.dense_blocks:
             for v in st.wi:
-                axpy(1.0, v, st.w)
+                axpy(1.0, v, st.v)
+        if st.v is not st.w:
+            problem.project(st.v, out=st.w)
         st.ell = float(st.li.sum())
         if st.avg is not None:
             st.avg = LazyAverage(self.averaging, st.w, st.ell)
@@ -321,7 +335,7 @@ class BCFW(Solver):
             st = self.new_state(problem, rng)
         st.fingerprint = problem.fingerprint
         self._ctx = BlockContext(problem, st, *self._parts())
-        if self.step == "fw" and not self.cache and st.dense_blocks:
+        if self.step == "fw" and not self.cache and st.dense_blocks and not problem.constrained:
             problem.compiled_oracle()  # pack the data now, before the clock starts
         return st
 
@@ -394,7 +408,7 @@ class BCFW(Solver):
             dual = st.dual()
             w_rep = st.w
             if st.avg is not None:
-                w_rep = st.avg.wbar(st.w)
+                w_rep = st.average_w(problem)
                 primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=False)
                 monitor.monitor_calls += n
                 dual = -0.5 * problem.lam * float(np.dot(w_rep, w_rep)) + st.avg.lbar
@@ -407,7 +421,7 @@ class BCFW(Solver):
         return gap
 
     def result_w(self, st):
-        return st.avg.wbar(st.w) if st.avg is not None else st.w.copy()
+        return st.average_w(self._ctx.problem) if st.avg is not None else st.w.copy()
 
     # ======================================================= one data pass
     def run_pass(self, problem, st, flag):
@@ -418,7 +432,8 @@ class BCFW(Solver):
         n = problem.n
         avg = st.avg
         predefined = self.step_size == "predefined"
-        fast = self.step == "fw" and not self.cache and st.dense_blocks and not problem.approximate
+        fast = (self.step == "fw" and not self.cache and st.dense_blocks and not problem.approximate
+                and not problem.constrained)
         compiled = problem.compiled_oracle() if fast else None
         if compiled is not None:
             return self._compiled_pass(ctx, compiled, flag)

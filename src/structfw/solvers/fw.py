@@ -6,12 +6,15 @@ w_s = 1/(lam n) sum_i psi_i(y_i*), l_s = 1/n sum_i L_i(y_i*), the duality gap
 g = lam <w - w_s, w> - l + l_s and the primal P(w) of the current iterate.
 In the solve skeleton that oracle pass is the checkpoint (it is recorded every
 iteration, the gap comes free with it) and a "pass" is the step it allows.
+With w_S >= 0 (the model's ``nonnegative_indices``) the iterate is w = Pi(A alpha)
+and the line search is exact on the piecewise-quadratic dual (see parts.projected_direction).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .._linalg import axpy
+from ._kernels import projected_line_search
 from .base import Param, Solver, continue_or_restart
 
 STEP_SIZES = ("linesearch", "predefined")
@@ -23,6 +26,8 @@ class FWState:
     def __init__(self, problem):
         self.n, self.d = problem.n, problem.d
         self.w = np.zeros(problem.d)
+        # v = A alpha, w = Pi(v) with w_S >= 0 (the same array without constraints)
+        self.v = np.zeros(problem.d) if problem.constrained else self.w
         self.ell = 0.0
         self.lam = problem.lam
         self.k = 0
@@ -31,6 +36,8 @@ class FWState:
     def rescale_lam(self, lam_new):
         """Keep alpha, change lam (w = A alpha scales by lam/lam_new)."""
         self.w *= self.lam / lam_new
+        if self.v is not self.w:
+            self.v *= self.lam / lam_new
         self.lam = lam_new
 
     def dual(self):
@@ -78,7 +85,8 @@ class FW(Solver):
             axpy(1.0 / (lam * n), psi, ws)
             ls += L / n
             hinge += H
-        gap = lam * float((st.w - ws) @ st.w) - st.ell + ls
+        # g = <grad D, s - alpha> = lam <v - w_s, w> - l + l_s with w = Pi(v) (= v unconstrained)
+        gap = lam * float((st.v - ws) @ st.w) - st.ell + ls
         self._corner = (ws, ls, gap)
         k = st.k - self._k0
         with monitor.monitoring():
@@ -91,13 +99,20 @@ class FW(Solver):
     def run_pass(self, problem, st, flag):
         """Alg. 2: gamma = g / (lam ||w - w_s||^2) clipped to [0, 1], or 2/(k+2)."""
         ws, ls, gap = self._corner
-        diff = st.w - ws
+        diff = st.v - ws
         if self.step_size == "predefined":
             gamma = 2.0 / (st.k + 2.0)
+        elif problem.constrained:
+            # concave piecewise-quadratic D along d = w_s - v: exact search on its pieces
+            idx = np.flatnonzero(diff).astype(np.int64)
+            gamma = projected_line_search(st.v, idx, -diff[idx], problem.nonneg_mask, problem.lam,
+                                          ls - st.ell, 1.0)
         else:
             nrm = problem.lam * float(diff @ diff)
             gamma = 1.0 if nrm <= 0 else min(max(gap / nrm, 0.0), 1.0)
-        st.w -= gamma * diff
+        st.v -= gamma * diff
+        if st.v is not st.w:
+            problem.project(st.v, out=st.w)
         st.ell += gamma * (ls - st.ell)
         st.k += 1
         self._corner = None

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from .._linalg import SparseVector, axpy, combine, dot, sqnorm
-from ._kernels import dense_block_step, step_along
+from ._kernels import dense_block_step, projected_line_search, step_along
 from .corners import ALPHA_EPS
 
 _EMPTY_I = np.empty(0, np.int64)
@@ -236,6 +236,8 @@ def apply_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
     """Move w_i and w along d = a w_i + b1 s1 + b2 s2 with the line search
     gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, gmax] (or the fixed step)."""
     st, lam = ctx.st, ctx.lam
+    if ctx.problem.constrained:
+        return projected_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax)
     i1, v1 = (s1.indices, s1.values) if s1 is not None else (_EMPTY_I, _EMPTY_V)
     i2, v2 = (s2.indices, s2.values) if s2 is not None else (_EMPTY_I, _EMPTY_V)
     if st.dense_blocks:
@@ -256,4 +258,39 @@ def apply_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
         st.wi[i] = combine(1.0, st.wi[i], gamma, d)
         if ctx.u.shape[0] > 0:
             axpy(-ctx.inv_c * gamma, d, ctx.u)
+    return gamma
+
+
+def projected_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
+    """The same move with w_S >= 0: v = A alpha moves along d, w = Pi(v).
+
+    The dual is D(alpha) = -lam/2 ||Pi(A alpha)||^2 + b^T alpha (minimising over w_S >= 0
+    in closed form); it is concave and piecewise quadratic along d, so the line search
+    is exact on the piece that holds the root of its slope (``projected_line_search``).
+    Its gradient in alpha_i(y) is H_i(y; Pi(v))/n, so corners, block gaps and the duality
+    gap are those of the unconstrained engine evaluated at w = Pi(v).  d is built densely:
+    constrained models have costly oracles, beside which O(d) per step is nothing."""
+    st, problem = ctx.st, ctx.problem
+    if st.dense_blocks:
+        d = a * st.wi[i] if a != 0.0 else np.zeros(st.d)
+    else:
+        d = st.wi[i].toarray() * a if a != 0.0 else np.zeros(st.d)
+    for s, b in ((s1, b1), (s2, b2)):
+        if s is not None:
+            np.add.at(d, s.indices, b * s.values)
+    idx = np.flatnonzero(d).astype(np.int64)
+    val = d[idx]
+    if ctx.gfixed >= 0.0:
+        gamma = min(max(ctx.gfixed, 0.0), gmax)
+    else:
+        gamma = projected_line_search(st.v, idx, val, problem.nonneg_mask, ctx.lam, dl, gmax)
+    if gamma > 0.0:
+        st.v[idx] += gamma * val
+        if st.dense_blocks:
+            st.wi[i][idx] += gamma * val
+        else:
+            st.wi[i] = combine(1.0, st.wi[i], gamma, SparseVector(idx, val, st.d))
+        if ctx.u.shape[0] > 0:
+            ctx.u[idx] -= ctx.inv_c * gamma * val
+        problem.project(st.v, out=st.w)
     return gamma

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._linalg import SparseVector, dot
 from ..executor import SerialExecutor
+from ._kernels import project_nonneg
 
 #: Slack allowed when checking that an exact oracle is not worse than y_i.
 _H_TOL = 1e-9
@@ -70,6 +71,21 @@ class Problem:
         self.approximate = bool(getattr(model, "approximate_oracle", False))
         self.truth_keys = [model.label_key(y) for y in Y]
         self._fingerprint = None
+        self.nonneg_idx, self.nonneg_mask = _nonneg_set(model, self.d)
+
+    @property
+    def constrained(self):
+        """True when the model asks for w_S >= 0 on its ``nonnegative_indices``."""
+        return self.nonneg_idx is not None
+
+    def project(self, v, out=None):
+        """Pi(v): the closest point of {w : w_S >= 0}, i.e. v with w_S clipped at 0."""
+        out = np.array(v, dtype=np.float64, copy=True) if out is None else out
+        if self.nonneg_idx is not None:
+            project_nonneg(np.asarray(v, dtype=np.float64), out, self.nonneg_idx)
+        elif out is not v:
+            out[:] = v
+        return out
 
     @property
     def fingerprint(self):
@@ -171,3 +187,26 @@ def _feature_summary(x):
         return (arr.shape, float(arr.sum()))
     except (TypeError, ValueError):
         return repr(x)[:200]
+
+
+def _nonneg_set(model, d):
+    """(sorted indices, boolean mask) of the model's ``nonnegative_indices``, or (None, None)."""
+    S = getattr(model, "nonnegative_indices", None)
+    if S is None:
+        return None, None
+    try:
+        S = np.asarray(S)
+    except Exception:  # pragma: no cover - exotic objects
+        raise ValueError(f"model.nonnegative_indices must be an array of integer indices; got {S!r}") from None
+    if S.size == 0:
+        return None, None
+    if S.ndim != 1 or not np.issubdtype(S.dtype, np.integer):
+        raise ValueError(f"model.nonnegative_indices must be a 1-D array of integer indices; got dtype {S.dtype} "
+                         f"and shape {S.shape}")
+    if S.min() < 0 or S.max() >= d:
+        raise ValueError(f"model.nonnegative_indices must lie in 0..{d - 1} (d = size_joint_feature); got values "
+                         f"from {S.min()} to {S.max()}")
+    idx = np.unique(S.astype(np.int64))
+    mask = np.zeros(d, np.bool_)
+    mask[idx] = True
+    return idx, mask

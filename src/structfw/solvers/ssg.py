@@ -5,6 +5,7 @@ Step k (k = 0, 1, ...): pick i, y* = argmax_y H_i(y; w), and
 which is the subgradient step with step size 1/(lam (k+1)) on
 lam/2 ||w||^2 + H~_i(w) (the "SSG" baseline of Lacoste-Julien et al. 2013).
 SSG has no dual: the trace records the primal only and ``tol`` does not apply.
+With w_S >= 0 (the model's ``nonnegative_indices``) every step is projected.
 """
 from __future__ import annotations
 
@@ -95,11 +96,21 @@ class SSG(Solver):
             gamma = 1.0 / (st.k + 1.0)
             if avg is not None:
                 rho, inv_c = avg.begin_step()
-                # delta = -gamma w + gamma/lam psi  ->  u -= delta / c
-                avg.u += (inv_c * gamma) * st.w
-                axpy(-inv_c * gamma / lam, psi, avg.u)
-            st.w *= 1.0 - gamma
-            axpy(gamma / lam, psi, st.w)
+            if problem.constrained:
+                # projected subgradient step: w <- Pi((1 - gamma) w + gamma psi / lam)
+                w_old = st.w.copy()
+                st.w *= 1.0 - gamma
+                axpy(gamma / lam, psi, st.w)
+                problem.project(st.w, out=st.w)
+                if avg is not None:
+                    avg.u -= inv_c * (st.w - w_old)
+            else:
+                if avg is not None:
+                    # delta = -gamma w + gamma/lam psi  ->  u -= delta / c
+                    avg.u += (inv_c * gamma) * st.w
+                    axpy(-inv_c * gamma / lam, psi, avg.u)
+                st.w *= 1.0 - gamma
+                axpy(gamma / lam, psi, st.w)
             st.k += 1
             if avg is not None:
                 avg.end_step(rho, 0.0)
