@@ -774,10 +774,12 @@ class SimplexFWSolver:
         self.stopped = None
         since_record = 0
         while self.n_iter < self.max_iter:
-            if interrupt_requested():
+            # the Ctrl-C flag is polled after each chunk, so that even an interrupted
+            # run makes its first chunk of progress
+            if self.n_iter > 0 and interrupt_requested():
                 self.stopped = "interrupted"
                 break
-            # chunks end at trace points; long ones are cut so the Ctrl-C flag is polled
+            # chunks end at trace points; long ones are cut so the flag is polled often
             n = min(self.trace_every - since_record, self.max_iter - self.n_iter,
                     POLL_EVERY)
             status = self._advance(n)
