@@ -3,7 +3,7 @@
 A corner psi_i(y) of a structured problem touches few coordinates of w when the
 labelling y differs from y_i in few places, or when the features are sparse.
 Models therefore may return a :class:`SparseVector`; the solvers never densify
-one per call (DESIGN.md section 4).  The numba kernels here are the only
+one per call (docs/design.md, "Speed").  The numba kernels here are the only
 arithmetic the hot loop needs: inner products with the dense w, sparse-sparse
 inner products, and scaled merges of two sparse vectors.
 """
@@ -172,18 +172,6 @@ def dot(v, w):
     if isinstance(v, SparseVector):
         return sparse_dot_dense(v.indices, v.values, w)
     return float(np.dot(v, w))
-
-
-def dot_vv(a, b):
-    """<a, b> for any two vectors (dense or sparse)."""
-    sa, sb = isinstance(a, SparseVector), isinstance(b, SparseVector)
-    if sa and sb:
-        return sparse_dot_sparse(a.indices, a.values, b.indices, b.values)
-    if sa:
-        return sparse_dot_dense(a.indices, a.values, b)
-    if sb:
-        return sparse_dot_dense(b.indices, b.values, a)
-    return float(np.dot(a, b))
 
 
 def sqnorm(v):

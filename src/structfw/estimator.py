@@ -1,4 +1,4 @@
-"""StructuredSVM: the scikit-learn style estimator (DESIGN.md section 3)."""
+"""StructuredSVM: the scikit-learn style estimator (docs/design.md)."""
 from __future__ import annotations
 
 import math

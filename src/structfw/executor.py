@@ -1,4 +1,4 @@
-"""One executor for every "oracle over many examples at once" (DESIGN.md section 2).
+"""One executor for every "oracle over many examples at once" (docs/design.md, "Layers").
 
 Batch FW steps, gap passes and prediction go through :func:`get_executor`;
 the solvers never loop over examples themselves for these, so they can run

@@ -1,4 +1,4 @@
-"""The convergence record every solver fills (DESIGN.md section 3).
+"""The convergence record every solver fills (docs/design.md, "Passes and oracle calls").
 
 A :class:`Trace` holds one row per checkpoint.  Indexing by a column name gives
 a numpy array; the record saves to and loads from JSON and CSV.

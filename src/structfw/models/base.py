@@ -1,6 +1,6 @@
 """The model interface: the only thing a user writes for a new structured task.
 
-DESIGN.md section 2.  A model knows the joint feature map phi(x, y) in R^d, the
+docs/design.md, "Notation".  A model knows the joint feature map phi(x, y) in R^d, the
 task loss Delta(y_true, y), and how to solve the loss-augmented decoding problem
 
     y* = argmax_y  H_i(y; w) = L_i(y) - <w, psi_i(y)>,   psi_i(y) = phi(x_i, y_i) - phi(x_i, y)

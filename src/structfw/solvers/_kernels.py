@@ -137,13 +137,6 @@ def dense_dot(a, b):
 
 
 @njit(cache=True)
-def scaled_add(y, c, x):
-    """y += c * x in place (dense)."""
-    for j in range(y.shape[0]):
-        y[j] += c * x[j]
-
-
-@njit(cache=True)
 def fenwick_build(values):
     n = values.shape[0]
     tree = np.zeros(n + 1)

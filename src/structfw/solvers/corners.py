@@ -33,9 +33,6 @@ class CornerSet:
     def __len__(self):
         return len(self.psi)
 
-    def find(self, key):
-        return self.keys.get(key, -1)
-
     def add(self, key, y, psi, L, alpha=0.0, it=0):
         k = self.keys.get(key, -1)
         if k >= 0:

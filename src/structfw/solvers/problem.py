@@ -1,6 +1,6 @@
 """The training problem as the solvers see it: data, lam, and validated corners.
 
-Solvers reach the model only through :class:`Problem` (DESIGN.md section 2):
+Solvers reach the model only through :class:`Problem` (docs/design.md, "Layers"):
 it turns a labelling into a *corner* (psi_i(y), L_i(y)) -- the column of A
 times lam*n and the entry of b times n of the dual (2) of Osokin et al. 2016 --
 and checks what the oracle returned.
