@@ -159,7 +159,9 @@ def load_svc(cls, path):
     n_train = alpha.shape[1]
     if not 2 <= n_train <= MAX_SAMPLES:
         raise ValueError(f"{src}: field 'alpha' must have between 2 and {MAX_SAMPLES} columns")
-    if not np.allclose(alpha.sum(axis=1), 1.0, rtol=0, atol=1e-6):
+    with np.errstate(over="ignore", invalid="ignore"):
+        on_simplex = np.allclose(alpha.sum(axis=1), 1.0, rtol=0, atol=1e-6)
+    if not on_simplex:
         raise ValueError(f"{src}: field 'alpha' rows must lie on the unit simplex (sum 1)")
     support = sfio.array_field(arrays, "support", shape=(None,), dtype="i", lo=0,
                                hi=n_train - 1)
