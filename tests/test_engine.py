@@ -187,3 +187,47 @@ def test_ctrl_c_before_the_fit_is_not_carried_into_it(ocr60):
         flag.set()
     svm = _svm(BCFW(), 1).fit(X, Y)
     assert svm.stopped_ == "max_passes"
+
+
+# ------------------------------------------------------------ executor
+class _FailsOn7(sf.models.MulticlassModel):
+    def loss_augmented_decode(self, x, y_true, w):
+        if x[1] == 7.0:
+            raise ArithmeticError("boom")
+        return super().loss_augmented_decode(x, y_true, w)
+
+
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_a_failing_oracle_names_the_example(n_jobs):
+    from structfw.executor import ExampleError, get_executor
+
+    X = np.arange(20, dtype=float).reshape(10, 2)
+    Y = [0, 1] * 5
+    model = _FailsOn7(2, 2)
+    ex = get_executor(n_jobs)
+    try:
+        key = ex.bind(model, list(X[:, None, :].reshape(10, 2)), Y)
+        with pytest.raises(ExampleError, match="failed on example 3: ArithmeticError: boom"):
+            ex.loss_augmented_decode(key, np.zeros(4))
+        assert len(ex.decode(key, np.zeros(4), indices=[0, 5])) == 2
+    finally:
+        ex.close()
+
+
+def test_bound_data_travel_once_to_the_workers(ocr60):
+    from structfw.executor import ProcessExecutor
+
+    X, Y = ocr60
+    model = sf.models.ChainModel(26, 128)
+    ex = ProcessExecutor(2)
+    try:
+        key = ex.bind(model, *model.check_data(X, Y))
+        w = np.random.default_rng(0).normal(size=model.size_joint_feature)
+        a = ex.loss_augmented_decode(key, w)
+        b = [model.loss_augmented_decode(x, y, w) for x, y in zip(*model.check_data(X, Y))]
+        assert all(np.array_equal(p, q) for p, q in zip(a, b))
+        pool = ex._pool
+        ex.decode(key, w, indices=[1, 2])
+        assert ex._pool is pool  # no restart, no re-sending of the data
+    finally:
+        ex.close()

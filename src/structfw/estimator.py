@@ -150,7 +150,7 @@ class StructuredSVM(BaseEstimator):
         X, _ = self.model.check_data(X)
         executor = get_executor(self.n_jobs)
         try:
-            return executor.decode(self.model, X, self.coef_)
+            return executor.decode(executor.bind(self.model, X), self.coef_)
         finally:
             executor.close()
 

@@ -379,6 +379,7 @@ def regularization_path(model, X, Y, eps=0.1, kappa=0.5, solver=None, min_lam=1e
                              f"Y[{i}]")
     rng = np.random.default_rng(random_state)
     problem = _ReusingProblem(model, X, Y, 1.0, validated=True)
+    test_key = problem.executor.bind(model, X_test) if X_test is not None else None
     problem.shared = {"w": None, "res": None, "saved_calls": 0}
     n, d = problem.n, problem.d
 
@@ -389,7 +390,7 @@ def regularization_path(model, X, Y, eps=0.1, kappa=0.5, solver=None, min_lam=1e
     for _, psi, _, _ in res0:
         np.add.at(psi_t, psi.indices, psi.values)
     psi_t /= n
-    y_hat = problem.executor.decode(model, X, psi_t)
+    y_hat = problem.decode_all(psi_t)
     theta = np.empty(n)
     for i, y in enumerate(y_hat):
         psi_h, _ = problem.corner(i, y)
@@ -446,7 +447,7 @@ def regularization_path(model, X, Y, eps=0.1, kappa=0.5, solver=None, min_lam=1e
         rec["times"].append(dt)
         tl = math.nan
         if X_test is not None:
-            tl = model.mean_loss(Y_test, problem.executor.decode(model, X_test, state.w))
+            tl = model.mean_loss(Y_test, problem.executor.decode(test_key, state.w))
         rec["test_losses"].append(tl)
         if verbose:
             print(f"  [{j + 1:4d}] lam={lam:.6g} gap={g:.3e} Delta={delta:.4g} passes={calls / n:.1f} "

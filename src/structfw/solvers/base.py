@@ -88,6 +88,7 @@ class Monitor:
         self.problem, self.stop = problem, stop
         self.trace = Trace(meta)
         self.X_test, self.Y_test = X_test, Y_test
+        self._test_key = None
         self.verbose = int(verbose)
         self.monitor_calls = 0
         self._t0 = time.perf_counter()
@@ -133,7 +134,9 @@ class Monitor:
     def test_loss(self, w):
         if self.X_test is None:
             return None
-        pred = self.problem.executor.decode(self.problem.model, self.X_test, w)
+        if self._test_key is None:
+            self._test_key = self.problem.executor.bind(self.problem.model, self.X_test)
+        pred = self.problem.executor.decode(self._test_key, w)
         return self.problem.model.mean_loss(self.Y_test, pred)
 
     def record(self, w, passes, oracle_calls, primal, dual, gap, **extra):

@@ -68,6 +68,7 @@ class Problem:
         self.n = len(X)
         self.d = int(model.size_joint_feature)
         self.executor = executor or SerialExecutor()
+        self.data_key = self.executor.bind(model, X, Y)  # the workers keep the data; calls send w
         self.approximate = bool(getattr(model, "approximate_oracle", False))
         self.truth_keys = [model.label_key(y) for y in Y]
         self._fingerprint = None
@@ -162,10 +163,12 @@ class Problem:
     def batch_oracle(self, w, indices=None, validate=True):
         """Oracle over many examples through the executor; a list of (y, psi, L, H)."""
         idx = range(self.n) if indices is None else list(indices)
-        X = self.X if indices is None else [self.X[i] for i in idx]
-        Y = self.Y if indices is None else [self.Y[i] for i in idx]
-        labels = self.executor.loss_augmented_decode(self.model, X, Y, w)
+        labels = self.executor.loss_augmented_decode(self.data_key, w, None if indices is None else idx)
         return [self.oracle_corner(i, y, w, validate) for i, y in zip(idx, labels)]
+
+    def decode_all(self, w):
+        """argmax_y <w, phi(x_i, y)> for every training example (through the executor)."""
+        return self.executor.decode(self.data_key, w)
 
     def primal(self, w, hinge_sum):
         """P(w) = lam/2 ||w||^2 + 1/n sum_i max_y H_i(y; w)   (eq. (1))."""
