@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import chain_oracle_dense, hamming_loss
+from .chain import chain_oracle_dense, edge_label_diff, hamming_loss
 from .multiclass import multiclass_oracle, multiclass_phi_diff
 
 
@@ -66,15 +66,8 @@ def chain_psi_entries(x, ya, yb, S, F):
                 idx[k + 1] = b * F + f
                 val[k + 1] = -v
                 k += 2
-    off = S * F
     for p in range(L - 1):
-        a0, b0, a1, b1 = ya[p], ya[p + 1], yb[p], yb[p + 1]
-        if a0 != a1 or b0 != b1:
-            idx[k] = off + a0 * S + b0
-            val[k] = 1.0
-            idx[k + 1] = off + a1 * S + b1
-            val[k + 1] = -1.0
-            k += 2
+        k = edge_label_diff(ya[p], ya[p + 1], yb[p], yb[p + 1], S * F, S, idx, val, k)
     return idx[:k], val[:k]
 
 

@@ -12,7 +12,8 @@ import numpy as np
 from numba import njit
 
 from .._linalg import sparse_dot_dense
-from ._kernels import _dot_and_sqnorm, _scale_into, _scale_into_avg, fenwick_add, fenwick_find, step_along
+from ._kernels import (_dot_and_sqnorm, _scale_into, _scale_into_avg, add_scaled_entries, fenwick_add,
+                       fenwick_find, fenwick_total, step_along)
 
 #: sampler kinds understood by the kernel
 ORDER, GAP, MAX_GAP = 0, 1, 2
@@ -35,17 +36,6 @@ def _avg_rate(kind, t):
     while start * 2 <= t:
         start *= 2
     return 1.0 / (t - start + 1.0)
-
-
-@njit(cache=True, nogil=True)
-def _fenwick_total(tree):
-    n = tree.shape[0] - 1
-    s = 0.0
-    j = n
-    while j > 0:
-        s += tree[j]
-        j -= j & (-j)
-    return s
 
 
 @njit(cache=True, nogil=True)
@@ -80,14 +70,7 @@ def fw_block_step(w, wi, idx, val, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
         _scale_into_avg(wi, w, u, c, inv_c)
     else:
         _scale_into(wi, w, c)
-    b = gamma * inv_ln
-    for t in range(idx.shape[0]):
-        j = idx[t]
-        step = b * val[t]
-        w[j] += step
-        wi[j] += step
-        if has_u:
-            u[j] -= inv_c * step
+    add_scaled_entries(w, wi, u, inv_c, idx, val, gamma * inv_ln)
     return gamma, slope
 
 
@@ -121,7 +104,7 @@ def plain_fw_chunk(corner, data, m, sampling, order, draws, estimates, tree, w, 
         if sampling == ORDER:
             i = order[s]
         elif sampling == GAP:
-            total = _fenwick_total(tree)
+            total = fenwick_total(tree)
             if total <= 0.0:
                 i = min(int(draws[s] * n), n - 1)
             else:

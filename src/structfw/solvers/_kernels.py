@@ -111,21 +111,23 @@ def dense_block_step(w, wi, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u,
             _scale_into_avg(wi, w, u, gamma * a, inv_c)
         else:
             _scale_into(wi, w, gamma * a)
-    for t in range(i1.shape[0]):
-        step = gamma * b1 * v1[t]
-        j = i1[t]
-        w[j] += step
-        wi[j] += step
-        if has_u:
-            u[j] -= inv_c * step
-    for t in range(i2.shape[0]):
-        step = gamma * b2 * v2[t]
-        j = i2[t]
-        w[j] += step
-        wi[j] += step
-        if has_u:
-            u[j] -= inv_c * step
+    add_scaled_entries(w, wi, u, inv_c, i1, v1, gamma * b1)
+    add_scaled_entries(w, wi, u, inv_c, i2, v2, gamma * b2)
     return gamma, slope
+
+
+@njit(cache=True, nogil=True)
+def add_scaled_entries(w, wi, u, inv_c, idx, val, c):
+    """w += c v and w_i += c v for v given by entries (idx, val) (repeats add up); the lazy
+    average buffer (if any: u non-empty) gets -inv_c times the same change."""
+    has_u = u.shape[0] > 0
+    for t in range(idx.shape[0]):
+        step = c * val[t]
+        j = idx[t]
+        w[j] += step
+        wi[j] += step
+        if has_u:
+            u[j] -= inv_c * step
 
 
 @njit(cache=True, fastmath=True)
@@ -235,3 +237,15 @@ def project_nonneg(v, w, nonneg_idx):
         j = nonneg_idx[t]
         if w[j] < 0.0:
             w[j] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def fenwick_total(tree):
+    """Sum of all n values: the tree nodes on the path from n."""
+    n = tree.shape[0] - 1
+    s = 0.0
+    j = n
+    while j > 0:
+        s += tree[j]
+        j -= j & (-j)
+    return s

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._kernels import fenwick_add, fenwick_build, fenwick_find
+from ._kernels import fenwick_add, fenwick_build, fenwick_find, fenwick_total
 
 SAMPLINGS = ("uniform", "perm", "gap", "max_gap")
 
@@ -74,18 +74,7 @@ class BlockSampler:
             return int(i)
         if self.kind == "max_gap":
             return int(np.argmax(self.estimates))
-        total = _total(self._tree)
+        total = fenwick_total(self._tree)
         if total <= 0.0:
             return int(self.rng.integers(self.n))
         return int(fenwick_find(self._tree, self.rng.random() * total))
-
-
-def _total(tree):
-    # prefix sum of all n values = sum of the tree nodes on the path from n
-    n = tree.shape[0] - 1
-    s = 0.0
-    j = n
-    while j > 0:
-        s += tree[j]
-        j -= j & (-j)
-    return s
