@@ -87,6 +87,14 @@ class StructuredSVM(BaseEstimator):
         tags.non_deterministic = False
         return tags
 
+    def set_params(self, **params):
+        """As scikit-learn's; ``solver__option`` on a solver given by name first makes the solver
+        object of that name (``"bcfw"`` -> ``BCFW()``), so its options can be set and searched."""
+        if (isinstance(self.solver, str) and "solver" not in params
+                and any(k.startswith("solver__") for k in params)):
+            self.solver = make_solver(self.solver)
+        return super().set_params(**params)
+
     def __sklearn_is_fitted__(self):
         return hasattr(self, "coef_")
 
