@@ -1,8 +1,10 @@
 """Structured models: joint features, task loss, max oracle, decoding."""
 from .base import MODEL_REGISTRY, StructuredModel, register_model
 from .chain import ChainModel
+from .graphcut import GraphCutModel, GraphInput
 from .grid import GridModel
 from .multiclass import MulticlassModel
+from .potts import PottsModel
 
 __all__ = ["StructuredModel", "register_model", "MODEL_REGISTRY", "ChainModel", "MulticlassModel",
-           "GridModel"]
+           "GridModel", "GraphCutModel", "PottsModel", "GraphInput"]

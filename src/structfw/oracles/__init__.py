@@ -22,8 +22,33 @@ from .grid import (
     grid_phi_diff,
     grid_unary,
 )
+from .maxflow import available_backends, bk_maxflow, min_cut, min_cut_directed
+from .potts import (
+    alpha_expansion,
+    binary_graph_cut,
+    edge_costs,
+    expansion_move,
+    graph_phi_diff_csr,
+    graph_phi_diff_dense,
+    node_scores_csr,
+    node_scores_dense,
+    potts_score,
+)
 
 __all__ = [
+    "min_cut",
+    "min_cut_directed",
+    "bk_maxflow",
+    "available_backends",
+    "alpha_expansion",
+    "expansion_move",
+    "binary_graph_cut",
+    "edge_costs",
+    "potts_score",
+    "node_scores_dense",
+    "node_scores_csr",
+    "graph_phi_diff_dense",
+    "graph_phi_diff_csr",
     "grid_unary",
     "grid_energy",
     "grid_block_icm",

@@ -1,0 +1,310 @@
+"""Binary labelling of the nodes of a graph with an exact graph-cut oracle (HorseSeg).
+
+The figure-ground set-up of the MP-BCFW paper (App. A, "HorseSeg") and of the
+"Minding the gaps" paper (Sec. 5, HorseSeg with positivity constraints): nodes are
+pixels or superpixels, y_v in {0 (background), 1 (figure)}.
+
+Joint feature (d = 2 F + Fe), see :mod:`structfw.oracles.potts`::
+
+    phi(x, y) = [ sum_v x_v placed in block y_v ,  - sum_{e=(u,v) : y_u != y_v} f_e ]
+
+i.e. the class-wise unary construction of eq. (7) of the MP-BCFW paper per node, plus
+the *negated* sum of the (non-negative) edge features over the edges the labelling
+cuts.  Sign convention: the score <w, phi(x, y)> charges c_e = <w_p, f_e> for every cut
+edge, so pairwise weights w_p >= 0 make the energy -<w, phi> submodular; those d - 2F
+coordinates are the model's ``nonnegative_indices`` and the engine keeps them >= 0
+(projection Pi of docs/design.md).  The task loss is the normalised Hamming loss over
+nodes, so loss-augmented decoding (eq. (10) of App. A with learned edge weights) and
+decoding are both exact s-t minimum cuts (:mod:`structfw.oracles.maxflow`).
+
+Negative pairwise weights make the problem non-submodular; the oracle then decodes with
+the projection Pi(w) (w_p clipped at 0, ``negative_weights="clip"``, the default -- the
+engine's iterate already satisfies w_p >= 0, so this changes nothing in training) or
+raises a ValueError naming the coordinate (``negative_weights="raise"``).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._linalg import SparseVector
+from ..oracles.chain import hamming_loss
+from ..oracles.maxflow import BACKENDS, min_cut
+from ..oracles.potts import (
+    binary_graph_cut,
+    edge_costs,
+    graph_phi_diff_csr,
+    graph_phi_diff_dense,
+    node_scores_csr,
+    node_scores_dense,
+    potts_score,
+)
+from ._validation import as_float_array, as_label_array, check_int_param, check_sequence_of_inputs
+from .base import StructuredModel, register_model
+
+
+class GraphInput(NamedTuple):
+    """A validated input of the graph models (what :meth:`check_X` returns).
+
+    nodes : (V, F) C-contiguous float64 array or CSR matrix (float64, int64 indices)
+    edges : (E, 2) int64, Fortran-ordered so that ``edges[:, 0]`` and ``edges[:, 1]``
+        are contiguous views (the kernels take tails and heads separately)
+    edge_features : (E, Fe) C-contiguous float64 >= 0
+    """
+
+    nodes: object
+    edges: np.ndarray
+    edge_features: np.ndarray
+
+
+_NEG_MODES = ("clip", "raise")
+
+
+class GraphLabellingModel(StructuredModel):
+    """Shared part of :class:`GraphCutModel` and :class:`~structfw.models.PottsModel`:
+    class-wise node features, negated cut edge features, normalised Hamming loss.
+
+    Subclasses set ``n_states`` and implement the oracles."""
+
+    n_states = 2
+    potts_constant = 0.0
+
+    def _init_sizes(self, n_features, n_edge_features, negative_weights):
+        self.n_features = check_int_param(n_features, "n_features", 1)
+        self.n_edge_features = check_int_param(n_edge_features, "n_edge_features", 1)
+        if negative_weights not in _NEG_MODES:
+            raise ValueError(f"negative_weights must be one of {_NEG_MODES}, got {negative_weights!r}")
+        self.negative_weights = negative_weights
+        self.edge_offset = self.n_states * self.n_features
+        self.size_joint_feature = self.edge_offset + self.n_edge_features
+        self.nonnegative_indices = np.arange(self.edge_offset, self.size_joint_feature, dtype=np.int64)
+
+    # ------------------------------------------------------------ weights
+    def unary_weights(self, w):
+        """View of w's unary part as (n_states, n_features)."""
+        return np.asarray(w)[: self.edge_offset].reshape(self.n_states, self.n_features)
+
+    def edge_weights(self, w):
+        """View of w's pairwise part w_p (n_edge_features,), which must be >= 0."""
+        return np.asarray(w)[self.edge_offset:self.size_joint_feature]
+
+    # ------------------------------------------------------------ kernels glue
+    @staticmethod
+    def _parts(x):
+        """(nodes, tails, heads, edge_features) of an input, cheaply for a GraphInput."""
+        if type(x) is not GraphInput:
+            nodes, edges, ef = x
+            edges = np.asfortranarray(np.asarray(edges, np.int64).reshape(-1, 2))
+            x = GraphInput(nodes if sp.issparse(nodes) else np.ascontiguousarray(nodes, np.float64),
+                           edges, np.ascontiguousarray(ef, np.float64))
+        nodes = x.nodes
+        if sp.issparse(nodes) and not (type(nodes) is sp.csr_matrix and nodes.indptr.dtype == np.int64):
+            nodes = _as_csr(nodes)
+        return nodes, x.edges[:, 0], x.edges[:, 1], x.edge_features
+
+    def _unary(self, nodes, w, y_true, augment):
+        K, F = self.n_states, self.n_features
+        if sp.issparse(nodes):
+            return node_scores_csr(nodes.indptr, nodes.indices, nodes.data, w, K, F, y_true, augment)
+        return node_scores_dense(nodes, w, K, F, y_true, augment)
+
+    def _check_w(self, w):
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        if w.shape != (self.size_joint_feature,):
+            raise ValueError(f"w must have shape ({self.size_joint_feature},), got {w.shape}")
+        if self.negative_weights == "raise":
+            wp = self.edge_weights(w)
+            if wp.size and wp.min() < 0:
+                j = int(np.argmin(wp))
+                raise ValueError(
+                    f"w[{self.edge_offset + j}] = {wp[j]:.4g} < 0 is a pairwise weight: the energy is not "
+                    "submodular (pairwise weights must be >= 0; see nonnegative_indices)")
+        return w
+
+    def _costs(self, ef, w):
+        return edge_costs(ef, w, self.edge_offset, self.potts_constant)
+
+    def score_labelling(self, x, y, w, y_true=None):
+        """<w, phi(x, y)> - potts_constant * #cut edges (+ Delta(y_true, y) when given),
+        with w_p clipped at 0 as the oracles use it -- the objective they maximise."""
+        w = self._check_w(w)
+        nodes, tails, heads, ef = self._parts(x)
+        aug = y_true is not None
+        yt = np.ascontiguousarray(y_true, np.int64) if aug else np.zeros(0, np.int64)
+        U = self._unary(nodes, w, yt, aug)
+        return float(potts_score(U, tails, heads, self._costs(ef, w), np.ascontiguousarray(y, np.int64)))
+
+    # ------------------------------------------------------------------ core
+    def joint_feature(self, x, y):
+        y = np.ascontiguousarray(y, dtype=np.int64)
+        return self._phi_diff(x, y, np.full(y.shape[0], -1, np.int64))
+
+    def psi(self, x, y_true, y):
+        """phi(x, y_true) - phi(x, y) as a SparseVector (only nodes whose labels differ and
+        edges whose cut status differs contribute)."""
+        return self._phi_diff(x, y_true, np.ascontiguousarray(y, np.int64))
+
+    def _phi_diff(self, x, ya, yb):
+        nodes, tails, heads, ef = self._parts(x)
+        K, F = self.n_states, self.n_features
+        if sp.issparse(nodes):
+            i, v = graph_phi_diff_csr(nodes.indptr, nodes.indices, nodes.data, ef, tails, heads, ya, yb, K, F)
+        else:
+            i, v = graph_phi_diff_dense(nodes, ef, tails, heads, ya, yb, K, F)
+        return SparseVector(i, v, self.size_joint_feature)
+
+    def loss(self, y_true, y):
+        """Normalised Hamming loss (1/V) sum_v [y_true_v != y_v]."""
+        return hamming_loss(np.asarray(y_true), np.asarray(y))
+
+    def label_key(self, y):
+        return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 else (
+            np.ascontiguousarray(y, dtype=np.int64).tobytes())
+
+    # ------------------------------------------------------------ validation
+    def _check_x(self, x, name):
+        if not isinstance(x, (tuple, list)) or len(x) != 3:
+            raise ValueError(f"{name} must be a tuple (node_features, edges, edge_features), "
+                             f"got {type(x).__name__}")
+        nodes = _check_nodes(x[0], self.n_features, f"{name} node_features")
+        V = nodes.shape[0]
+        edges = _check_edges(x[1], V, f"{name} edges")
+        ef = _check_edge_features(x[2], edges.shape[0], self.n_edge_features, f"{name} edge_features")
+        return GraphInput(nodes, edges, ef)
+
+    def check_X(self, X):
+        X = check_sequence_of_inputs(X, "X")
+        return [self._check_x(x, f"X[{i}]") for i, x in enumerate(X)]
+
+    def check_y(self, x, y, name="Y"):
+        V = x.nodes.shape[0] if type(x) is GraphInput else np.shape(x[0])[0]
+        return as_label_array(y, name, self.n_states, (V,))
+
+
+def _as_csr(nodes):
+    x = sp.csr_matrix(nodes, dtype=np.float64, copy=True)
+    x.sum_duplicates()
+    x.sort_indices()
+    x.indptr = x.indptr.astype(np.int64)
+    x.indices = x.indices.astype(np.int64)
+    return x
+
+
+def _check_nodes(nodes, F, name):
+    if sp.issparse(nodes):
+        if nodes.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (V, {F}), got ndim={nodes.ndim}")
+        x = _as_csr(nodes)
+        data = x.data
+    else:
+        x = as_float_array(nodes, name)
+        if x.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (V, {F}), got shape {x.shape}")
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        data = x
+    if x.shape[1] != F:
+        raise ValueError(f"{name} has {x.shape[1]} features, expected n_features={F}")
+    if x.shape[0] < 1:
+        raise ValueError(f"{name} has no nodes (V = 0)")
+    if not np.all(np.isfinite(data)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return x
+
+
+def _check_edges(edges, V, name):
+    try:
+        e = np.asarray(edges)
+    except Exception as exc:  # pragma: no cover - exotic inputs
+        raise ValueError(f"{name} could not be converted to an array: {exc}") from exc
+    if e.size == 0:
+        e = e.reshape(0, 2) if e.ndim != 2 or e.shape[1] != 2 else e
+    if e.ndim != 2 or e.shape[1] != 2:
+        raise ValueError(f"{name} must have shape (E, 2), got {e.shape}")
+    if e.size and not np.issubdtype(e.dtype, np.integer):
+        raise ValueError(f"{name} must hold integer node indices, got dtype {e.dtype}")
+    e = np.asfortranarray(e, dtype=np.int64)
+    if e.size:
+        lo, hi = int(e.min()), int(e.max())
+        if lo < 0 or hi >= V:
+            bad = lo if lo < 0 else hi
+            raise ValueError(f"{name} refers to node {bad}, outside 0..{V - 1} (V = {V} nodes)")
+        loops = np.flatnonzero(e[:, 0] == e[:, 1])
+        if loops.size:
+            raise ValueError(f"{name} has a self-loop at row {loops[0]} (node {e[loops[0], 0]})")
+    return e
+
+
+def _check_edge_features(ef, E, Fe, name):
+    f = as_float_array(ef, name)
+    if f.ndim == 1 and Fe == 1 and f.shape[0] == E:
+        f = f.reshape(E, 1)
+    if f.shape != (E, Fe):
+        raise ValueError(f"{name} must have shape (E, n_edge_features) = ({E}, {Fe}), got {f.shape}")
+    f = np.ascontiguousarray(f, dtype=np.float64)
+    if not np.all(np.isfinite(f)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if f.size and f.min() < 0:
+        raise ValueError(f"{name} must be non-negative (submodular pairwise terms), "
+                         f"got a minimum of {f.min():.4g}")
+    return f
+
+
+@register_model
+class GraphCutModel(GraphLabellingModel):
+    """Binary node labelling with an exact min-cut oracle (HorseSeg-style figure-ground).
+
+    Parameters
+    ----------
+    n_features : int >= 1
+        F, node features (dense or scipy.sparse rows).
+    n_edge_features : int >= 1
+        Fe, non-negative edge features (e.g. exp(-beta |intensity difference|) and 1).
+    negative_weights : {"clip", "raise"}, default "clip"
+        What the oracles do with negative pairwise weights (see the module docstring).
+    backend : {"auto", "numba", "pymaxflow", "ortools", "scipy"}, default "auto"
+        Max-flow backend (:mod:`structfw.oracles.maxflow`); "auto" is the numba kernel,
+        which releases the GIL.
+
+    Inputs and labellings
+    ---------------------
+    x : tuple (node_features (V, F), edges (E, 2) int, edge_features (E, Fe) >= 0);
+        :meth:`check_X` returns :class:`GraphInput` tuples (node features kept sparse as
+        CSR when given sparse).
+    y : (V,) int64 in {0, 1}.
+
+    ``d = 2 F + Fe``; ``nonnegative_indices`` = the Fe pairwise coordinates.
+    """
+
+    n_states = 2
+
+    def __init__(self, n_features, n_edge_features, negative_weights="clip", backend="auto"):
+        self._init_sizes(n_features, n_edge_features, negative_weights)
+        if backend != "auto" and backend not in BACKENDS:
+            raise ValueError(f"backend must be 'auto' or one of {BACKENDS}, got {backend!r}")
+        self.backend = backend
+
+    def get_config(self):
+        return {"n_features": self.n_features, "n_edge_features": self.n_edge_features,
+                "negative_weights": self.negative_weights, "backend": self.backend}
+
+    def _cut(self, U, tails, heads, c):
+        if self.backend in ("auto", "numba"):
+            return binary_graph_cut(U, tails, heads, c)
+        y, _ = min_cut(-U[:, 0], -U[:, 1], np.stack([tails, heads], 1), c, backend=self.backend)
+        return y
+
+    def loss_augmented_decode(self, x, y_true, w):
+        """Exact argmax_y Delta(y_true, y) + <Pi(w), phi(x, y)> by one min cut."""
+        w = self._check_w(w)
+        nodes, tails, heads, ef = self._parts(x)
+        U = self._unary(nodes, w, np.ascontiguousarray(y_true, np.int64), True)
+        return self._cut(U, tails, heads, self._costs(ef, w))
+
+    def decode(self, x, w):
+        """Exact argmax_y <Pi(w), phi(x, y)> by one min cut."""
+        w = self._check_w(w)
+        nodes, tails, heads, ef = self._parts(x)
+        U = self._unary(nodes, w, np.zeros(0, np.int64), False)
+        return self._cut(U, tails, heads, self._costs(ef, w))
