@@ -27,7 +27,7 @@ from ._fastpass import AVG_CODES, GAP, MAX_GAP, ORDER, plain_fw_chunk
 from ._kernels import dense_block_step, dense_dot
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
-from .corners import CornerSet
+from .corners import CornerStore
 from .parts import STEP_PARTS, BlockContext, ExactOracle, GapCache
 from .sampling import SAMPLINGS, BlockSampler
 
@@ -53,7 +53,7 @@ class BCFWState:
     ell : float                l = b^T alpha
     wi : ndarray (n, d) or list of SparseVector   w_i = A alpha_[i]
     li : ndarray (n,)          l_i = b^T alpha_[i]
-    corners : list of CornerSet or None (with ``alpha`` when ``track_alpha``)
+    corners : CornerStore or None (with ``alpha`` when ``track_alpha``)
     k : int                    block iterations done (for 2n/(k+2n))
     passes : int               complete passes done (the gap-pass schedule reads it)
     rng : numpy.random.Generator   the generator of the sampler, continued by warm starts
@@ -64,7 +64,7 @@ class BCFWState:
     fingerprint : str          digest of the training set it belongs to
     """
 
-    def __init__(self, problem, dense_blocks, track_alpha, keep_corners):
+    def __init__(self, problem, dense_blocks, track_alpha, keep_corners, corner_capacity=8):
         n, d = problem.n, problem.d
         self.lam = problem.lam
         self.n, self.d = n, d
@@ -83,13 +83,11 @@ class BCFWState:
         self.track_alpha = track_alpha
         self.corners = None
         if keep_corners:
-            # alpha^(0) sits on the ground truth corner psi_i(y_i) = 0, L_i(y_i) = 0
-            self.corners = []
+            # alpha^(0) sits on the ground truth corner psi_i(y_i) = 0, L_i(y_i) = 0 (slot 0)
+            self.corners = CornerStore(n, d, capacity=corner_capacity)
+            zero = SparseVector.zeros(d)
             for i in range(n):
-                cs = CornerSet()
-                cs.add(problem.truth_keys[i], problem.Y[i], SparseVector.zeros(d), 0.0,
-                       alpha=1.0 if track_alpha else 0.0)
-                self.corners.append(cs)
+                self.corners.add(i, zero, 0.0, alpha=1.0 if track_alpha else 0.0)
         self.truth = (problem.truth_keys, problem.Y)
         self.k = 0
         self.passes = 0
@@ -134,18 +132,15 @@ class BCFWState:
         self.li *= rho
         self.ell = float(self.li.sum())
         if self.corners is not None and self.track_alpha:
-            for i, cs in enumerate(self.corners):
-                for k in range(len(cs)):
-                    cs.alpha[k] *= rho
-                gt = self._truth_slot(i, cs)
-                cs.alpha[gt] += 1.0 - sum(cs.alpha)
+            store = self.corners
+            zero = SparseVector.zeros(self.d)
+            for i in range(self.n):
+                alpha = store.alpha[i, :store.size[i]]
+                alpha *= rho
+                gt = store.add(i, zero, 0.0, 0.0, self.k)  # the ground-truth corner, re-added if dropped
+                store.alpha[i, gt] += 1.0 - store.alpha[i, :store.size[i]].sum()
         self.lam = lam_new
         self.needs_refresh = True
-
-    def _truth_slot(self, i, cs):
-        """Slot of the ground-truth corner y_i in block i's set (re-added if it was dropped)."""
-        keys, Y = self.truth
-        return cs.add(keys[i], Y[i], SparseVector.zeros(self.d), 0.0, 0.0, self.k)
 
     def average_w(self, problem):
         """Pi(vbar): the primal point of the averaged dual variables (None without averaging)."""
@@ -170,11 +165,7 @@ class BCFWState:
     def n_active(self):
         if self.corners is None:
             return math.nan
-        if self.track_alpha:
-            return float(sum(len(cs.active()) for cs in self.corners))
-        return float(sum(len(cs) for cs in self.corners))
-
-
+        return self.corners.n_active(weighted=self.track_alpha)
 
 
 class BCFW(Solver):
@@ -286,7 +277,8 @@ class BCFW(Solver):
         dense = self.block_storage == "dense" or (
             self.block_storage == "auto" and problem.n * problem.d * 8 <= self.max_dense_bytes)
         track = self.step in ("pairwise", "away")
-        st = BCFWState(problem, dense, track_alpha=track, keep_corners=track or self.cache)
+        st = BCFWState(problem, dense, track_alpha=track, keep_corners=track or self.cache,
+                       corner_capacity=self.cache_size + 2 if self.cache else 8)
         st.rng = np.random.default_rng(rng)
         st.sampler = BlockSampler(self.sampling, problem.n, st.rng)
         st.avg = LazyAverage(self.averaging, st.w, st.ell) if self.averaging else None
@@ -308,14 +300,10 @@ class BCFW(Solver):
                 st.wi[i] = psi * inv
             st.li[i] = L / problem.n
             if st.corners is not None:
-                key = problem.model.label_key(y)
-                if key != problem.truth_keys[i]:
-                    cs = st.corners[i]
-                    slot = cs.add(key, y, psi, L, 0.0, 0)
-                    if st.track_alpha:
-                        for k in range(len(cs)):
-                            cs.alpha[k] = 0.0
-                        cs.alpha[slot] = 1.0
+                slot = st.corners.add(i, psi, L, 0.0, 0)
+                if st.track_alpha and slot != 0:  # slot 0 is the ground truth's corner
+                    st.corners.alpha[i, :] = 0.0
+                    st.corners.alpha[i, slot] = 1.0
         st.v[:] = st.wi.sum(axis=0) if st.dense_blocks else 0.0
         if not st.dense_blocks:
             for v in st.wi:
@@ -524,9 +512,8 @@ def exact_dual_from_alpha(problem, state):
     w = np.zeros(problem.d)
     ell = 0.0
     for cs in state.corners:
-        for k in range(len(cs)):
+        for k, psi in enumerate(cs.psi):
             if cs.alpha[k] > 0:
-                axpy(cs.alpha[k] / (problem.lam * problem.n), cs.psi[k], w)
+                axpy(cs.alpha[k] / (problem.lam * problem.n), psi, w)
                 ell += cs.alpha[k] * cs.loss[k] / problem.n
     return -0.5 * problem.lam * float(w @ w) + ell, w, ell
-

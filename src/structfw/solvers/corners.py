@@ -1,77 +1,332 @@
-"""Per-block corner sets: one structure for the cache, the active set and working sets.
+"""Per-block corner sets in flat arrays: one structure for the cache, the active sets and working sets.
 
-A corner of block i is a labelling y with its (psi_i(y), L_i(y)); it does not
-depend on lam, so a corner set survives a change of lam (warm starts,
-regularisation path).  When the engine tracks dual weights (pairwise and
-away steps), ``alpha`` holds alpha_i(y) and the active set is
-S_i = {y : alpha_i(y) > 0} (Osokin et al. 2016, Sec. 3.2); cache-only corners
-have alpha = 0, and only those may be evicted (Sec. 3.3: S_i subset of C_i).
+A corner of block i is (psi_i(y), L_i(y)); it does not depend on lam, so the
+sets survive a change of lam (warm starts, regularisation path).  ``alpha``
+holds alpha_i(y) when the engine tracks dual weights (pairwise and away steps):
+the active set is S_i = {y : alpha_i(y) > 0} (Osokin et al. 2016, Sec. 3.2);
+cache-only corners have alpha = 0 and only those are evicted (Sec. 3.3: S_i
+subset of C_i).
+
+Layout (docs/design.md, "Speed"): per block i and slot k < size[i], the corner's
+sparse psi lives in a shared pool (``pidx``/``pval`` from ``start[i, k]``, ``nnz[i, k]``
+entries, merged and sorted), beside ``loss``, ``alpha``, ``last`` (block step of last
+use) and ``key`` (a 64-bit hash of the corner's content: two labellings with the same
+(psi, L) are the same corner).  Every operation -- add, find, remove, evict, drop the
+inactive, best and away corner -- is a numba kernel over the tuple of arrays
+(:attr:`CornerStore.arrays`), so compiled passes use them without Python; the class
+only grows the arrays when a block or the pool is full.
 """
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
-from .._linalg import sparse_dot_dense
+from .._linalg import SparseVector
 
 #: weights below this are treated as zero (drop steps remove the corner)
 ALPHA_EPS = 1e-14
 
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
 
-class CornerSet:
-    """Corners of one block: labelling keys, psi, L, alpha and last use."""
 
-    __slots__ = ("keys", "labels", "psi", "loss", "alpha", "last_used")
+# ================================================================== kernels
+@njit(cache=True, nogil=True)
+def corner_key(idx, val, L):
+    """FNV-1a hash of a corner's entries and loss."""
+    h = _FNV_OFFSET
+    bits = val.view(np.uint64)
+    for t in range(idx.shape[0]):
+        h = (h ^ np.uint64(idx[t])) * _FNV_PRIME
+        h = (h ^ bits[t]) * _FNV_PRIME
+    lb = np.empty(1)
+    lb[0] = L
+    h = (h ^ lb.view(np.uint64)[0]) * _FNV_PRIME
+    return h
 
-    def __init__(self):
-        self.keys = {}
-        self.labels = []
-        self.psi = []
-        self.loss = []
-        self.alpha = []
-        self.last_used = []
+
+@njit(cache=True, nogil=True)
+def cs_entries(S, i, k):
+    """(indices, values) of corner k of block i (views into the pool)."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    a = start[i, k]
+    return pidx[a:a + nnz[i, k]], pval[a:a + nnz[i, k]]
+
+
+@njit(cache=True, nogil=True)
+def cs_dot(S, i, k, x):
+    """<psi_i(y_k), x>."""
+    idx, val = cs_entries(S, i, k)
+    s = 0.0
+    for t in range(idx.shape[0]):
+        s += val[t] * x[idx[t]]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def cs_find(S, i, h, idx, val, L):
+    """Slot of the corner (idx, val, L) in block i, or -1."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    for k in range(size[i]):
+        if key[i, k] != h or loss[i, k] != L or nnz[i, k] != idx.shape[0]:
+            continue
+        ki, kv = cs_entries(S, i, k)
+        same = True
+        for t in range(idx.shape[0]):
+            if ki[t] != idx[t] or kv[t] != val[t]:
+                same = False
+                break
+        if same:
+            return k
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def cs_room(S, i, m):
+    """0 if block i can take a new corner of m entries, 1 if the block is full, 2 if the pool is."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    if size[i] >= key.shape[1]:
+        return 1
+    if meta[0] + m > pidx.shape[0]:
+        return 2
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def cs_add(S, i, idx, val, L, a0, stamp):
+    """Slot of corner (idx, val, L) in block i, added with weight a0 if absent (its last use
+    becomes ``stamp`` either way).  The caller made room (:func:`cs_room`)."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    h = corner_key(idx, val, L)
+    k = cs_find(S, i, h, idx, val, L)
+    if k >= 0:
+        last[i, k] = stamp
+        return k
+    k = size[i]
+    top = meta[0]
+    m = idx.shape[0]
+    pidx[top:top + m] = idx
+    pval[top:top + m] = val
+    start[i, k] = top
+    nnz[i, k] = m
+    key[i, k] = h
+    loss[i, k] = L
+    alpha[i, k] = a0
+    last[i, k] = stamp
+    size[i] = k + 1
+    meta[0] = top + m
+    meta[1] += m
+    return k
+
+
+@njit(cache=True, nogil=True)
+def cs_remove(S, i, k):
+    """Swap-remove slot k of block i (its pool entries become garbage until compaction)."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    j = size[i] - 1
+    meta[1] -= nnz[i, k]
+    if k != j:
+        key[i, k] = key[i, j]
+        loss[i, k] = loss[i, j]
+        alpha[i, k] = alpha[i, j]
+        last[i, k] = last[i, j]
+        start[i, k] = start[i, j]
+        nnz[i, k] = nnz[i, j]
+    size[i] = j
+
+
+@njit(cache=True, nogil=True)
+def cs_drop_inactive(S, i):
+    """Keep only the active set (no cache): remove the zero-weight corners, at least one stays."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    for k in range(size[i] - 1, -1, -1):
+        if alpha[i, k] <= ALPHA_EPS and size[i] > 1:
+            cs_remove(S, i, k)
+
+
+@njit(cache=True, nogil=True)
+def cs_evict(S, i, max_size):
+    """Remove the longest-unused zero-weight corners until block i holds <= max_size."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    while size[i] > max_size:
+        best = -1
+        for k in range(size[i]):
+            if alpha[i, k] <= ALPHA_EPS and (best < 0 or last[i, k] < last[i, best]):
+                best = k
+        if best < 0:
+            return
+        cs_remove(S, i, best)
+
+
+@njit(cache=True, nogil=True)
+def cs_best(S, i, w):
+    """(slot, H) of argmax over block i's corners of H_i(y; w) = L_i(y) - <w, psi_i(y)>."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    best = -1
+    hb = 0.0
+    for k in range(size[i]):
+        h = loss[i, k] - cs_dot(S, i, k, w)
+        if best < 0 or h > hb:
+            best = k
+            hb = h
+    return best, hb
+
+
+@njit(cache=True, nogil=True)
+def cs_away(S, i, w):
+    """argmin over the active set of H_i(y; w): the away corner of pairwise and away steps."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    best = -1
+    hb = 0.0
+    for k in range(size[i]):
+        if alpha[i, k] > ALPHA_EPS:
+            h = loss[i, k] - cs_dot(S, i, k, w)
+            if best < 0 or h < hb:
+                best = k
+                hb = h
+    return best
+
+
+@njit(cache=True, nogil=True)
+def cs_clip(S, i):
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    for k in range(size[i]):
+        if alpha[i, k] < ALPHA_EPS:
+            alpha[i, k] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def _compact(S, new_pidx, new_pval):
+    """Copy the live entries into new pools (in block/slot order); returns their count."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    top = 0
+    for i in range(size.shape[0]):
+        for k in range(size[i]):
+            a = start[i, k]
+            m = nnz[i, k]
+            new_pidx[top:top + m] = pidx[a:a + m]
+            new_pval[top:top + m] = pval[a:a + m]
+            start[i, k] = top
+            top += m
+    return top
+
+
+# ================================================================== the store
+class CornerStore:
+    """The corner sets of all n blocks (see the module docstring).
+
+    Parameters
+    ----------
+    n, d : int
+    capacity : int
+        Initial slots per block (grows when a block fills up).
+    """
+
+    def __init__(self, n, d, capacity=8, pool=None):
+        self.n, self.d = int(n), int(d)
+        C = max(int(capacity), 2)
+        P = int(pool) if pool is not None else max(1024, 16 * n)
+        self.size = np.zeros(n, np.int64)
+        self.key = np.zeros((n, C), np.uint64)
+        self.loss = np.zeros((n, C))
+        self.alpha = np.zeros((n, C))
+        self.last = np.zeros((n, C), np.int64)
+        self.start = np.zeros((n, C), np.int64)
+        self.nnz = np.zeros((n, C), np.int64)
+        self.pidx = np.empty(P, np.int64)
+        self.pval = np.empty(P)
+        self.meta = np.zeros(2, np.int64)  # [top of the pool, live entries]
+
+    @property
+    def arrays(self):
+        """The tuple the kernels take (rebuilt after growth: do not keep it across calls)."""
+        return (self.size, self.key, self.loss, self.alpha, self.last, self.start, self.nnz, self.pidx,
+                self.pval, self.meta)
+
+    # ------------------------------------------------------------ growth
+    def make_room(self, i, m):
+        """Grow until block i can take one more corner of m entries."""
+        while True:
+            r = cs_room(self.arrays, i, m)
+            if r == 0:
+                return
+            if r == 1:
+                self._grow_slots()
+            else:
+                self._grow_pool(m)
+
+    def reserve(self, slots, entries):
+        """Room for ``slots`` more corners in every block and ``entries`` more pool entries."""
+        while self.key.shape[1] - int(self.size.max(initial=0)) < slots:
+            self._grow_slots()
+        if self.meta[0] + entries > self.pidx.shape[0]:
+            self._grow_pool(entries)
+
+    def _grow_slots(self):
+        n, C = self.key.shape
+        for name in ("key", "loss", "alpha", "last", "start", "nnz"):
+            old = getattr(self, name)
+            new = np.zeros((n, 2 * C), old.dtype)
+            new[:, :C] = old
+            setattr(self, name, new)
+
+    def _grow_pool(self, m):
+        live = int(self.meta[1])
+        P = self.pidx.shape[0]
+        # compact in place of growing when at least half of the pool is garbage
+        newP = P if live + m <= P // 2 else max(2 * P, 2 * (live + m))
+        new_idx, new_val = np.empty(newP, np.int64), np.empty(newP)
+        self.meta[0] = _compact(self.arrays, new_idx, new_val)
+        self.pidx, self.pval = new_idx, new_val
+
+    # ------------------------------------------------------------ operations
+    def add(self, i, psi, L, alpha=0.0, stamp=0):
+        """Slot of corner (psi, L) in block i (added if absent)."""
+        idx = np.ascontiguousarray(psi.indices, np.int64)
+        val = np.ascontiguousarray(psi.values, np.float64)
+        self.make_room(i, idx.shape[0])
+        return int(cs_add(self.arrays, i, idx, val, float(L), float(alpha), int(stamp)))
+
+    def psi(self, i, k):
+        idx, val = cs_entries(self.arrays, i, k)
+        return SparseVector(idx.copy(), val.copy(), self.d)
 
     def __len__(self):
-        return len(self.psi)
+        return self.n
 
-    def add(self, key, y, psi, L, alpha=0.0, it=0):
-        k = self.keys.get(key, -1)
-        if k >= 0:
-            self.last_used[k] = it
-            return k
-        self.keys[key] = len(self.psi)
-        self.labels.append(y)
-        self.psi.append(psi)
-        self.loss.append(float(L))
-        self.alpha.append(float(alpha))
-        self.last_used.append(it)
-        return len(self.psi) - 1
+    def __getitem__(self, i):
+        return BlockCorners(self, i)
 
-    def remove(self, k):
-        """Swap-remove slot k (its key must map to k)."""
-        last = len(self.psi) - 1
-        key_k = next(key for key, v in self.keys.items() if v == k)
-        del self.keys[key_k]
-        if k != last:
-            key_last = next(key for key, v in self.keys.items() if v == last)
-            self.keys[key_last] = k
-            for lst in (self.labels, self.psi, self.loss, self.alpha, self.last_used):
-                lst[k] = lst[last]
-        for lst in (self.labels, self.psi, self.loss, self.alpha, self.last_used):
-            lst.pop()
+    def __iter__(self):
+        return (BlockCorners(self, i) for i in range(self.n))
 
-    def scores(self, w):
-        """H_i(y; w) = L_i(y) - <w, psi_i(y)> for every corner."""
-        return np.array([L - sparse_dot_dense(p.indices, p.values, w) for p, L in zip(self.psi, self.loss)])
+    def n_active(self, weighted):
+        if not weighted:
+            return float(self.size.sum())
+        cols = np.arange(self.alpha.shape[1])
+        return float(((self.alpha > ALPHA_EPS) & (cols[None, :] < self.size[:, None])).sum())
+
+
+class BlockCorners:
+    """Read view of block i's corners (for inspection and tests): ``alpha``, ``loss``, ``psi``."""
+
+    def __init__(self, store, i):
+        self.store, self.i = store, i
+
+    def __len__(self):
+        return int(self.store.size[self.i])
+
+    @property
+    def alpha(self):
+        return self.store.alpha[self.i, :len(self)]
+
+    @property
+    def loss(self):
+        return self.store.loss[self.i, :len(self)]
+
+    @property
+    def psi(self):
+        return [self.store.psi(self.i, k) for k in range(len(self))]
 
     def active(self):
-        return [k for k, a in enumerate(self.alpha) if a > ALPHA_EPS]
-
-    def evict(self, max_size, protect=()):
-        """Drop the longest-unused corners with alpha = 0 until size <= max_size."""
-        while len(self.psi) > max_size:
-            cand = [k for k in range(len(self.psi)) if self.alpha[k] <= ALPHA_EPS and k not in protect]
-            if not cand:
-                return
-            k = min(cand, key=lambda j: self.last_used[j])
-            self.remove(k)
-            protect = tuple(p if p != len(self.psi) else k for p in protect)
+        return [k for k in range(len(self)) if self.alpha[k] > ALPHA_EPS]

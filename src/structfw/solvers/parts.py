@@ -16,8 +16,9 @@ with the step size rule and the averaging applied by the engine around it.
   to s_i) and :class:`AwayStep` (App. D, Alg. 4: the better of FW and away).
   The last two need the block's active set S_i = {y : alpha_i(y) > 0}.
 
-Per-block corner sets (:class:`~structfw.solvers.corners.CornerSet`) are one
-structure for the cache, the active sets and, later, the multi-plane working sets.
+Per-block corner sets (:class:`~structfw.solvers.corners.CornerStore`, flat arrays
+with numba kernels) are one structure for the cache, the active sets and, later,
+the multi-plane working sets.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import numpy as np
 
 from .._linalg import SparseVector, axpy, combine, dot, sqnorm
 from ._kernels import dense_block_step, projected_line_search, step_along
-from .corners import ALPHA_EPS
+from .corners import ALPHA_EPS, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive, cs_entries, cs_evict
 
 _EMPTY_I = np.empty(0, np.int64)
 _EMPTY_V = np.empty(0, np.float64)
@@ -85,17 +86,13 @@ class ExactOracle:
         st.oracle_gaps[i] = g
         slot = -1
         if st.corners is not None:
-            slot = st.corners[i].add(problem.model.label_key(y), y, psi, L, 0.0, st.k)
+            slot = st.corners.add(i, psi, L, 0.0, st.k)
         return slot, psi, L, g, False
 
     def tidy(self, st, i):
         """After a step: without a cache only the active set is kept."""
-        cs = st.corners[i] if st.corners is not None else None
-        if cs is None:
-            return
-        for k in reversed(range(len(cs))):
-            if cs.alpha[k] <= ALPHA_EPS and len(cs) > 1:
-                cs.remove(k)
+        if st.corners is not None:
+            cs_drop_inactive(st.corners.arrays, i)
 
     def absorb_gap_pass(self, st, res, problem):
         """A full gap pass's corners (nothing to keep without a cache)."""
@@ -119,27 +116,24 @@ class GapCache(ExactOracle):
     def fw_corner(self, ctx, i):
         st, n = ctx.st, ctx.n
         base = ctx.lam * st.block_w_dot(i, st.w) - st.li[i]
-        cs = st.corners[i]
-        if len(cs) > 0:
-            scores = cs.scores(st.w)
-            c = int(np.argmax(scores))
-            ghat = base + scores[c] / n
+        store = st.corners
+        if store.size[i] > 0:
+            c, H = cs_best(store.arrays, i, st.w)
+            ghat = base + H / n
             if ghat >= max(self.F * st.oracle_gaps[i], self.nu / n * st.full_gap):
                 ctx.counters["cache_hits"] += 1
-                cs.last_used[c] = st.k
-                return c, cs.psi[c], cs.loss[c], ghat, True
+                store.last[i, c] = st.k
+                return c, corner_vector(st, i, c), store.loss[i, c], ghat, True
         return self.call_oracle(ctx, i, base)
 
     def tidy(self, st, i):
-        cs = st.corners[i]
-        if len(cs) > self.cache_size:
-            cs.evict(self.cache_size, protect=tuple(cs.active()))
+        if st.corners.size[i] > self.cache_size:
+            cs_evict(st.corners.arrays, i, self.cache_size)
 
     def absorb_gap_pass(self, st, res, problem):
         for i, (y, psi, L, _) in enumerate(res):
-            cs = st.corners[i]
-            cs.add(problem.model.label_key(y), y, psi, L, 0.0, st.k)
-            cs.evict(self.cache_size, protect=tuple(cs.active()))
+            st.corners.add(i, psi, L, 0.0, st.k)
+            cs_evict(st.corners.arrays, i, self.cache_size)
 
 
 # ================================================================= block steps
@@ -153,11 +147,10 @@ class FWStep:
         gamma = apply_direction(ctx, i, -1.0, psi_s, ctx.inv_ln, None, 0.0, L_s / ctx.n - st.li[i], 1.0)
         finish_step(ctx, i, gamma, L_s / ctx.n - st.li[i])
         if st.track_alpha and gamma > 0.0:
-            cs = st.corners[i]
-            for k in range(len(cs)):
-                cs.alpha[k] *= 1.0 - gamma
-            cs.alpha[slot] += gamma
-            clip_alpha(cs)
+            alpha = st.corners.alpha[i, :st.corners.size[i]]
+            alpha *= 1.0 - gamma
+            alpha[slot] += gamma
+            cs_clip(st.corners.arrays, i)
         return gamma
 
 
@@ -169,15 +162,16 @@ class PairwiseStep:
 
     def move(self, ctx, i, slot, psi_s, L_s, g_i):
         st = ctx.st
-        cs = st.corners[i]
-        a = away_corner(cs, st.w)
-        dl = (L_s - cs.loss[a]) / ctx.n
-        gamma = apply_direction(ctx, i, 0.0, psi_s, ctx.inv_ln, cs.psi[a], -ctx.inv_ln, dl, cs.alpha[a])
+        store = st.corners
+        a = cs_away(store.arrays, i, st.w)
+        dl = (L_s - store.loss[i, a]) / ctx.n
+        gamma = apply_direction(ctx, i, 0.0, psi_s, ctx.inv_ln, corner_vector(st, i, a), -ctx.inv_ln, dl,
+                                store.alpha[i, a])
         finish_step(ctx, i, gamma, dl)
         if gamma > 0.0:
-            cs.alpha[a] -= gamma
-            cs.alpha[slot] += gamma
-            clip_alpha(cs)
+            store.alpha[i, a] -= gamma
+            store.alpha[i, slot] += gamma
+            cs_clip(store.arrays, i)
         return gamma
 
 
@@ -190,21 +184,22 @@ class AwayStep:
 
     def move(self, ctx, i, slot, psi_s, L_s, g_i):
         st = ctx.st
-        cs = st.corners[i]
-        a = away_corner(cs, st.w)
-        psi_a, L_a, alpha_a = cs.psi[a], cs.loss[a], cs.alpha[a]
+        store = st.corners
+        a = cs_away(store.arrays, i, st.w)
+        L_a, alpha_a = store.loss[i, a], store.alpha[i, a]
         li = st.li[i]
-        g_away = ctx.lam * (dot(psi_a, st.w) * ctx.inv_ln - st.block_w_dot(i, st.w)) + li - L_a / ctx.n
+        g_away = ctx.lam * (cs_dot(store.arrays, i, a, st.w) * ctx.inv_ln - st.block_w_dot(i, st.w)) + li - L_a / ctx.n
         if g_i >= g_away or alpha_a >= 1.0 - ALPHA_EPS:
             return FWStep.move(self, ctx, i, slot, psi_s, L_s, g_i)
         dl = li - L_a / ctx.n
-        gamma = apply_direction(ctx, i, 1.0, psi_a, -ctx.inv_ln, None, 0.0, dl, alpha_a / (1.0 - alpha_a))
+        gamma = apply_direction(ctx, i, 1.0, corner_vector(st, i, a), -ctx.inv_ln, None, 0.0, dl,
+                                alpha_a / (1.0 - alpha_a))
         finish_step(ctx, i, gamma, dl)
         if gamma > 0.0:
-            for k in range(len(cs)):
-                cs.alpha[k] *= 1.0 + gamma
-            cs.alpha[a] -= gamma
-            clip_alpha(cs)
+            alpha = store.alpha[i, :store.size[i]]
+            alpha *= 1.0 + gamma
+            alpha[a] -= gamma
+            cs_clip(store.arrays, i)
         return gamma
 
 
@@ -212,17 +207,10 @@ STEP_PARTS = {"fw": FWStep, "pairwise": PairwiseStep, "away": AwayStep}
 
 
 # ============================================================ shared mechanics
-def away_corner(cs, w):
-    """argmin over the active set of H_i(y; w) = L_i(y) - <w, psi_i(y)>."""
-    act = cs.active()
-    scores = np.array([cs.loss[k] - dot(cs.psi[k], w) for k in act])
-    return act[int(np.argmin(scores))]
-
-
-def clip_alpha(cs):
-    for k in range(len(cs)):
-        if cs.alpha[k] < ALPHA_EPS:
-            cs.alpha[k] = 0.0
+def corner_vector(st, i, k):
+    """psi of corner k of block i as a SparseVector (views into the store's pool)."""
+    idx, val = cs_entries(st.corners.arrays, i, k)
+    return SparseVector(idx, val, st.d)
 
 
 def finish_step(ctx, i, gamma, dl):
