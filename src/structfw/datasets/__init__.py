@@ -1,6 +1,8 @@
 """Data sets: bundled (OCR letters, snakes), on-disk (svmlight), and loaders' helpers."""
 from ._bundled import load_ocr, load_snakes, snakes_one_hot
 from .heart import load_heart_scale
+from .segmentation import load_segmentation, make_horseseg_like, make_stanford_like
 from .svmlight import load_svmlight
 
-__all__ = ["load_ocr", "load_snakes", "snakes_one_hot", "load_svmlight", "load_heart_scale"]
+__all__ = ["load_ocr", "load_snakes", "snakes_one_hot", "load_svmlight", "load_heart_scale",
+           "load_segmentation", "make_horseseg_like", "make_stanford_like"]

@@ -18,9 +18,11 @@ nodes, so loss-augmented decoding (eq. (10) of App. A with learned edge weights)
 decoding are both exact s-t minimum cuts (:mod:`structfw.oracles.maxflow`).
 
 Negative pairwise weights make the problem non-submodular; the oracle then decodes with
-the projection Pi(w) (w_p clipped at 0, ``negative_weights="clip"``, the default -- the
-engine's iterate already satisfies w_p >= 0, so this changes nothing in training) or
-raises a ValueError naming the coordinate (``negative_weights="raise"``).
+the projection Pi(w) (w_p clipped at 0, ``negative_weights="clip"``, the default) and
+returns the ground truth instead when that cut scores below it at w itself, so that
+H_i >= 0 holds for any w a solver passes; or it raises a ValueError naming the
+coordinate (``negative_weights="raise"``).  Once the engine projects its iterate onto
+w_p >= 0 (``nonnegative_indices``) none of this is triggered and the oracle is exact.
 """
 from __future__ import annotations
 
@@ -125,6 +127,18 @@ class GraphLabellingModel(StructuredModel):
 
     def _costs(self, ef, w):
         return edge_costs(ef, w, self.edge_offset, self.potts_constant)
+
+    def _not_below_truth(self, U, tails, heads, ef, w, y, y_true):
+        """y, or y_true when y scores below it at the given w (H_i(y) < H_i(y_i) = 0).
+
+        Only needed when w has negative pairwise weights: the cut was then computed at
+        Pi(w) and may score below the ground truth at w itself."""
+        if self.edge_weights(w).min() >= 0.0:
+            return y
+        c = edge_costs(ef, w, self.edge_offset, self.potts_constant, False)
+        if potts_score(U, tails, heads, c, y) < potts_score(U, tails, heads, c, y_true):
+            return y_true.copy()
+        return y
 
     def score_labelling(self, x, y, w, y_true=None):
         """<w, phi(x, y)> - potts_constant * #cut edges (+ Delta(y_true, y) when given),
@@ -296,11 +310,18 @@ class GraphCutModel(GraphLabellingModel):
         return y
 
     def loss_augmented_decode(self, x, y_true, w):
-        """Exact argmax_y Delta(y_true, y) + <Pi(w), phi(x, y)> by one min cut."""
+        """Exact argmax_y Delta(y_true, y) + <Pi(w), phi(x, y)> by one min cut.
+
+        With w_p >= 0 (always, once the engine projects) this is the exact max oracle
+        at w.  With a negative pairwise weight (and ``negative_weights="clip"``) the
+        cut at Pi(w) is returned unless it scores below y_true at w, in which case
+        y_true is, so H_i(y; w) >= 0 holds for whatever the solver passes."""
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)
-        U = self._unary(nodes, w, np.ascontiguousarray(y_true, np.int64), True)
-        return self._cut(U, tails, heads, self._costs(ef, w))
+        y_true = np.ascontiguousarray(y_true, np.int64)
+        U = self._unary(nodes, w, y_true, True)
+        y = self._cut(U, tails, heads, self._costs(ef, w))
+        return self._not_below_truth(U, tails, heads, ef, w, y, y_true)
 
     def decode(self, x, w):
         """Exact argmax_y <Pi(w), phi(x, y)> by one min cut."""

@@ -90,7 +90,7 @@ class PottsModel(GraphLabellingModel):
         y, s = self._expand(U, tails, heads, c)
         if s < potts_score(U, tails, heads, c, y_true):
             return y_true.copy()
-        return y
+        return self._not_below_truth(U, tails, heads, ef, w, y, y_true)
 
     def decode(self, x, w):
         """Alpha-expansion on <Pi(w), phi(x, y)> - C #cut(y) from the unary argmax."""

@@ -65,19 +65,19 @@ def node_scores_csr(indptr, indices, data, w, K, F, y_true, augment):
 
 
 @njit(cache=True, nogil=True)
-def edge_costs(ef, w, off, constant):
-    """c_e = sum_k ef[e, k] max(w[off + k], 0) + constant.
+def edge_costs(ef, w, off, constant, clip=True):
+    """c_e = sum_k ef[e, k] max(w[off + k], 0) + constant (without the max if not clip).
 
     The clipping is the projection Pi onto w_p >= 0 that the engine applies to the
     iterate (docs/design.md, positivity constraints), so on the engine's w it changes
-    nothing; it keeps the oracle exact (a min cut needs c_e >= 0) on any other w."""
+    nothing; it keeps the cut well defined (a min cut needs c_e >= 0) on any other w."""
     E, Fe = ef.shape
     c = np.empty(E)
     for e in range(E):
         acc = constant
         for k in range(Fe):
             wk = w[off + k]
-            if wk > 0.0:
+            if wk > 0.0 or not clip:
                 acc += ef[e, k] * wk
         c[e] = acc
     return c
