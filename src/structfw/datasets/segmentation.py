@@ -30,9 +30,13 @@ statistics while the data stay reproducible from a seed.
     adjacent superpixels with features exp(-beta ||mean colour difference||^2), the
     shared boundary length over its mean, and 1.
 
-Sizes are chosen so that one oracle call costs about 1-5 ms (see the README of issue 7:
-measured 1.5 ms per min cut + unaries on 64 x 64 pixel graphs, 1-3 ms per
-alpha-expansion on 120 x 120 images with ~300 superpixels, on one core here).
+Sizes are chosen so that one oracle call costs about 1-5 ms, as in the paper's HorseSeg
+and Stanford oracles: measured here (one core of a shared machine, random w with
+pairwise weights on) 1.6 ms median / 3.2 ms max per loss-augmented min cut on 64 x 64
+pixel graphs (``make_horseseg_like(size=64)``), 2.5 ms per alpha-expansion oracle on
+120 x 120 images with ~280 superpixels and K = 6 (``make_stanford_like()``), 3.4 ms
+with ~390 superpixels (``size=140, n_segments=400``).  Node and edge features are
+divided by the number of nodes (see :func:`_normalised`).
 
 :func:`load_segmentation` generates a named set once and caches it (``.npz``, no
 pickle) under ``$STRUCTFW_DATA_HOME`` or ``~/.cache/structfw`` -- never inside the

@@ -29,34 +29,40 @@ Backends (``backend=`` of :func:`min_cut` / :func:`min_cut_directed`)
     GPL-licensed, so it is only an optional extra and never the default.
 ``"ortools"`` (optional)
     OR-tools' ``SimpleMaxFlow`` (push-relabel, Apache-2.0), int64 capacities: the
-    energy is scaled by 2^40 / max capacity and rounded, so the cut is a minimiser of
-    the rounded energy, within (#arcs / 2) / scale of the exact minimum.
+    capacities are scaled so that their total is 2^52 and rounded, so the cut is a
+    minimiser of the rounded energy, within (#arcs / 2) / scale of the exact minimum.
 ``"scipy"``
     :func:`scipy.sparse.csgraph.maximum_flow` (BSD, already a dependency), int32
     capacities: scaled so that the total capacity stays below 2^31, hence a coarser
     rounding (about 1e-9 relative to the total); the cut is read from the residual graph.
 
 Measurements (2 cores shared with other jobs, numba 0.68.1, scipy 1.17.1, PyMaxflow 1.3.2,
-OR-tools 9.15; ``python -m structfw.oracles.maxflow``; median of 5 calls after a warm-up;
-in brackets |E - E_numba| / |E_numba|, the relative energy difference to the numba cut)::
+OR-tools 9.15; ``python -m structfw.oracles.maxflow``; median of 5 calls after a warm-up,
+ms per min cut including the Python wrapper; two runs, the second on a busier machine)::
 
-    graph                                  numba-BK   pymaxflow   ortools    scipy
-    grid 100x100 (V=10000, E=19800)        2.15 ms    2.03 ms     5.64 ms    7.77 ms
-    grid 150x150 (V=22500, E=44700)        6.61 ms    5.28 ms     13.4 ms    14.1 ms
-    (all energies identical: [0e+00])
+    graph                                  numba-BK      pymaxflow     ortools       scipy
+    grid 100x100 (V=10000, E=19800)        2.15 / 2.24   2.03 / 0.87   5.64 / 3.33   7.77 / 5.93
+    grid 150x150 (V=22500, E=44700)        6.61 / 4.95   5.28 / 1.97   13.4 / 7.79   14.1 / 11.1
+    SLIC 400 superpixels (V=396, E=1082)        0.17          0.06          0.23          0.82
+    SLIC 1500 superpixels (V=1599, E=3743)      0.55          0.18          0.62          1.23
 
-The grids are 4-connected with the unaries of a noisy disc image and contrast-sensitive
-Potts weights (:func:`_grid_instance`).  GIL, measured as the time of 2 threads x 5 calls
-over 10 serial calls on the 150x150 grid (0.5 = perfectly parallel, 1.0 = serialised):
-numba 0.59, PyMaxflow 0.41 (both release it), OR-tools 0.88, scipy 0.86 (both hold it).
-Exhaustive checks against all 2^V labellings (V <= 9, 400 random energies, directed and
-Potts) found every backend at the minimum energy once OR-tools is given both terminals.
+Every backend reached the same energy on every instance (relative difference 0).  The
+grids are 4-connected with the unaries of a noisy disc image and contrast-sensitive
+Potts weights (:func:`_grid_instance`); the SLIC graphs are region adjacency graphs of
+:func:`structfw.datasets.make_stanford_like` images.  GIL, measured as the time of
+2 threads x 5 calls over 10 serial calls on the 150x150 grid (0.5 = parallel,
+1.0 = serialised): first run numba 0.59, PyMaxflow 0.41 (both release it), OR-tools 0.88,
+scipy 0.86 (both hold it); on the busier machine all four measured 1.0-1.1 (no idle
+core).  Exhaustive checks against all 2^V labellings (V <= 9, 400 random energies,
+directed and Potts) found every backend at the minimum energy once OR-tools is given
+both terminals (an arc s -> t of capacity 0).
 
-Choice: "auto" is the numba kernel.  It is as fast as PyMaxflow (within the run-to-run
-spread of about 20 % on this shared machine), 2-3x faster than the permissive
-alternatives, exact on float64 capacities (no scaling/rounding as OR-tools' int64 and
-scipy's int32 capacities need), releases the GIL, and adds no dependency; PyMaxflow
-(GPL) is offered only as the optional extra ``structfw[maxflow]``.
+Choice: "auto" is the numba kernel: exact on float64 capacities (OR-tools' int64 and
+scipy's int32 capacities need the scaling and rounding described above), faster than
+both permissive libraries, thread-parallel (nogil) and callable from other numba
+kernels (the alpha-expansion runs entirely compiled), with no new dependency.
+PyMaxflow is 1-2.5x faster still but GPL-licensed, so it is only the optional extra
+``structfw[maxflow]`` (``backend="pymaxflow"``), never chosen automatically.
 """
 from __future__ import annotations
 
