@@ -231,3 +231,38 @@ def test_bound_data_travel_once_to_the_workers(ocr60):
         assert ex._pool is pool  # no restart, no re-sending of the data
     finally:
         ex.close()
+
+
+# ------------------------------------------------------------ compiled general path
+class _PythonOracleChain(sf.models.ChainModel):
+    """The chain model without its compiled oracle: the engine then runs its Python parts."""
+
+    def compiled_oracle(self, X, Y):
+        return None
+
+
+@pytest.mark.parametrize("kw", [
+    dict(step="pairwise"), dict(step="away", averaging="weighted"), dict(cache=True, cache_size=2),
+    dict(step="pairwise", sampling="gap", cache=True, gap_refresh=2, cache_size=3),
+    dict(step="away", sampling="max_gap", cache=True, step_size="predefined", gap_refresh=2),
+    dict(step="pairwise", sampling="perm", averaging="suffix"),
+])
+def test_compiled_corner_sets_give_the_python_parts_iterates(kw, ocr60, monkeypatch):
+    from structfw.solvers import corners
+
+    X, Y = ocr60
+    # a tiny pool and two slots per block make the compiled pass stop, grow and resume often
+    orig_init = corners.CornerStore.__init__
+    monkeypatch.setattr(corners.CornerStore, "__init__",
+                        lambda self, n, d, capacity=8, pool=None: orig_init(self, n, d, 2, 64))
+    runs = []
+    for model in (sf.models.ChainModel(26, 128), _PythonOracleChain(26, 128)):
+        svm = sf.StructuredSVM(model, solver=BCFW(**kw), lam=0.01, max_passes=4, tol=None, random_state=5)
+        runs.append(svm.fit(X, Y))
+    np.testing.assert_allclose(runs[0].coef_, runs[1].coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(runs[0].trace_["cache_hits"], runs[1].trace_["cache_hits"])
+    np.testing.assert_array_equal(runs[0].trace_["oracle_calls"], runs[1].trace_["oracle_calls"])
+    a, b = runs[0].state_.corners, runs[1].state_.corners
+    np.testing.assert_array_equal(a.size, b.size)
+    for i in range(len(X)):
+        np.testing.assert_allclose(np.sort(a[i].alpha), np.sort(b[i].alpha), atol=1e-12)

@@ -117,9 +117,9 @@ class StructuredModel:
     def compiled_oracle(self, X, Y):
         """Optional: ``(kernel, data)`` running the max oracle and psi of example i in numba.
 
-        ``kernel(data, i, w) -> (psi_idx, psi_val, L)`` for y_i* = argmax_y H_i(y; w)
-        over the validated training set (X, Y) packed into ``data`` (see
-        :mod:`structfw.oracles.compiled`).  With it a plain BCFW pass is one numba
+        ``kernel(data, i, w, merged) -> (psi_idx, psi_val, L)`` for y_i* = argmax_y H_i(y; w)
+        over the validated training set (X, Y) packed into ``data``; with ``merged`` the
+        indices are sorted and unique (see :mod:`structfw.oracles.compiled`).  With it a plain BCFW pass is one numba
         call.  Default: None (the engine calls :meth:`loss_augmented_decode`)."""
         return None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import chain_oracle_dense, edge_label_diff, hamming_loss
+from .chain import chain_oracle_dense, chain_phi_diff_dense, edge_label_diff, hamming_loss
 from .multiclass import multiclass_oracle, multiclass_phi_diff
 
 
@@ -29,7 +29,7 @@ def pack_chain_dense(X, Y, n_states, n_features):
 
 
 @njit(cache=True, nogil=True)
-def chain_dense_corner(data, i, w):
+def chain_dense_corner(data, i, w, merged):
     """Loss-augmented Viterbi on word i and its sparse psi_i(y*) and normalised Hamming loss."""
     Xc, starts, Yc, S, F = data
     a = starts[i]
@@ -37,7 +37,10 @@ def chain_dense_corner(data, i, w):
     x = Xc[a:b]
     yt = Yc[a:b]
     y = chain_oracle_dense(x, w, yt, S, F, True)
-    idx, val = chain_psi_entries(x, yt, y, S, F)
+    if merged:
+        idx, val = chain_phi_diff_dense(x, yt, y, S, F)
+    else:
+        idx, val = chain_psi_entries(x, yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
 
 
@@ -79,8 +82,8 @@ def pack_multiclass_dense(X, Y, n_classes, n_features):
 
 
 @njit(cache=True, nogil=True)
-def multiclass_dense_corner(data, i, w):
-    """argmax_k <w_k, x_i> + [k != y_i], its psi and the 0-1 loss."""
+def multiclass_dense_corner(data, i, w, merged):
+    """argmax_k <w_k, x_i> + [k != y_i], its psi (always merged: two sorted blocks) and the 0-1 loss."""
     Xc, labels, K, F = data
     yt = labels[i]
     y = multiclass_oracle(Xc[i], w, yt, K, F, True)

@@ -1,10 +1,13 @@
-"""The compiled pass of the block-coordinate engine: (FW step, exact oracle, dense w_i).
+"""The compiled passes of the block-coordinate engine (dense w_i, a model with a compiled oracle).
 
 When the model offers a compiled corner kernel (:mod:`structfw.oracles.compiled`)
 a chunk of block iterations -- sampling, oracle, psi, line search, block update,
 gap estimate, averaging -- runs in one numba call: Alg. 1 lines 3-11 of Osokin
 et al. (2016) with no Python in the loop.  The arithmetic is that of the Python
 path (:func:`structfw.solvers._kernels.dense_block_step`), so the iterates agree.
+:func:`general_chunk` does the same for every other combination of the engine's
+parts (cache, pairwise and away steps) on the flat corner sets of
+:mod:`structfw.solvers.corners`: Python is entered once per chunk, never per corner.
 """
 from __future__ import annotations
 
@@ -12,8 +15,10 @@ import numpy as np
 from numba import njit
 
 from .._linalg import sparse_dot_dense
-from ._kernels import (_dot_and_sqnorm, _scale_into, _scale_into_avg, add_scaled_entries, fenwick_add,
-                       fenwick_find, fenwick_total, step_along)
+from .corners import (ALPHA_EPS, corner_key, cs_add, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive,
+                      cs_entries, cs_evict, cs_find, cs_room)
+from ._kernels import (_dot_and_sqnorm, _scale_into, _scale_into_avg, add_scaled_entries, dense_block_step,
+                       dense_dot, fenwick_add, fenwick_find, fenwick_total, step_along)
 
 #: sampler kinds understood by the kernel
 ORDER, GAP, MAX_GAP = 0, 1, 2
@@ -118,7 +123,7 @@ def plain_fw_chunk(corner, data, m, sampling, order, draws, estimates, tree, w, 
             avg_t += 1
             rho = _avg_rate(avg_kind, avg_t)
             inv_c = 1.0 / avg_c
-        idx, val, L = corner(data, i, w)
+        idx, val, L = corner(data, i, w, False)
         if check:
             H = L - sparse_dot_dense(idx, val, w)
             if H < -_H_TOL * max(1.0, abs(H)):
@@ -144,3 +149,158 @@ def plain_fw_chunk(corner, data, m, sampling, order, draws, estimates, tree, w, 
                     avg_c = 1.0
             avg_lbar = (1.0 - rho) * avg_lbar + rho * ell
     return ell, k, avg_t, avg_c, avg_lbar, m, -1
+
+
+# ===================================================================== general
+#: block steps understood by the general kernel
+FW_STEP, PAIRWISE_STEP, AWAY_STEP = 0, 1, 2
+#: slots of the integer and float state arrays of :func:`general_chunk`
+K, AVG_T, ORACLE_CALLS, CACHE_HITS, BAD, NEED = 0, 1, 2, 3, 4, 5
+ELL, AVG_C, AVG_LBAR, FULL_GAP = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True)
+def _avg_end(avg_kind, rho, u, fl):
+    if avg_kind == 0:
+        return
+    if rho >= 1.0:
+        u[:] = 0.0
+        fl[AVG_C] = 1.0
+    else:
+        fl[AVG_C] *= 1.0 - rho
+        if fl[AVG_C] < 1e-150:
+            u *= fl[AVG_C]
+            fl[AVG_C] = 1.0
+    fl[AVG_LBAR] = (1.0 - rho) * fl[AVG_LBAR] + rho * fl[ELL]
+
+
+@njit(cache=True, nogil=True)
+def _scale_alpha(S, i, c):
+    alpha = S[3]
+    for k in range(S[0][i]):
+        alpha[i, k] *= c
+
+
+@njit(cache=True, nogil=True)
+def general_chunk(corner, data, S, s0, m, sampling, order, draws, estimates, tree, w, wi, li, lam,
+                  step_kind, cache, F, nu, cache_size, track_alpha, predefined, avg_kind, check,
+                  oracle_gaps, u, it, fl):
+    """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away) in numba.
+
+    The same iteration as the Python parts (:mod:`structfw.solvers.parts`): corner source
+    (the cache corner when its gap estimate reaches max(F g_i, nu/n g), else the compiled
+    oracle, its corner added to the block's set), block step (FW, pairwise or away with
+    the line search or 2n/(k+2n)), tidy (evict or drop the inactive), sampler and average
+    updates.  ``it`` and ``fl`` hold the integer and float state (slots K.., ELL..).
+
+    Returns (s, status): status 0 when the chunk is done; 1 when block ``it[BAD]`` or the
+    pool needs room before step s (nothing of step s was done: grow and call again from
+    s); 2 when the oracle did worse than the ground truth on example ``it[BAD]``.
+    """
+    n = wi.shape[0]
+    inv_ln = 1.0 / (lam * n)
+    keeps = cache or track_alpha
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    for s in range(s0, m):
+        if sampling == ORDER:
+            i = order[s]
+        elif sampling == GAP:
+            total = fenwick_total(tree)
+            i = min(int(draws[s] * n), n - 1) if total <= 0.0 else fenwick_find(tree, draws[s] * total)
+        else:
+            i = int(np.argmax(estimates))
+        k = it[K]
+        base = lam * dense_dot(wi[i], w) - li[i]
+        # ---- corner source (nothing is changed until the room check has passed)
+        slot = -1
+        hit = False
+        g_i = 0.0
+        if cache and size[i] > 0:
+            c, H = cs_best(S, i, w)
+            ghat = base + H / n
+            if ghat >= max(F * oracle_gaps[i], nu / n * fl[FULL_GAP]):
+                hit = True
+                slot = c
+                g_i = ghat
+        if hit:
+            ps_i, ps_v = cs_entries(S, i, slot)
+            L_s = loss[i, slot]
+        else:
+            ps_i, ps_v, L_s = corner(data, i, w, True)
+            H = L_s - sparse_dot_dense(ps_i, ps_v, w)
+            if check and H < -_H_TOL * max(1.0, abs(H)):
+                it[BAD] = i
+                return s, 2
+            if keeps:
+                slot = cs_find(S, i, corner_key(ps_i, ps_v, L_s), ps_i, ps_v, L_s)
+                if slot < 0 and cs_room(S, i, ps_i.shape[0]) != 0:
+                    it[BAD] = i
+                    it[NEED] = ps_i.shape[0]
+                    return s, 1
+            g_i = base + H / n
+        # ---- from here on the step changes the state
+        if hit:
+            it[CACHE_HITS] += 1
+            last[i, slot] = k
+        else:
+            it[ORACLE_CALLS] += 1
+            oracle_gaps[i] = g_i
+            if keeps:
+                slot = cs_add(S, i, ps_i, ps_v, L_s, 0.0, k)
+        gfixed = 2.0 * n / (k + 2.0 * n) if predefined else -1.0
+        rho = 0.0
+        inv_c = 0.0
+        if avg_kind != 0:
+            it[AVG_T] += 1
+            rho = _avg_rate(avg_kind, it[AVG_T])
+            inv_c = 1.0 / fl[AVG_C]
+        kind = step_kind
+        a = -1
+        if kind != FW_STEP:
+            a = cs_away(S, i, w)
+            if kind == AWAY_STEP:
+                g_away = lam * (cs_dot(S, i, a, w) * inv_ln - dense_dot(wi[i], w)) + li[i] - loss[i, a] / n
+                if g_i >= g_away or alpha[i, a] >= 1.0 - ALPHA_EPS:
+                    kind = FW_STEP
+        if kind == FW_STEP:
+            dl = L_s / n - li[i]
+            gamma, slope = dense_block_step(w, wi[i], -1.0, ps_i, ps_v, inv_ln, _EMPTY_I, _EMPTY_V, 0.0, dl,
+                                            lam, 1.0, gfixed, u, inv_c)
+            if track_alpha and gamma > 0.0:
+                _scale_alpha(S, i, 1.0 - gamma)
+                alpha[i, slot] += gamma
+                cs_clip(S, i)
+        elif kind == PAIRWISE_STEP:
+            pa_i, pa_v = cs_entries(S, i, a)
+            dl = (L_s - loss[i, a]) / n
+            gamma, slope = dense_block_step(w, wi[i], 0.0, ps_i, ps_v, inv_ln, pa_i, pa_v, -inv_ln, dl, lam,
+                                            alpha[i, a], gfixed, u, inv_c)
+            if gamma > 0.0:
+                alpha[i, a] -= gamma
+                alpha[i, slot] += gamma
+                cs_clip(S, i)
+        else:
+            pa_i, pa_v = cs_entries(S, i, a)
+            dl = li[i] - loss[i, a] / n
+            gamma, slope = dense_block_step(w, wi[i], 1.0, pa_i, pa_v, -inv_ln, _EMPTY_I, _EMPTY_V, 0.0, dl, lam,
+                                            alpha[i, a] / (1.0 - alpha[i, a]), gfixed, u, inv_c)
+            if gamma > 0.0:
+                _scale_alpha(S, i, 1.0 + gamma)
+                alpha[i, a] -= gamma
+                cs_clip(S, i)
+        li[i] += gamma * dl
+        fl[ELL] += gamma * dl
+        # ---- tidy the block's set, sampler, counters, average
+        if cache:
+            if size[i] > cache_size:
+                cs_evict(S, i, cache_size)
+        elif keeps:
+            cs_drop_inactive(S, i)
+        if sampling != ORDER:
+            g = g_i if g_i > 0.0 else 0.0
+            if sampling == GAP:
+                fenwick_add(tree, i, g - estimates[i])
+            estimates[i] = g
+        it[K] = k + 1
+        _avg_end(avg_kind, rho, u, fl)
+    return m, 0

@@ -23,7 +23,8 @@ import warnings
 import numpy as np
 
 from .._linalg import SparseVector, axpy, dot
-from ._fastpass import AVG_CODES, GAP, MAX_GAP, ORDER, plain_fw_chunk
+from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, AWAY_STEP, BAD, CACHE_HITS, ELL, FW_STEP, GAP, K, MAX_GAP,
+                        NEED, ORACLE_CALLS, ORDER, PAIRWISE_STEP, general_chunk, plain_fw_chunk)
 from ._kernels import dense_block_step, dense_dot
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
@@ -323,7 +324,7 @@ class BCFW(Solver):
             st = self.new_state(problem, rng)
         st.fingerprint = problem.fingerprint
         self._ctx = BlockContext(problem, st, *self._parts())
-        if self.step == "fw" and not self.cache and st.dense_blocks and not problem.constrained:
+        if self._compilable(problem, st):
             problem.compiled_oracle()  # pack the data now, before the clock starts
         return st
 
@@ -420,12 +421,13 @@ class BCFW(Solver):
         n = problem.n
         avg = st.avg
         predefined = self.step_size == "predefined"
-        fast = (self.step == "fw" and not self.cache and st.dense_blocks and not problem.approximate
-                and not problem.constrained)
-        compiled = problem.compiled_oracle() if fast else None
+        plain = self.step == "fw" and not self.cache
+        compiled = problem.compiled_oracle() if self._compilable(problem, st) else None
         if compiled is not None:
-            return self._compiled_pass(ctx, compiled, flag)
-        fast = fast and not ctx.validate
+            if plain:
+                return self._compiled_pass(ctx, compiled, flag)
+            return self._compiled_general_pass(ctx, compiled, flag)
+        fast = plain and self._compilable(problem, st) and not ctx.validate
         ctx.u = avg.u if avg is not None else _EMPTY_V
         ctx.inv_c = 0.0
         for _ in range(n):
@@ -456,12 +458,64 @@ class BCFW(Solver):
     #: block iterations per compiled call: Ctrl-C is polled between chunks
     COMPILED_CHUNK = 1024
 
+    @staticmethod
+    def _compilable(problem, st):
+        """The compiled passes need dense w_i, an exact oracle compiled by the model, no projection."""
+        return st.dense_blocks and not problem.approximate and not problem.constrained
+
+    def _chunk_plan(self, st, m):
+        """(sampling code, block order, uniform draws) for the next m steps."""
+        sampler = st.sampler
+        kind = {"uniform": ORDER, "perm": ORDER, "gap": GAP, "max_gap": MAX_GAP}[sampler.kind]
+        order = sampler.take_order(m) if kind == ORDER else _EMPTY_I
+        draws = st.rng.random(m) if kind == GAP else _EMPTY_V
+        return kind, order, draws
+
+    def _compiled_general_pass(self, ctx, compiled, flag):
+        """Cache / pairwise / away steps on the flat corner sets, in numba chunks (:func:`general_chunk`)."""
+        st, problem = ctx.st, ctx.problem
+        kernel, data = compiled
+        n, avg, store = problem.n, st.avg, st.corners
+        step_kind = {"fw": FW_STEP, "pairwise": PAIRWISE_STEP, "away": AWAY_STEP}[self.step]
+        avg_kind = AVG_CODES[avg.kind if avg is not None else None]
+        u = avg.u if avg is not None else _EMPTY_V
+        it = np.zeros(6, np.int64)
+        it[K], it[AVG_T] = st.k, (avg.t if avg is not None else 0)
+        fl = np.array([st.ell, avg.c if avg is not None else 1.0, avg.lbar if avg is not None else 0.0,
+                       st.full_gap])
+        done = 0
+        while done < n and not flag.requested:
+            m = min(self.COMPILED_CHUNK, n - done)
+            kind, order, draws = self._chunk_plan(st, m)
+            s = 0
+            while True:
+                s, status = general_chunk(
+                    kernel, data, store.arrays, s, m, kind, order, draws, st.sampler.estimates, st.sampler._tree,
+                    st.w, st.wi, st.li, problem.lam, step_kind, self.cache, self.cache_F, self.cache_nu,
+                    self.cache_size, st.track_alpha, self.step_size == "predefined", avg_kind, self.check_oracle,
+                    st.oracle_gaps, u, it, fl)
+                if status == 0:
+                    break
+                if status == 2:  # not a maximiser: the checked Python call names the example
+                    problem.oracle(int(it[BAD]), st.w, validate=True)
+                    problem.check_oracle_value(int(it[BAD]), -np.inf)
+                store.make_room(int(it[BAD]), int(it[NEED]))
+            done += m
+        st.k, st.ell = int(it[K]), float(fl[ELL])
+        ctx.counters["oracle_calls"] += int(it[ORACLE_CALLS])
+        ctx.counters["cache_hits"] += int(it[CACHE_HITS])
+        if avg is not None:
+            avg.t, avg.c, avg.lbar = int(it[AVG_T]), float(fl[AVG_C]), float(fl[AVG_LBAR])
+            avg.renormalise()
+        if done == n:
+            st.passes += 1
+            ctx.passes_done += 1
+
     def _compiled_pass(self, ctx, compiled, flag):
         """The (FW, exact oracle, dense) pass in numba chunks (:mod:`._fastpass`)."""
         st, problem = ctx.st, ctx.problem
         kernel, data = compiled
         n, sampler, avg = problem.n, st.sampler, st.avg
-        kind = {"uniform": ORDER, "perm": ORDER, "gap": GAP, "max_gap": MAX_GAP}[sampler.kind]
         avg_kind = AVG_CODES[avg.kind if avg is not None else None]
         u = avg.u if avg is not None else _EMPTY_V
         t, c, lbar = (avg.t, avg.c, avg.lbar) if avg is not None else (0, 1.0, 0.0)
@@ -469,8 +523,7 @@ class BCFW(Solver):
         done = 0
         while done < n and not flag.requested:
             m = min(self.COMPILED_CHUNK, n - done)
-            order = sampler.take_order(m) if kind == ORDER else _EMPTY_I
-            draws = st.rng.random(m) if kind == GAP else _EMPTY_V
+            kind, order, draws = self._chunk_plan(st, m)
             st.ell, st.k, t, c, lbar, steps, bad = plain_fw_chunk(
                 kernel, data, m, kind, order, draws, sampler.estimates, sampler._tree, st.w, st.wi, st.li,
                 st.ell, problem.lam, st.k, self.step_size == "predefined", avg_kind, u, t, c, lbar,

@@ -143,7 +143,7 @@ class Problem:
     def compiled_oracle(self):
         """The model's compiled corner kernel over this training set, or None.
 
-        ``(kernel, data)`` with ``kernel(data, i, w) -> (psi_idx, psi_val, L)`` of the
+        ``(kernel, data)`` with ``kernel(data, i, w, merged) -> (psi_idx, psi_val, L)`` of the
         loss-augmented labelling of example i (:mod:`structfw.oracles.compiled`); built
         once per problem.  Approximate oracles are never compiled into the engine's
         fast pass (their outputs need the ground-truth guard)."""
