@@ -266,3 +266,21 @@ def test_compiled_corner_sets_give_the_python_parts_iterates(kw, ocr60, monkeypa
     np.testing.assert_array_equal(a.size, b.size)
     for i in range(len(X)):
         np.testing.assert_allclose(np.sort(a[i].alpha), np.sort(b[i].alpha), atol=1e-12)
+
+
+def test_compiled_csr_chain_gives_the_python_iterates():
+    from structfw.bench.synthetic import make_chain_problem
+
+    X, Y = make_chain_problem(n=80, n_states=5, n_features=30, sparse=True, seed=1, n_test=0)[:2]
+    runs = []
+    for model in (sf.models.ChainModel(5, 30), _PythonOracleChainCSR(5, 30)):
+        for kw in (dict(), dict(step="pairwise", sampling="gap", cache=True, gap_refresh=2)):
+            runs.append(sf.StructuredSVM(model, solver=BCFW(**kw), lam=0.01, max_passes=3, tol=None,
+                                         random_state=2).fit(X, Y).coef_)
+    np.testing.assert_allclose(runs[0], runs[2], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(runs[1], runs[3], rtol=1e-9, atol=1e-12)
+
+
+class _PythonOracleChainCSR(sf.models.ChainModel):
+    def compiled_oracle(self, X, Y):
+        return None

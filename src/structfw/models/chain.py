@@ -138,12 +138,14 @@ class ChainModel(StructuredModel):
         )
 
     def compiled_oracle(self, X, Y):
-        """Loss-augmented Viterbi + psi of word i in one numba call (dense features only)."""
-        if not all(type(x) is np.ndarray for x in X):
-            return None
-        from ..oracles.compiled import chain_dense_corner, pack_chain_dense
+        """Loss-augmented Viterbi + psi of word i in one numba call (all words dense or all CSR)."""
+        from ..oracles import compiled
 
-        return chain_dense_corner, pack_chain_dense(X, Y, self.n_states, self.n_features)
+        if all(type(x) is np.ndarray for x in X):
+            return compiled.chain_dense_corner, compiled.pack_chain_dense(X, Y, self.n_states, self.n_features)
+        if all(sp.isspmatrix_csr(x) for x in X):
+            return compiled.chain_csr_corner, compiled.pack_chain_csr(X, Y, self.n_states, self.n_features)
+        return None
 
     # ------------------------------------------------------------ validation
     @staticmethod

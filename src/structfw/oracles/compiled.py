@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .chain import chain_oracle_dense, chain_phi_diff_dense, edge_label_diff, hamming_loss
+from .chain import (chain_oracle_csr, chain_oracle_dense, chain_phi_diff_csr, chain_phi_diff_dense, edge_label_diff,
+                    hamming_loss)
 from .multiclass import multiclass_oracle, multiclass_phi_diff
 
 
@@ -72,6 +73,34 @@ def chain_psi_entries(x, ya, yb, S, F):
     for p in range(L - 1):
         k = edge_label_diff(ya[p], ya[p + 1], yb[p], yb[p + 1], S * F, S, idx, val, k)
     return idx[:k], val[:k]
+
+
+def pack_chain_csr(X, Y, n_states, n_features):
+    """The CSR rows of all words stacked: (indptr (N+1,), indices, data, word starts (n+1,), Y (N,), S, F)."""
+    import scipy.sparse as sp
+
+    lengths = np.array([x.shape[0] for x in X], np.int64)
+    starts = np.zeros(len(X) + 1, np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    Xs = sp.vstack(X, format="csr")
+    Xs.sort_indices()
+    return (Xs.indptr.astype(np.int64), Xs.indices.astype(np.int64), Xs.data.astype(np.float64), starts,
+            np.ascontiguousarray(np.concatenate(Y), dtype=np.int64), np.int64(n_states), np.int64(n_features))
+
+
+@njit(cache=True, nogil=True)
+def chain_csr_corner(data, i, w, merged):
+    """As :func:`chain_dense_corner` for sparse (CSR) position features; psi is always merged."""
+    indptr, indices, values, starts, Yc, S, F = data
+    a = starts[i]
+    b = starts[i + 1]
+    ip = indptr[a:b + 1] - indptr[a]
+    ix = indices[indptr[a]:indptr[b]]
+    vx = values[indptr[a]:indptr[b]]
+    yt = Yc[a:b]
+    y = chain_oracle_csr(ip, ix, vx, w, yt, S, F, True)
+    idx, val = chain_phi_diff_csr(ip, ix, vx, yt, y, S, F)
+    return idx, val, hamming_loss(yt, y)
 
 
 # ------------------------------------------------------------- multiclass
