@@ -16,7 +16,7 @@ from numba import njit
 
 from .._linalg import sparse_dot_dense
 from .corners import (ALPHA_EPS, corner_key, cs_add, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive,
-                      cs_entries, cs_evict, cs_find, cs_room)
+                      cs_entries, cs_evict, cs_expire, cs_find, cs_room)
 from ._kernels import (_dot_and_sqnorm, _scale_into, _scale_into_avg, add_scaled_entries, dense_block_step,
                        dense_dot, fenwick_add, fenwick_find, fenwick_total, step_along)
 
@@ -181,17 +181,25 @@ def _scale_alpha(S, i, c):
         alpha[i, k] *= c
 
 
+#: what a block step does to its corner set afterwards
+DROP_INACTIVE, EVICT_OVER, EXPIRE = 0, 1, 2
+
+
 @njit(cache=True, nogil=True)
 def general_chunk(corner, data, S, s0, m, sampling, order, draws, estimates, tree, w, wi, li, lam,
-                  step_kind, cache, F, nu, cache_size, track_alpha, predefined, avg_kind, check,
-                  oracle_gaps, u, it, fl):
-    """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away) in numba.
+                  step_kind, cache, F, nu, track_alpha, predefined, avg_kind, check,
+                  oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit):
+    """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
 
     The same iteration as the Python parts (:mod:`structfw.solvers.parts`): corner source
     (the cache corner when its gap estimate reaches max(F g_i, nu/n g), else the compiled
-    oracle, its corner added to the block's set), block step (FW, pairwise or away with
-    the line search or 2n/(k+2n)), tidy (evict or drop the inactive), sampler and average
-    updates.  ``it`` and ``fl`` hold the integer and float state (slots K.., ELL..).
+    oracle, its corner added to the block's set; with ``approx`` the best corner of the
+    set, no oracle: MP-BCFW's approximate pass, eq. (6) of Shah et al.), block step (FW,
+    pairwise or away with the line search or 2n/(k+2n)), tidy (``tidy_kind``: drop the
+    inactive; evict the longest-unused over ``limit`` corners; or expire corners last used
+    before ``limit``), sampler (not in approximate passes) and average updates.  Corners
+    used or added are stamped with ``stamp`` (the block step k when stamp < 0).
+    ``it`` and ``fl`` hold the integer and float state (slots K.., ELL..).
 
     Returns (s, status): status 0 when the chunk is done; 1 when block ``it[BAD]`` or the
     pool needs room before step s (nothing of step s was done: grow and call again from
@@ -199,7 +207,7 @@ def general_chunk(corner, data, S, s0, m, sampling, order, draws, estimates, tre
     """
     n = wi.shape[0]
     inv_ln = 1.0 / (lam * n)
-    keeps = cache or track_alpha
+    keeps = cache or track_alpha or tidy_kind != DROP_INACTIVE
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     for s in range(s0, m):
         if sampling == ORDER:
@@ -210,12 +218,17 @@ def general_chunk(corner, data, S, s0, m, sampling, order, draws, estimates, tre
         else:
             i = int(np.argmax(estimates))
         k = it[K]
+        mark = k if stamp < 0 else stamp
         base = lam * dense_dot(wi[i], w) - li[i]
         # ---- corner source (nothing is changed until the room check has passed)
         slot = -1
         hit = False
         g_i = 0.0
-        if cache and size[i] > 0:
+        if approx:
+            slot, H = cs_best(S, i, w)
+            hit = True
+            g_i = base + H / n
+        elif cache and size[i] > 0:
             c, H = cs_best(S, i, w)
             ghat = base + H / n
             if ghat >= max(F * oracle_gaps[i], nu / n * fl[FULL_GAP]):
@@ -240,13 +253,14 @@ def general_chunk(corner, data, S, s0, m, sampling, order, draws, estimates, tre
             g_i = base + H / n
         # ---- from here on the step changes the state
         if hit:
-            it[CACHE_HITS] += 1
-            last[i, slot] = k
+            if not approx:
+                it[CACHE_HITS] += 1
+            last[i, slot] = mark
         else:
             it[ORACLE_CALLS] += 1
             oracle_gaps[i] = g_i
             if keeps:
-                slot = cs_add(S, i, ps_i, ps_v, L_s, 0.0, k)
+                slot = cs_add(S, i, ps_i, ps_v, L_s, 0.0, mark)
         gfixed = 2.0 * n / (k + 2.0 * n) if predefined else -1.0
         rho = 0.0
         inv_c = 0.0
@@ -291,12 +305,14 @@ def general_chunk(corner, data, S, s0, m, sampling, order, draws, estimates, tre
         li[i] += gamma * dl
         fl[ELL] += gamma * dl
         # ---- tidy the block's set, sampler, counters, average
-        if cache:
-            if size[i] > cache_size:
-                cs_evict(S, i, cache_size)
+        if tidy_kind == EVICT_OVER:
+            if size[i] > limit:
+                cs_evict(S, i, limit)
+        elif tidy_kind == EXPIRE:
+            cs_expire(S, i, limit)
         elif keeps:
             cs_drop_inactive(S, i)
-        if sampling != ORDER:
+        if sampling != ORDER and not approx:
             g = g_i if g_i > 0.0 else 0.0
             if sampling == GAP:
                 fenwick_add(tree, i, g - estimates[i])

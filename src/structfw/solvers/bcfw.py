@@ -19,17 +19,19 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
 from .._linalg import SparseVector, axpy, dot
-from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, AWAY_STEP, BAD, CACHE_HITS, ELL, FW_STEP, GAP, K, MAX_GAP,
-                        NEED, ORACLE_CALLS, ORDER, PAIRWISE_STEP, general_chunk, plain_fw_chunk)
-from ._kernels import dense_block_step, dense_dot
+from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, AWAY_STEP, BAD, CACHE_HITS, DROP_INACTIVE, ELL, EVICT_OVER,
+                        EXPIRE, FW_STEP, GAP, K, MAX_GAP, NEED, ORACLE_CALLS, ORDER, PAIRWISE_STEP, general_chunk,
+                        plain_fw_chunk)
+from ._kernels import dense_block_step, dense_dot, projected_line_search
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
 from .corners import CornerStore
-from .parts import STEP_PARTS, BlockContext, ExactOracle, GapCache
+from .parts import STEP_PARTS, BlockContext, ExactOracle, GapCache, WorkingSet
 from .sampling import SAMPLINGS, BlockSampler
 
 _EMPTY_I = np.empty(0, np.int64)
@@ -99,6 +101,10 @@ class BCFWState:
         self.full_gap = np.inf        # g at the last full gap pass (cache rule)
         self.needs_refresh = True
         self.fingerprint = problem.fingerprint
+        self.avg2 = None              # MP-BCFW: the average over approximate steps
+        self.mp_iter = 0              # MP-BCFW: outer iterations done (planes are stamped with it)
+        self.mp_approx_passes = 0     # MP-BCFW: approximate passes of the last outer iteration
+        self.mp_work = 0.0            # MP-BCFW, approx_rule='work': the work counter
 
     @property
     def resumed(self):
@@ -143,12 +149,26 @@ class BCFWState:
         self.lam = lam_new
         self.needs_refresh = True
 
-    def average_w(self, problem):
-        """Pi(vbar): the primal point of the averaged dual variables (None without averaging)."""
+    def averaged(self, problem):
+        """(Pi(vbar), lbar): the primal point and l of the averaged dual variables (None without averaging).
+
+        MP-BCFW keeps two averages, over exact and over approximate steps; the reported
+        point is the interpolation between them with the best dual value (Shah et al.,
+        Sec. 3.5), found by the exact line search of the (projected) dual."""
         if self.avg is None:
             return None
-        vbar = self.avg.wbar(self.v)
-        return problem.project(vbar, out=vbar) if self.v is not self.w else vbar
+        v1, l1 = self.avg.wbar(self.v), self.avg.lbar
+        if self.avg2 is not None and self.avg2.t > 0:
+            v2, l2 = self.avg2.wbar(self.v), self.avg2.lbar
+            if self.avg.t == 0:
+                v1, l1 = v2, l2
+            else:
+                d = v1 - v2
+                idx = np.flatnonzero(d).astype(np.int64)
+                mask = problem.nonneg_mask if problem.constrained else np.zeros(self.d, np.bool_)
+                theta = projected_line_search(v2, idx, d[idx], mask, problem.lam, l1 - l2, 1.0)
+                v1, l1 = v2 + theta * d, l2 + theta * (l1 - l2)
+        return problem.project(v1, out=v1) if self.v is not self.w else v1, l1
 
     def delta(self):
         """Delta(alpha, lam) = 1/n sum_i sum_y alpha_i(y) H_i(y; w) = l - lam ||w||^2 (eq. (11))."""
@@ -234,18 +254,41 @@ class BCFW(Solver):
         Param("block_storage", "auto", "choice", ("auto", "dense", "sparse"), help="Storage of the w_i."),
         Param("max_dense_bytes", 2 * 1024 ** 3, "int", low=0, help="Largest n*d*8 stored densely by 'auto'."),
         Param("check_oracle", True, "bool", help="Validate oracle outputs in the first pass and gap passes."),
+        Param("multi_plane", False, "bool",
+              help="MP-BCFW: per-block working sets and approximate passes (Shah et al. 2015, Alg. 3)."),
+        Param("max_planes", 1000, "int", low=1, help="MP-BCFW: N, the most planes kept per block."),
+        Param("max_approx_passes", 1000, "int", low=0, help="MP-BCFW: M, the most approximate passes per iteration."),
+        Param("plane_timeout", 10, "int", low=1,
+              help="MP-BCFW: T, outer iterations a plane may stay inactive before it leaves."),
+        Param("approx_rule", "time", "choice", ("time", "work"),
+              help="MP-BCFW: stop approximate passes when the dual's rise per second ('time', Sec. 3.4) or per "
+                   "unit of work ('work': deterministic) of the last pass falls below the iteration's."),
+        Param("oracle_work", 10.0, "float", low=0.0,
+              help="MP-BCFW, approx_rule='work': an oracle call's cost in plane dot products."),
     )
 
     def __init__(self, step_size="linesearch", sampling="uniform", step="fw", cache=False,
                  cache_F=0.25, cache_nu=0.01, cache_size=50, averaging=None, gap_refresh=10,
-                 block_storage="auto", max_dense_bytes=2 * 1024 ** 3, check_oracle=True):
+                 block_storage="auto", max_dense_bytes=2 * 1024 ** 3, check_oracle=True, multi_plane=False,
+                 max_planes=1000, max_approx_passes=1000, plane_timeout=10, approx_rule="time",
+                 oracle_work=10.0):
         self._init_params(locals())
+        self._check_combination()
+
+    def _check_combination(self):
+        if self.multi_plane and self.cache:
+            raise ValueError("cache=True and multi_plane=True are two caches of oracle corners: choose one "
+                             "(MP-BCFW's working sets replace the gap-based cache)")
+
+    def validate_params(self):
+        super().validate_params()
+        self._check_combination()
 
     @property
     def label(self):
         """A short name in the papers' style, e.g. "BCPFW-gap-cache-wavg"."""
         base = {"fw": "BCFW", "pairwise": "BCPFW", "away": "BCAFW"}[self.step]
-        parts = [base]
+        parts = ["MP-" + base if self.multi_plane else base]
         if self.sampling not in ("uniform",):
             parts.append(self.sampling)
         if self.cache:
@@ -260,7 +303,9 @@ class BCFW(Solver):
     def _parts(self):
         """The corner source and block step these options select."""
         step = STEP_PARTS[self.step]()
-        if self.cache:
+        if self.multi_plane:
+            source = WorkingSet(self.max_planes, self.plane_timeout)
+        elif self.cache:
             source = GapCache(self.cache_F, self.cache_nu, self.cache_size)
         else:
             source = ExactOracle()
@@ -278,12 +323,17 @@ class BCFW(Solver):
         dense = self.block_storage == "dense" or (
             self.block_storage == "auto" and problem.n * problem.d * 8 <= self.max_dense_bytes)
         track = self.step in ("pairwise", "away")
-        st = BCFWState(problem, dense, track_alpha=track, keep_corners=track or self.cache,
+        st = BCFWState(problem, dense, track_alpha=track, keep_corners=track or self.cache or self.multi_plane,
                        corner_capacity=self.cache_size + 2 if self.cache else 8)
         st.rng = np.random.default_rng(rng)
         st.sampler = BlockSampler(self.sampling, problem.n, st.rng)
-        st.avg = LazyAverage(self.averaging, st.w, st.ell) if self.averaging else None
+        self._new_averages(st)
         return st
+
+    def _new_averages(self, st):
+        """The running average; MP-BCFW keeps one over exact and one over approximate steps (Sec. 3.5)."""
+        st.avg = LazyAverage(self.averaging, st.w, st.ell) if self.averaging else None
+        st.avg2 = LazyAverage(self.averaging, st.w, st.ell) if self.averaging and self.multi_plane else None
 
     def state_at_corners(self, problem, labellings, rng=None):
         """The dual point alpha_i(y'_i) = 1 for the given labelling y'_i of every block.
@@ -312,8 +362,7 @@ class BCFW(Solver):
         if st.v is not st.w:
             problem.project(st.v, out=st.w)
         st.ell = float(st.li.sum())
-        if st.avg is not None:
-            st.avg = LazyAverage(self.averaging, st.w, st.ell)
+        self._new_averages(st)
         return st
 
     def init_state(self, problem, state, rng):
@@ -337,14 +386,15 @@ class BCFW(Solver):
             return None
         if st.lam != problem.lam:
             st.rescale_lam(problem.lam)
-        if (self.cache or needs_alpha) and st.corners is None:
+        if (self.cache or needs_alpha or self.multi_plane) and st.corners is None:
             st.corners = BCFWState(problem, st.dense_blocks, False, True).corners
         st.track_alpha = needs_alpha
         if st.sampler is None or st.sampler.kind != self.sampling:
             st.sampler = BlockSampler(self.sampling, problem.n, st.rng)
             st.needs_refresh = True
-        if (st.avg.kind if st.avg is not None else None) != self.averaging:
-            st.avg = LazyAverage(self.averaging, st.w, st.ell) if self.averaging else None
+        if ((st.avg.kind if st.avg is not None else None) != self.averaging
+                or (st.avg2 is not None) != bool(self.averaging and self.multi_plane)):
+            self._new_averages(st)
         return st
 
     # ============================================================= gap pass
@@ -397,43 +447,101 @@ class BCFW(Solver):
             dual = st.dual()
             w_rep = st.w
             if st.avg is not None:
-                w_rep = st.average_w(problem)
+                w_rep, lbar = st.averaged(problem)
                 primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=False)
                 monitor.monitor_calls += n
-                dual = -0.5 * problem.lam * float(np.dot(w_rep, w_rep)) + st.avg.lbar
+                dual = -0.5 * problem.lam * float(np.dot(w_rep, w_rep)) + lbar
                 gap = primal - dual
             c = ctx.counters
+            extra = {}
+            if self.multi_plane:
+                extra = dict(planes_per_block=float(st.corners.size.mean()), approx_passes=st.mp_approx_passes,
+                             outer_iterations=st.mp_iter)
             monitor.record(w_rep, c["oracle_calls"] / n, c["oracle_calls"], primal, dual, gap,
                            engine_passes=ctx.passes_done, iterations=st.k, cache_hits=c["cache_hits"],
                            active_corners=st.n_active(),
-                           oracle_time_frac=c["oracle_time"] / max(monitor.opt_time(), 1e-12))
+                           oracle_time_frac=c["oracle_time"] / max(monitor.opt_time(), 1e-12), **extra)
         return gap
 
     def result_w(self, st):
-        return st.average_w(self._ctx.problem) if st.avg is not None else st.w.copy()
+        return st.averaged(self._ctx.problem)[0] if st.avg is not None else st.w.copy()
 
     # ======================================================= one data pass
     def run_pass(self, problem, st, flag):
-        """n block iterations (fewer if Ctrl-C arrives: the pass ends after the current step)."""
+        """n block iterations (fewer if Ctrl-C arrives: the pass ends after the current step).
+
+        With ``multi_plane`` one call is an outer iteration of MP-BCFW (Alg. 3 lines 5-6):
+        an exact pass, then approximate passes until the rule of Sec. 3.4 stops them."""
+        if not self.multi_plane:
+            self._block_pass(problem, st, flag)
+            return
         ctx = self._ctx
-        ctx.validate = self.check_oracle and st.passes == 0 and not st.resumed
-        st.sampler.start_pass()
+        st.mp_iter += 1
+        ctx.stamp = st.mp_iter
+        clock = self._mp_clock(st, problem)
+        t0, D0 = clock(), st.dual()
+        self._mp_pass(problem, st, flag, approx=False)
+        done = 0
+        t_prev, D_prev = clock(), st.dual()
+        while done < self.max_approx_passes and not flag.requested:
+            self._mp_pass(problem, st, flag, approx=True, work=clock)
+            done += 1
+            t, D = clock(), st.dual()
+            # Sec. 3.4: go on while the last pass raised D faster than the iteration so far
+            slope_last = (D - D_prev) / max(t - t_prev, 1e-300)
+            slope_iter = (D - D0) / max(t - t0, 1e-300)
+            if slope_last < slope_iter:
+                break
+            t_prev, D_prev = t, D
+        st.mp_approx_passes = done
+        ctx.counters["approx_passes"] = ctx.counters.get("approx_passes", 0) + done
+
+    def _mp_clock(self, st, problem):
+        """Seconds, or the deterministic work counter of approx_rule='work'."""
+        if self.approx_rule == "time":
+            return time.perf_counter
+        return lambda: st.mp_work
+
+    def _mp_pass(self, problem, st, flag, approx, work=None):
+        """An exact or approximate pass; the other kind's average is held fixed meanwhile."""
+        ctx = self._ctx
+        ctx.source.approx = approx
+        live, held = (st.avg2, st.avg) if approx else (st.avg, st.avg2)
+        frozen = held.wbar(st.v) if held is not None else None
+        if self.approx_rule == "work":
+            # an exact pass costs n oracle calls, an approximate one a dot product per plane
+            st.mp_work += float(st.corners.size.sum()) + problem.n if approx else problem.n * (self.oracle_work + 1.0)
+        try:
+            self._block_pass(problem, st, flag, order=st.rng.permutation(problem.n) if approx else None,
+                             approx=approx, avg=live)
+        finally:
+            ctx.source.approx = False
+            if held is not None:
+                held.set_from(frozen, st.v)
+
+    def _block_pass(self, problem, st, flag, order=None, approx=False, avg=None):
+        """One pass of n block steps: blocks from the sampler (or ``order``), the live average ``avg``."""
+        ctx = self._ctx
+        if avg is None and not approx:
+            avg = st.avg
+        ctx.validate = self.check_oracle and st.passes == 0 and not st.resumed and not approx
+        if order is None:
+            st.sampler.start_pass()
         n = problem.n
-        avg = st.avg
         predefined = self.step_size == "predefined"
-        plain = self.step == "fw" and not self.cache
+        plain = self.step == "fw" and not self.cache and not self.multi_plane
         compiled = problem.compiled_oracle() if self._compilable(problem, st) else None
         if compiled is not None:
             if plain:
                 return self._compiled_pass(ctx, compiled, flag)
-            return self._compiled_general_pass(ctx, compiled, flag)
+            return self._compiled_general_pass(ctx, compiled, flag, order, approx, avg)
         fast = plain and self._compilable(problem, st) and not ctx.validate
         ctx.u = avg.u if avg is not None else _EMPTY_V
         ctx.inv_c = 0.0
-        for _ in range(n):
+        for s in range(n):
             if flag.requested:
                 break
-            i = st.sampler.next()
+            i = int(order[s]) if order is not None else st.sampler.next()
             ctx.gfixed = 2.0 * n / (st.k + 2.0 * n) if predefined else -1.0
             rho = 0.0
             if avg is not None:
@@ -444,14 +552,15 @@ class BCFW(Solver):
                 slot, psi, L, g_i, _ = ctx.source.fw_corner(ctx, i)
                 ctx.step.move(ctx, i, slot, psi, L, g_i)
                 ctx.source.tidy(st, i)
-                if st.sampler.adaptive:
+                if st.sampler.adaptive and not approx:
                     st.sampler.update(i, g_i)
             st.k += 1
             if avg is not None:
                 avg.end_step(rho, st.ell)
         else:
-            st.passes += 1
-            ctx.passes_done += 1
+            if not approx:
+                st.passes += 1
+                ctx.passes_done += 1
         if avg is not None:
             avg.renormalise()
 
@@ -471,11 +580,23 @@ class BCFW(Solver):
         draws = st.rng.random(m) if kind == GAP else _EMPTY_V
         return kind, order, draws
 
-    def _compiled_general_pass(self, ctx, compiled, flag):
-        """Cache / pairwise / away steps on the flat corner sets, in numba chunks (:func:`general_chunk`)."""
+    def _tidy_rule(self, st, approx):
+        """(tidy kind, limit, stamp) of the compiled general pass for these options."""
+        if self.multi_plane:
+            if approx:
+                return EXPIRE, st.mp_iter - self.plane_timeout + 1, st.mp_iter
+            return EVICT_OVER, self.max_planes, st.mp_iter
+        if self.cache:
+            return EVICT_OVER, self.cache_size, -1
+        return DROP_INACTIVE, 0, -1
+
+    def _compiled_general_pass(self, ctx, compiled, flag, order=None, approx=False, avg=None):
+        """Cache / pairwise / away / MP-BCFW steps on the flat corner sets, in numba chunks
+        (:func:`general_chunk`)."""
         st, problem = ctx.st, ctx.problem
         kernel, data = compiled
-        n, avg, store = problem.n, st.avg, st.corners
+        n, store = problem.n, st.corners
+        tidy_kind, limit, stamp = self._tidy_rule(st, approx)
         step_kind = {"fw": FW_STEP, "pairwise": PAIRWISE_STEP, "away": AWAY_STEP}[self.step]
         avg_kind = AVG_CODES[avg.kind if avg is not None else None]
         u = avg.u if avg is not None else _EMPTY_V
@@ -486,14 +607,17 @@ class BCFW(Solver):
         done = 0
         while done < n and not flag.requested:
             m = min(self.COMPILED_CHUNK, n - done)
-            kind, order, draws = self._chunk_plan(st, m)
+            if order is None:
+                kind, chunk_order, draws = self._chunk_plan(st, m)
+            else:
+                kind, chunk_order, draws = ORDER, np.ascontiguousarray(order[done:done + m], np.int64), _EMPTY_V
             s = 0
             while True:
                 s, status = general_chunk(
-                    kernel, data, store.arrays, s, m, kind, order, draws, st.sampler.estimates, st.sampler._tree,
-                    st.w, st.wi, st.li, problem.lam, step_kind, self.cache, self.cache_F, self.cache_nu,
-                    self.cache_size, st.track_alpha, self.step_size == "predefined", avg_kind, self.check_oracle,
-                    st.oracle_gaps, u, it, fl)
+                    kernel, data, store.arrays, s, m, kind, chunk_order, draws, st.sampler.estimates,
+                    st.sampler._tree, st.w, st.wi, st.li, problem.lam, step_kind, self.cache, self.cache_F,
+                    self.cache_nu, st.track_alpha, self.step_size == "predefined", avg_kind, self.check_oracle,
+                    st.oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit)
                 if status == 0:
                     break
                 if status == 2:  # not a maximiser: the checked Python call names the example
@@ -507,7 +631,7 @@ class BCFW(Solver):
         if avg is not None:
             avg.t, avg.c, avg.lbar = int(it[AVG_T]), float(fl[AVG_C]), float(fl[AVG_LBAR])
             avg.renormalise()
-        if done == n:
+        if done == n and not approx:
             st.passes += 1
             ctx.passes_done += 1
 
@@ -557,6 +681,34 @@ class BCFW(Solver):
         st.ell += gamma * dl
         if st.sampler.adaptive:
             st.sampler.update(i, -slope)
+
+
+class MPBCFW(BCFW):
+    """Multi-plane BCFW (Shah, Kolmogorov, Lampert 2015): the engine with ``multi_plane=True``.
+
+    A preset of :class:`BCFW` (all its options apply): each outer iteration is one exact
+    pass -- the max oracle on every block, its plane added to the block's working set
+    W_i (at most ``max_planes`` = N, the longest-inactive plane leaving) -- followed by
+    approximate passes that step toward argmax_{W_i} H_i(y; w) without an oracle call
+    (eq. (6)); planes not active for ``plane_timeout`` = T iterations leave.  The number
+    of approximate passes is chosen by the slope rule of Sec. 3.4 (``approx_rule``), at
+    most ``max_approx_passes`` = M.  With ``averaging="weighted"`` two averages, over
+    exact and over approximate steps, are kept and the reported point is their
+    interpolation with the best dual value (Sec. 3.5: "MP-BCFW-avg").  ``max_passes``
+    counts outer iterations (= exact passes); the trace adds ``planes_per_block``,
+    ``approx_passes`` and ``outer_iterations`` (the paper's Figure 6).
+    """
+
+    name = "mpbcfw"
+    PARAMS = tuple(replace(p, default=True) if p.name == "multi_plane" else p for p in BCFW.PARAMS)
+
+    def __init__(self, step_size="linesearch", sampling="uniform", step="fw", cache=False,
+                 cache_F=0.25, cache_nu=0.01, cache_size=50, averaging=None, gap_refresh=10,
+                 block_storage="auto", max_dense_bytes=2 * 1024 ** 3, check_oracle=True, multi_plane=True,
+                 max_planes=1000, max_approx_passes=1000, plane_timeout=10, approx_rule="time",
+                 oracle_work=10.0):
+        self._init_params(locals())
+        self._check_combination()
 
 
 def exact_dual_from_alpha(problem, state):

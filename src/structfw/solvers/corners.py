@@ -159,6 +159,16 @@ def cs_evict(S, i, max_size):
 
 
 @njit(cache=True, nogil=True)
+def cs_expire(S, i, oldest):
+    """Remove block i's zero-weight corners last used before ``oldest`` (MP-BCFW: planes not
+    active during the last T outer iterations); at least one corner stays."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    for k in range(size[i] - 1, -1, -1):
+        if last[i, k] < oldest and alpha[i, k] <= ALPHA_EPS and size[i] > 1:
+            cs_remove(S, i, k)
+
+
+@njit(cache=True, nogil=True)
 def cs_best(S, i, w):
     """(slot, H) of argmax over block i's corners of H_i(y; w) = L_i(y) - <w, psi_i(y)>."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S

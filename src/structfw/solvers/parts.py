@@ -28,7 +28,8 @@ import numpy as np
 
 from .._linalg import SparseVector, axpy, combine, dot, sqnorm
 from ._kernels import dense_block_step, projected_line_search, step_along
-from .corners import ALPHA_EPS, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive, cs_entries, cs_evict
+from .corners import (ALPHA_EPS, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive, cs_entries, cs_evict,
+                      cs_expire)
 
 _EMPTY_I = np.empty(0, np.int64)
 _EMPTY_V = np.empty(0, np.float64)
@@ -54,6 +55,7 @@ class BlockContext:
         self.inv_ln = 1.0 / (problem.lam * problem.n)
         self.validate = False
         self.u, self.inv_c, self.gfixed = _EMPTY_V, 0.0, -1.0
+        self.stamp = -1  # what corners used now are stamped with (MP-BCFW: the outer iteration)
         self.counters = dict(oracle_calls=0, cache_hits=0, oracle_time=0.0)
         self.passes_done = 0
 
@@ -134,6 +136,45 @@ class GapCache(ExactOracle):
         for i, (y, psi, L, _) in enumerate(res):
             st.corners.add(i, psi, L, 0.0, st.k)
             cs_evict(st.corners.arrays, i, self.cache_size)
+
+
+class WorkingSet(ExactOracle):
+    """MP-BCFW's corner source (Shah, Kolmogorov, Lampert 2015, Alg. 3): per-block working sets
+    W_i of planes (our corners).
+
+    In an *exact* pass the oracle is called and its plane joins W_i, the longest-inactive
+    plane leaving past ``max_planes`` (N); in an *approximate* pass the corner is
+    argmax_{W_i} H_i(y; w) (eq. (6)), no oracle call, and planes not active during the last
+    ``timeout`` (T) outer iterations leave.  A plane is active when an exact or approximate
+    call returns it; ``ctx.stamp`` is the current outer iteration."""
+
+    keeps_corners = True
+
+    def __init__(self, max_planes, timeout):
+        self.max_planes, self.timeout = max_planes, timeout
+        self.approx = False
+
+    def fw_corner(self, ctx, i):
+        st = ctx.st
+        base = ctx.lam * st.block_w_dot(i, st.w) - st.li[i]
+        if not self.approx:
+            slot, psi, L, g, hit = self.call_oracle(ctx, i, base)
+            st.corners.last[i, slot] = ctx.stamp
+            return slot, psi, L, g, hit
+        store = st.corners
+        c, H = cs_best(store.arrays, i, st.w)
+        store.last[i, c] = ctx.stamp
+        return c, corner_vector(st, i, c), store.loss[i, c], base + H / ctx.n, True
+
+    def tidy(self, st, i):
+        if self.approx:
+            cs_expire(st.corners.arrays, i, self.oldest_kept(st))
+        elif st.corners.size[i] > self.max_planes:
+            cs_evict(st.corners.arrays, i, self.max_planes)
+
+    def oldest_kept(self, st):
+        """Planes last active before this outer iteration expire."""
+        return st.mp_iter - self.timeout + 1
 
 
 # ================================================================= block steps
