@@ -1,0 +1,209 @@
+"""``structfw bench mpbcfw``: Figures 4-6 of Shah, Kolmogorov, Lampert (2015).
+
+BCFW, BCFW-avg, MP-BCFW and MP-BCFW-avg (and the 2016 paper's BCPFW-gap-cache for
+comparison) at lam = 1/n on four tasks: multiclass (scikit-learn's bundled digits,
+1,797 8x8 images: the USPS-like set available offline), OCR, the binary graph-cut
+segmentation task (seg-binary) and the Potts task (seg-multi).  For each run:
+primal suboptimality P(w) - D_best, dual suboptimality P_best - D(alpha) and the
+duality gap, against oracle calls and against time (median and min-max over seeds;
+D_best / P_best are the best dual / primal values any run reached), plus the mean
+working-set size and the approximate passes per outer iteration (Figure 6).
+Writes mpbcfw.json, mpbcfw.png and mpbcfw.md under ``--out``.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ._common import bands, col, environment, first_reach, on_grid, pyplot, run_fit, write_json
+
+DATASETS = ("digits", "ocr", "seg-binary", "seg-multi")
+
+
+def variants():
+    from ..solvers import BCFW, MPBCFW
+
+    return {
+        "BCFW": BCFW(),
+        "BCFW-avg": BCFW(averaging="weighted"),
+        "MP-BCFW": MPBCFW(),
+        "MP-BCFW-avg": MPBCFW(averaging="weighted"),
+        "BCPFW-gap-cache": BCFW(step="pairwise", sampling="gap", cache=True),
+    }
+
+
+def load_task(name, subsample=None):
+    """(X, Y, model) of a benchmark task (training data only: the paper uses all data for learning)."""
+    from .. import datasets, models
+
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        Xd = d.data / 16.0
+        X, Y = list(np.hstack([Xd, np.ones((len(Xd), 1))])), list(d.target)
+        model = models.MulticlassModel(n_classes=10, n_features=65)
+    elif name == "ocr":
+        X, Y = datasets.load_ocr("train")
+        model = models.ChainModel(26, 128)
+    elif name in ("seg-binary", "seg-multi"):
+        X, Y, make_model = datasets.load_segmentation(name, "train")
+        model = make_model()
+    else:
+        raise ValueError(f"dataset must be one of {DATASETS}; got {name!r}")
+    if subsample:
+        X, Y = X[:int(subsample)], Y[:int(subsample)]
+    return X, Y, model
+
+
+def run_dataset(name, passes, seeds, subsample=None, log=print, names=None):
+    X, Y, model = load_task(name, subsample)
+    n = len(X)
+    lam = 1.0 / n
+    runs = {}
+    for label, solver in variants().items():
+        if names and label not in names:
+            continue
+        runs[label] = []
+        for seed in range(seeds):
+            run, svm = run_fit(model, solver, X, Y, lam, passes, seed, check_every=1)
+            runs[label].append(run)
+            log(f"[mpbcfw] {name} {label} seed {seed}: gap {col(run, 'gap')[-1]:.3e}, "
+                f"{col(run, 'oracle_calls')[-1] / n:.0f} oracle passes, {col(run, 'time_s')[-1]:.1f} s")
+    return dict(n=n, lam=lam, d=model.size_joint_feature, model=type(model).__name__, runs=runs)
+
+
+def summarise(entry):
+    """Curves on common grids and the targets' figures for one dataset."""
+    runs, n = entry["runs"], entry["n"]
+    P_best = min(np.nanmin(col(r, "primal")) for rs in runs.values() for r in rs)
+    D_best = max(np.nanmax(col(r, "dual")) for rs in runs.values() for r in rs)
+    max_calls = max(col(r, "oracle_calls")[-1] for rs in runs.values() for r in rs) / n
+    max_time = max(col(r, "time_s")[-1] for rs in runs.values() for r in rs)
+    calls_grid = np.linspace(0, max_calls, 60)
+    time_grid = np.geomspace(max(1e-3, max_time / 1e3), max_time, 60)
+    out = dict(P_best=P_best, D_best=D_best, calls_grid=calls_grid.tolist(), time_grid=time_grid.tolist(),
+               curves={}, reach={})
+    gap_targets = (1e-1, 3e-2, 1e-2, 3e-3)
+    for label, rs in runs.items():
+        curves = {}
+        for key, fn in (("primal_sub", lambda r: col(r, "primal") - D_best),
+                        ("dual_sub", lambda r: P_best - col(r, "dual")),
+                        ("gap", lambda r: col(r, "gap"))):
+            curves[key + "_calls"] = bands([on_grid(col(r, "oracle_calls") / n, fn(r), calls_grid) for r in rs])
+            curves[key + "_time"] = bands([on_grid(col(r, "time_s"), fn(r), time_grid) for r in rs])
+        if "planes_per_block" in rs[0]["columns"]:
+            curves["planes_per_block"] = [col(r, "planes_per_block").tolist() for r in rs]
+            curves["approx_passes"] = [col(r, "approx_passes").tolist() for r in rs]
+        out["curves"][label] = curves
+        # oracle passes and seconds to reach each gap (median over seeds); the running minimum of
+        # the gap, since the gap of an iterate fluctuates
+        reach = {}
+        for g in gap_targets:
+            calls = [first_reach(col(r, "oracle_calls") / n, np.fmin.accumulate(col(r, "gap")), g) for r in rs]
+            secs = [first_reach(col(r, "time_s"), np.fmin.accumulate(col(r, "gap")), g) for r in rs]
+            reach[str(g)] = dict(passes=_nanmedian(calls), seconds=_nanmedian(secs))
+        out["reach"][label] = reach
+    return out
+
+
+def _nanmedian(v):
+    v = np.asarray(v, float)
+    return float(np.median(v)) if np.all(np.isfinite(v)) else math.nan
+
+
+def run_mpbcfw(datasets=DATASETS, passes=30, seeds=5, out="bench_out/mpbcfw", subsample=None, log=print,
+               names=None):
+    out = Path(out)
+    doc = dict(benchmark="mpbcfw", passes=passes, seeds=seeds, subsample=subsample, environment=environment(),
+               datasets={})
+    for name in datasets:
+        entry = run_dataset(name, passes, seeds, subsample, log, names)
+        entry["summary"] = summarise(entry)
+        doc["datasets"][name] = entry
+    write_json(out / "mpbcfw.json", doc)
+    (out / "mpbcfw.md").write_text(format_table(doc))
+    try:
+        plot_mpbcfw(doc, out / "mpbcfw.png")
+    except ImportError as exc:  # matplotlib is an optional extra
+        log(f"(no plot: {exc})")
+    return doc
+
+
+def format_table(doc):
+    """Oracle passes and seconds to reach gaps 1e-1 .. 3e-3 (median over seeds), per dataset."""
+    lines = []
+    for name, entry in doc["datasets"].items():
+        s = entry["summary"]
+        targets = list(next(iter(s["reach"].values())).keys())
+        lines.append(f"\n**{name}** (n = {entry['n']}, lam = 1/n): oracle passes / seconds to reach the gap "
+                     "(median over seeds; '-' = not reached)\n")
+        lines.append("| variant | " + " | ".join(f"gap {t}" for t in targets) + " |")
+        lines.append("|---|" + "---|" * len(targets))
+        for label, reach in s["reach"].items():
+            cells = []
+            for t in targets:
+                p, sec = reach[t]["passes"], reach[t]["seconds"]
+                cells.append("-" if math.isnan(p) else f"{p:.0f} / {sec:.2f} s")
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_mpbcfw(doc, path):
+    plt = pyplot()
+    names = list(doc["datasets"])
+    fig, axes = plt.subplots(len(names), 5, figsize=(24, 4 * len(names)), squeeze=False)
+    for r, name in enumerate(names):
+        s = doc["datasets"][name]["summary"]
+        cg, tg = np.array(s["calls_grid"]), np.array(s["time_grid"])
+        for label, curves in s["curves"].items():
+            for c, (key, grid, xlab) in enumerate((("primal_sub_calls", cg, "oracle passes"),
+                                                   ("gap_calls", cg, "oracle passes"),
+                                                   ("gap_time", tg, "seconds"))):
+                b = curves[key]
+                med = np.array([np.nan if v is None else v for v in b["median"]], float)
+                lo = np.array([np.nan if v is None else v for v in b["min"]], float)
+                hi = np.array([np.nan if v is None else v for v in b["max"]], float)
+                line, = axes[r, c].plot(grid, med, label=label)
+                axes[r, c].fill_between(grid, lo, hi, color=line.get_color(), alpha=0.15)
+                axes[r, c].set_yscale("log")
+                axes[r, c].set_xlabel(xlab)
+                axes[r, c].set_title(f"{name}: {key.replace('_', ' ')}")
+                if key == "gap_time":
+                    axes[r, c].set_xscale("log")
+            if "planes_per_block" in curves:
+                axes[r, 3].plot(curves["planes_per_block"][0], label=label)
+                axes[r, 4].plot(curves["approx_passes"][0], label=label)
+        axes[r, 3].set_title(f"{name}: planes per block (seed 0)")
+        axes[r, 4].set_title(f"{name}: approximate passes per iteration (seed 0)")
+        for ax in axes[r]:
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _click_command():
+    import click
+
+    @click.command("mpbcfw")
+    @click.option("--dataset", "datasets", multiple=True, type=click.Choice(DATASETS), default=DATASETS,
+                  show_default=True, help="Tasks (repeat the option for several).")
+    @click.option("--passes", default=30, show_default=True, help="Oracle passes (outer iterations) per run.")
+    @click.option("--seeds", default=5, show_default=True, help="Random seeds per variant.")
+    @click.option("--subsample", type=int, default=None, help="Use only the first N training examples.")
+    @click.option("--out", default="bench_out/mpbcfw", show_default=True, type=click.Path(file_okay=False))
+    def bench_mpbcfw(datasets, passes, seeds, subsample, out):
+        """MP-BCFW paper Figures 4-6: BCFW, BCFW-avg, MP-BCFW, MP-BCFW-avg (and BCPFW-gap-cache)."""
+        if passes < 1 or seeds < 1:
+            raise click.BadParameter("passes and seeds must be >= 1")
+        run_mpbcfw(datasets, passes, seeds, out, subsample, log=click.echo)
+        click.echo(f"wrote {out}/mpbcfw.json, mpbcfw.md, mpbcfw.png")
+
+    return bench_mpbcfw
+
+
+bench_mpbcfw = _click_command()
