@@ -1,11 +1,14 @@
 """Solvers: the block-coordinate engine (BCFW and its variants, MP-BCFW), batch FW, SSG."""
 from .base import Monitor, SolveResult, Solver, StopRule
 from .bcfw import BCFW, MPBCFW, BCFWState
+from .cutting_plane import CuttingPlane
 from .fw import FW
+from .online_eg import OnlineEG
 from .problem import Problem
 from .ssg import SSG
 
-SOLVER_NAMES = {"bcfw": BCFW, "mpbcfw": MPBCFW, "fw": FW, "ssg": SSG}
+SOLVER_NAMES = {"bcfw": BCFW, "mpbcfw": MPBCFW, "fw": FW, "ssg": SSG, "cutting-plane": CuttingPlane,
+                "online-eg": OnlineEG}
 
 
 def make_solver(solver):
@@ -18,5 +21,5 @@ def make_solver(solver):
     raise ValueError(f"solver must be one of {sorted(SOLVER_NAMES)} or a solver object; got {solver!r}")
 
 
-__all__ = ["BCFW", "MPBCFW", "BCFWState", "FW", "SSG", "Solver", "StopRule", "Monitor", "SolveResult",
-           "Problem", "make_solver", "SOLVER_NAMES"]
+__all__ = ["BCFW", "MPBCFW", "BCFWState", "FW", "SSG", "CuttingPlane", "OnlineEG", "Solver", "StopRule", "Monitor",
+           "SolveResult", "Problem", "make_solver", "SOLVER_NAMES"]
