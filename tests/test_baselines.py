@@ -333,3 +333,83 @@ def test_chain_expectation_against_enumeration():
     np.testing.assert_allclose(E_phi, p @ phis, atol=1e-12)
     assert E_loss == pytest.approx(p @ losses, abs=1e-12)
     assert logZ == pytest.approx(theta.max() + np.log(np.exp(theta - theta.max()).sum()), abs=1e-12)
+
+
+@pytest.fixture(scope="module")
+def ocr60():
+    X, Y = sf.datasets.load_ocr("train")
+    return X[:60], Y[:60]
+
+
+OCR_SOLVERS = {
+    "cutting-plane": lambda: CuttingPlane(inactive_after=3),
+    "online-eg": lambda: OnlineEG(eta=0.1, init_c=-50.0),
+}
+
+
+def _ocr_svm(solver, passes, **kw):
+    return sf.StructuredSVM(ocr_eg_model(), solver=solver, lam=0.01, max_passes=passes, tol=None, random_state=7,
+                            **kw)
+
+
+@pytest.mark.parametrize("name", sorted(OCR_SOLVERS))
+def test_warm_start_continues_the_run_exactly_on_ocr(name, ocr60):
+    X, Y = ocr60
+    once = _ocr_svm(OCR_SOLVERS[name](), 6).fit(X, Y)
+    split = _ocr_svm(OCR_SOLVERS[name](), 3, warm_start=True).fit(X, Y)
+    split.fit(X, Y)
+    np.testing.assert_allclose(split.coef_, once.coef_, rtol=1e-10, atol=1e-12)
+    assert split.primal_ == pytest.approx(once.primal_, rel=1e-10)
+    assert split.n_iter_ == 3 and once.n_iter_ == 6
+
+
+@pytest.mark.parametrize("name", sorted(OCR_SOLVERS))
+def test_ctrl_c_at_random_moments_ends_interrupted_with_a_usable_estimator(name, ocr60):
+    X, Y = ocr60
+    rng = np.random.default_rng(sum(map(ord, name)))
+    _ocr_svm(OCR_SOLVERS[name](), 1).fit(X, Y)  # compile first, so the timers fall inside the solve
+    for _ in range(3):
+        svm = _ocr_svm(OCR_SOLVERS[name](), 100000)
+        timer = threading.Timer(float(rng.uniform(0.05, 0.4)), _thread.interrupt_main)
+        timer.start()
+        try:
+            svm.fit(X, Y)
+        finally:
+            timer.cancel()
+        assert svm.stopped_ == "interrupted"
+        assert np.all(np.isfinite(svm.coef_))
+        assert len(svm.predict(X[:3])) == 3
+        st = svm.state_
+        if hasattr(st, "wi"):
+            np.testing.assert_allclose(st.w, st.wi.sum(axis=0), atol=1e-10)
+        else:
+            np.testing.assert_allclose(st.w, st.beta @ st.psi / 0.01, atol=1e-10)
+        # the state is consistent: the fit can be continued
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            svm.set_params(warm_start=True, max_passes=1).fit(X, Y)
+        assert svm.stopped_ == "max_passes"
+
+
+@pytest.mark.slow
+def test_ocr_online_eg_is_substantially_worse_and_cutting_plane_behind_bcfw():
+    """BCFW paper, Fig. 1(a) and App. F, at lam = 0.01 on (a subset of) OCR: after the same number
+    of passes online-EG has a much higher primal than BCFW, and the batch cutting-plane method
+    trails BCFW in the first passes (one oracle pass gives it one constraint; BCFW takes n steps)."""
+    X, Y = sf.datasets.load_ocr("train")
+    X, Y = X[:1000], Y[:1000]
+    passes = 8
+    t0 = time.perf_counter()
+    runs = {}
+    for name, solver in [("bcfw", BCFW()), ("cutting-plane", CuttingPlane()),
+                         ("online-eg", OnlineEG(init_c=-50.0))]:
+        svm = sf.StructuredSVM(ocr_eg_model(), solver=solver, lam=0.01, max_passes=passes, tol=None,
+                               random_state=0).fit(X, Y)
+        runs[name] = svm.trace_
+    bcfw, cp, eg = (runs[k]["primal"] for k in ("bcfw", "cutting-plane", "online-eg"))
+    assert np.all(eg[1:] > 2.0 * bcfw[1:])  # online-EG: several times BCFW's primal at every pass
+    assert np.all(cp[1:] > bcfw[1:])        # cutting plane behind BCFW at every early pass
+    # every dual bound is honest: BCFW's final primal is above each solver's dual
+    for tr in runs.values():
+        assert np.all(tr["dual"] <= bcfw[-1] + 1e-9)
+    assert time.perf_counter() - t0 < 60

@@ -131,23 +131,26 @@ class OnlineEG(Solver):
     ----------
     eta : float > 0
         Initial step size of every block (halved per block when an update would decrease D).
+        The default 0.1 was the best of 0.01-0.3 on OCR at lam = 0.01.
     sampling : {"perm", "uniform"}
         Block order: a new random permutation every pass, or uniform draws.
     init_c : float
         The start theta_i(y) = init_c L_i(y): 0 (default) is the uniform distribution;
-        a negative value puts most of alpha_i on y_i (w near 0, the start of BCFW).
+        a negative value puts most of alpha_i on y_i (w near 0, the start of BCFW).  On OCR
+        (normalised Hamming loss) init_c = -50 gave a primal of 0.79 after 8 passes against
+        9.3 from the uniform start; far below that (-300) the first steps are lost in rounding.
     """
 
     name = "online-eg"
     PARAMS = (
-        Param("eta", 1.0, "float", low=0.0, low_open=True,
+        Param("eta", 0.1, "float", low=0.0, low_open=True,
               help="Initial EG step size per block (halved when an update would decrease the dual)."),
         Param("sampling", "perm", "choice", EG_SAMPLINGS, help="Block order within a pass."),
         Param("init_c", 0.0, "float",
               help="Start at theta_i = init_c L_i(y): 0 is uniform alpha, < 0 concentrates alpha near y_i (w near 0)."),
     )
 
-    def __init__(self, eta=1.0, sampling="perm", init_c=0.0):
+    def __init__(self, eta=0.1, sampling="perm", init_c=0.0):
         self._init_params(locals())
 
     @property
