@@ -65,7 +65,7 @@ def block_expectation(problem, i, v, c):
 
     The model is reached through the problem's data; a NaN or infinite result is an error
     naming the example (an overflowing expectation oracle would silently poison w)."""
-    E_phi, E_loss, _ = problem.model.expectation(problem.X[i], problem.Y[i], v, c)
+    E_phi, E_loss, _ = problem.expectation(i, v, c)
     E_phi = as_dense(E_phi)
     E_loss = float(E_loss)
     if E_phi.shape != (problem.d,) or not (np.all(np.isfinite(E_phi)) and math.isfinite(E_loss)):
@@ -190,7 +190,7 @@ class OnlineEG(Solver):
 
     @staticmethod
     def _phi_true(problem, i):
-        return as_dense(problem.model.joint_feature(problem.X[i], problem.Y[i]))
+        return as_dense(problem.joint_feature_true(i))
 
     # ------------------------------------------------------------ skeleton
     def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):

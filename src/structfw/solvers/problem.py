@@ -152,6 +152,15 @@ class Problem:
             self._compiled = None if make is None or self.approximate else make(self.X, self.Y)
         return self._compiled
 
+    def expectation(self, i, v, c):
+        """The model's expectation oracle on example i: (E_phi, E_loss, log_Z) of
+        p(y) ∝ exp(c L_i(y) + <v, phi(x_i, y)>) (online exponentiated gradient needs it)."""
+        return self.model.expectation(self.X[i], self.Y[i], v, c)
+
+    def joint_feature_true(self, i):
+        """phi(x_i, y_i)."""
+        return self.model.joint_feature(self.X[i], self.Y[i])
+
     def max_oracle(self, i, w):
         """y_i* = argmax_y H_i(y; w), the model's labelling as it returned it (unchecked)."""
         return self.model.loss_augmented_decode(self.X[i], self.Y[i], w)
