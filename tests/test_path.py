@@ -101,7 +101,7 @@ def test_proposition_1_invariants(toy, step):
         g_new = solver.gap_pass(prob.with_lam(lam_new), st)[1].sum()
         assert g_new == pytest.approx(g_before + (1 - rho) * d_before, abs=1e-9)
         if st.corners is not None and st.track_alpha:
-            from structfw.solvers.bcfw import exact_dual_from_alpha
+            from toy import exact_dual_from_alpha
 
             D, w_alpha, _ = exact_dual_from_alpha(prob.with_lam(lam_new), st)
             np.testing.assert_allclose(w_alpha, w_old, atol=1e-10)

@@ -101,3 +101,18 @@ def primal(model, X, Y, lam, w):
         ys = model.loss_augmented_decode(x, y, w)
         H += model.loss(y, ys) - model.psi(x, y, ys) @ w
     return 0.5 * lam * w @ w + H / n
+
+
+def exact_dual_from_alpha(problem, state):
+    """D(alpha) recomputed from the explicit active sets (for checks):
+    w = sum_i sum_y alpha_i(y) psi_i(y)/(lam n), l = sum alpha_i(y) L_i(y)/n."""
+    from structfw._linalg import axpy
+
+    w = np.zeros(problem.d)
+    ell = 0.0
+    for cs in state.corners:
+        for k, psi in enumerate(cs.psi):
+            if cs.alpha[k] > 0:
+                axpy(cs.alpha[k] / (problem.lam * problem.n), psi, w)
+                ell += cs.alpha[k] * cs.loss[k] / problem.n
+    return -0.5 * problem.lam * float(w @ w) + ell, w, ell

@@ -709,16 +709,3 @@ class MPBCFW(BCFW):
                  oracle_work=10.0):
         self._init_params(locals())
         self._check_combination()
-
-
-def exact_dual_from_alpha(problem, state):
-    """D(alpha) recomputed from the explicit active sets (for checks):
-    w = sum_i sum_y alpha_i(y) psi_i(y)/(lam n), l = sum alpha_i(y) L_i(y)/n."""
-    w = np.zeros(problem.d)
-    ell = 0.0
-    for cs in state.corners:
-        for k, psi in enumerate(cs.psi):
-            if cs.alpha[k] > 0:
-                axpy(cs.alpha[k] / (problem.lam * problem.n), psi, w)
-                ell += cs.alpha[k] * cs.loss[k] / problem.n
-    return -0.5 * problem.lam * float(w @ w) + ell, w, ell
