@@ -88,8 +88,9 @@ def summarise(entry):
                curves={}, reach={})
     # gap targets relative to what plain BCFW reaches at the end of its budget (g_B): the targets
     # 4 g_B, 2 g_B, g_B ask how many oracle passes / seconds each variant needs for BCFW's result
-    g_B = float(np.median([np.nanmin(col(r, "gap")) for r in runs.get("BCFW", next(iter(runs.values())))]))
-    gap_targets = tuple(float(f"{c * g_B:.3g}") for c in (4.0, 2.0, 1.0, 0.5))
+    # (the largest over seeds of BCFW's best gap, so that every BCFW run reaches g_B)
+    g_B = float(np.max([np.nanmin(col(r, "gap")) for r in runs.get("BCFW", next(iter(runs.values())))]))
+    gap_targets = tuple(c * g_B for c in (4.0, 2.0, 1.0, 0.5))
     out["gap_bcfw_end"] = g_B
     for label, rs in runs.items():
         curves = {}
@@ -158,7 +159,7 @@ def format_table(doc):
         targets = list(next(iter(s["reach"].values())).keys())
         lines.append(f"\n**{name}** (n = {entry['n']}, lam = 1/n): oracle passes / seconds to reach the gap "
                      "(median over seeds; '-' = not reached)\n")
-        lines.append("| variant | " + " | ".join(f"gap {t}" for t in targets) + " |")
+        lines.append("| variant | " + " | ".join(f"gap {float(t):.3g}" for t in targets) + " |")
         lines.append("|---|" + "---|" * len(targets))
         for label, reach in s["reach"].items():
             cells = []
