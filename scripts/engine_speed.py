@@ -12,8 +12,9 @@ import sys
 
 CODE = r"""
 import sys, numpy as np
-if {src!r}:
-    sys.path.insert(0, {src!r})
+src = {src!r}
+if src:
+    sys.path.insert(0, src)
 import structfw as sf
 from structfw.solvers import BCFW
 if {sparse!r}:
