@@ -115,12 +115,12 @@ class StructuredModel:
         return X, Y
 
     def compiled_oracle(self, X, Y):
-        """Optional: ``(kernel, data)`` running the max oracle and psi of example i in numba.
+        """Optional: ``(kind, data)``, the training set (X, Y) packed for a compiled corner kernel.
 
-        ``kernel(data, i, w, merged) -> (psi_idx, psi_val, L)`` for y_i* = argmax_y H_i(y; w)
-        over the validated training set (X, Y) packed into ``data``; with ``merged`` the
-        indices are sorted and unique (see :mod:`structfw.oracles.compiled`).  With it a plain BCFW pass is one numba
-        call.  Default: None (the engine calls :meth:`loss_augmented_decode`)."""
+        :func:`structfw.oracles.compiled.corner` ``(kind, data, i, w, merged)`` then returns
+        ``(psi_idx, psi_val, L)`` of y_i* = argmax_y H_i(y; w) in numba, and the engine runs
+        whole chunks of a pass in one call.  Default: None (the engine calls
+        :meth:`loss_augmented_decode` from Python)."""
         return None
 
     def get_config(self):

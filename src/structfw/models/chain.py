@@ -142,9 +142,9 @@ class ChainModel(StructuredModel):
         from ..oracles import compiled
 
         if all(type(x) is np.ndarray for x in X):
-            return compiled.chain_dense_corner, compiled.pack_chain_dense(X, Y, self.n_states, self.n_features)
+            return compiled.pack_chain_dense(X, Y, self.n_states, self.n_features)
         if all(sp.isspmatrix_csr(x) for x in X):
-            return compiled.chain_csr_corner, compiled.pack_chain_csr(X, Y, self.n_states, self.n_features)
+            return compiled.pack_chain_csr(X, Y, self.n_states, self.n_features)
         return None
 
     # ------------------------------------------------------------ validation

@@ -75,9 +75,9 @@ class MulticlassModel(StructuredModel):
         """The K-way loss-augmented argmax + psi of example i in one numba call (dense rows only)."""
         if not all(type(x) is np.ndarray and x.ndim == 1 for x in X):
             return None
-        from ..oracles.compiled import multiclass_dense_corner, pack_multiclass_dense
+        from ..oracles.compiled import pack_multiclass_dense
 
-        return multiclass_dense_corner, pack_multiclass_dense(X, Y, self.n_classes, self.n_features)
+        return pack_multiclass_dense(X, Y, self.n_classes, self.n_features)
 
     # ------------------------------------------------------------ validation
     def _check_x(self, x, name):

@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from .._linalg import sparse_dot_dense
+from ..oracles.compiled import corner
 from .corners import (ALPHA_EPS, corner_key, cs_add, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive,
                       cs_entries, cs_evict, cs_expire, cs_find, cs_room)
 from ._kernels import (_dot_and_sqnorm, _scale_into, _scale_into_avg, add_scaled_entries, dense_block_step,
@@ -80,13 +81,13 @@ def fw_block_step(w, wi, idx, val, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
 
 
 @njit(cache=True, nogil=True)
-def plain_fw_chunk(corner, data, m, sampling, order, draws, estimates, tree, w, wi, li, ell, lam, k,
+def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree, w, wi, li, ell, lam, k,
                    predefined, avg_kind, u, avg_t, avg_c, avg_lbar, check, scratch):
     """m block iterations of plain BCFW.
 
     Parameters
     ----------
-    corner, data : the model's compiled corner kernel and its packed training set
+    kind_oracle, data : the model's compiled corner kind and its packed training set (oracles.compiled)
     m : int                 block iterations to run
     sampling : int          ORDER (blocks from ``order``), GAP (p_i ~ estimates, uniforms ``draws``)
                             or MAX_GAP (the largest estimate)
@@ -123,7 +124,7 @@ def plain_fw_chunk(corner, data, m, sampling, order, draws, estimates, tree, w, 
             avg_t += 1
             rho = _avg_rate(avg_kind, avg_t)
             inv_c = 1.0 / avg_c
-        idx, val, L = corner(data, i, w, False)
+        idx, val, L = corner(kind_oracle, data, i, w, False)
         if check:
             H = L - sparse_dot_dense(idx, val, w)
             if H < -_H_TOL * max(1.0, abs(H)):
@@ -186,7 +187,7 @@ DROP_INACTIVE, EVICT_OVER, EXPIRE = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def general_chunk(corner, data, S, s0, m, sampling, order, draws, estimates, tree, w, wi, li, lam,
+def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates, tree, w, wi, li, lam,
                   step_kind, cache, F, nu, track_alpha, predefined, avg_kind, check,
                   oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit):
     """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
@@ -239,7 +240,7 @@ def general_chunk(corner, data, S, s0, m, sampling, order, draws, estimates, tre
             ps_i, ps_v = cs_entries(S, i, slot)
             L_s = loss[i, slot]
         else:
-            ps_i, ps_v, L_s = corner(data, i, w, True)
+            ps_i, ps_v, L_s = corner(kind_oracle, data, i, w, True)
             H = L_s - sparse_dot_dense(ps_i, ps_v, w)
             if check and H < -_H_TOL * max(1.0, abs(H)):
                 it[BAD] = i

@@ -594,7 +594,7 @@ class BCFW(Solver):
         """Cache / pairwise / away / MP-BCFW steps on the flat corner sets, in numba chunks
         (:func:`general_chunk`)."""
         st, problem = ctx.st, ctx.problem
-        kernel, data = compiled
+        oracle_kind, data = compiled
         n, store = problem.n, st.corners
         tidy_kind, limit, stamp = self._tidy_rule(st, approx)
         step_kind = {"fw": FW_STEP, "pairwise": PAIRWISE_STEP, "away": AWAY_STEP}[self.step]
@@ -614,7 +614,7 @@ class BCFW(Solver):
             s = 0
             while True:
                 s, status = general_chunk(
-                    kernel, data, store.arrays, s, m, kind, chunk_order, draws, st.sampler.estimates,
+                    oracle_kind, data, store.arrays, s, m, kind, chunk_order, draws, st.sampler.estimates,
                     st.sampler._tree, st.w, st.wi, st.li, problem.lam, step_kind, self.cache, self.cache_F,
                     self.cache_nu, st.track_alpha, self.step_size == "predefined", avg_kind, self.check_oracle,
                     st.oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit)
@@ -638,7 +638,7 @@ class BCFW(Solver):
     def _compiled_pass(self, ctx, compiled, flag):
         """The (FW, exact oracle, dense) pass in numba chunks (:mod:`._fastpass`)."""
         st, problem = ctx.st, ctx.problem
-        kernel, data = compiled
+        oracle_kind, data = compiled
         n, sampler, avg = problem.n, st.sampler, st.avg
         avg_kind = AVG_CODES[avg.kind if avg is not None else None]
         u = avg.u if avg is not None else _EMPTY_V
@@ -649,7 +649,7 @@ class BCFW(Solver):
             m = min(self.COMPILED_CHUNK, n - done)
             kind, order, draws = self._chunk_plan(st, m)
             st.ell, st.k, t, c, lbar, steps, bad = plain_fw_chunk(
-                kernel, data, m, kind, order, draws, sampler.estimates, sampler._tree, st.w, st.wi, st.li,
+                oracle_kind, data, m, kind, order, draws, sampler.estimates, sampler._tree, st.w, st.wi, st.li,
                 st.ell, problem.lam, st.k, self.step_size == "predefined", avg_kind, u, t, c, lbar,
                 self.check_oracle, scratch)
             ctx.counters["oracle_calls"] += steps + (bad >= 0)

@@ -143,8 +143,8 @@ class Problem:
     def compiled_oracle(self):
         """The model's compiled corner kernel over this training set, or None.
 
-        ``(kernel, data)`` with ``kernel(data, i, w, merged) -> (psi_idx, psi_val, L)`` of the
-        loss-augmented labelling of example i (:mod:`structfw.oracles.compiled`); built
+        ``(kind, data)`` for :func:`structfw.oracles.compiled.corner`, which returns
+        ``(psi_idx, psi_val, L)`` of the loss-augmented labelling of example i; built
         once per problem.  Approximate oracles are never compiled into the engine's
         fast pass (their outputs need the ground-truth guard)."""
         if not hasattr(self, "_compiled"):
