@@ -2,7 +2,9 @@
 
 {uniform, gap} sampling x {FW, pairwise} steps x {no cache, cache}, duality gap
 against effective passes and against time, median and min-max over seeds, on OCR
-and on a larger synthetic chain problem (``synthetic.make_chain_problem``).
+on a larger synthetic chain problem (``synthetic.make_chain_problem``) and, for Figure 3c's
+costly oracle, on the binary graph-cut segmentation task (``--dataset seg-binary``: an exact
+min cut of 1-3 ms per call, ``structfw.datasets.load_segmentation``).
 
 Accounting.  Gap sampling and the cache run a full gap pass every
 ``gap_refresh`` passes; its oracle calls are part of the algorithm and count in
@@ -39,6 +41,17 @@ def load_large(n=25000, sparse=True, seed=0, n_states=10, n_features=200):
 
     X, Y, Xt, Yt = make_chain_problem(n=n, n_states=n_states, n_features=n_features, sparse=sparse, seed=seed)
     return X, Y, Xt, Yt, models.ChainModel(n_states=n_states, n_features=n_features)
+
+
+def load_segmentation_data(subsample=None):
+    """The seg-binary task's train/test images and its GraphCutModel (w's edge weights kept >= 0)."""
+    from .. import datasets
+
+    X, Y, make_model = datasets.load_segmentation("seg-binary", "train")
+    Xt, Yt, _ = datasets.load_segmentation("seg-binary", "test")
+    if subsample:
+        X, Y = X[:int(subsample)], Y[:int(subsample)]
+    return X, Y, Xt, Yt, make_model()
 
 
 def _within_budget(run, passes):
@@ -131,6 +144,9 @@ def run_gaps(lams=("0.01", "0.001", "1/n"), passes=30, seeds=3, out="bench_out/g
             data = load_ocr_data(subsample)
             res = run_gaps_dataset("ocr", data, lams, passes, seeds, check_every, gap_refresh, log,
                                    cache_factor=cache_factor)
+        elif ds == "seg-binary":
+            res = run_gaps_dataset("seg-binary", load_segmentation_data(subsample), lams, passes, seeds,
+                                   check_every, gap_refresh, log, cache_factor=cache_factor)
         else:
             n = min(large_n, subsample * 4) if subsample else large_n
             data = load_large(n=n, sparse=large_sparse)
@@ -207,7 +223,8 @@ def format_table(res):
 @click.option("--cache-factor", default=3.0, show_default=True,
               help="Cache runs may take this many times more engine passes to use the same oracle budget.")
 @click.option("--out", default="bench_out/gaps", show_default=True, type=click.Path(file_okay=False))
-@click.option("--dataset", type=click.Choice(["ocr", "large", "both"]), default="ocr", show_default=True)
+@click.option("--dataset", type=click.Choice(["ocr", "large", "both", "seg-binary"]), default="ocr", show_default=True,
+              help="OCR, the large synthetic chain, both, or the graph-cut segmentation task (Fig. 3c).")
 @click.option("--subsample", default=None, type=int,
               help="OCR: this many training words; large: n = 4x this (quick runs).")
 @click.option("--large-n", default=25000, show_default=True, help="Sequences of the synthetic problem.")
