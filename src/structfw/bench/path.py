@@ -63,19 +63,24 @@ def make_engine(step="fw", sampling="perm", gap_refresh=2, cache=False):
 
 def run_path_benchmark(subsample=None, eps=0.1, kappa=0.5, out="bench_out/path", step="fw", sampling="perm",
                        gap_refresh=2, max_passes=500, seed=0, data="ocr", verbose=1):
-    """Path vs grid search (cold and warm) on OCR; writes path_vs_grid.json and .png in ``out``."""
+    """Path vs grid search (cold and warm) on OCR or the graph-cut segmentation task (``data="seg-binary"``,
+    whose pairwise weights the engine keeps >= 0); writes path_vs_grid.json and .png in ``out``."""
     from .. import datasets, models
 
-    if data != "ocr":
-        raise ValueError(f"data must be 'ocr'; got {data!r}")
-    X, Y = datasets.load_ocr("train")
+    if data == "ocr":
+        X, Y = datasets.load_ocr("train")
+        model = models.ChainModel(26, 128)
+    elif data == "seg-binary":
+        X, Y, make_model = datasets.load_segmentation("seg-binary", "train")
+        model = make_model()
+    else:
+        raise ValueError(f"data must be 'ocr' or 'seg-binary'; got {data!r}")
     if subsample:
         X, Y = X[:subsample], Y[:subsample]
-    model = models.ChainModel(26, 128)
     n = len(X)
     engine = make_engine(step, sampling, gap_refresh)
     log = click.echo if verbose else (lambda *a, **k: None)
-    log(f"OCR n={n}, eps={eps}, kappa={kappa}, engine {engine.label}")
+    log(f"{data} n={n}, eps={eps}, kappa={kappa}, engine {engine.label}")
 
     # numba warm-up outside the timings
     regularization_path(model, X[:20], Y[:20], eps=eps, kappa=kappa, solver=make_engine(step, sampling, gap_refresh),
@@ -101,7 +106,7 @@ def run_path_benchmark(subsample=None, eps=0.1, kappa=0.5, out="bench_out/path",
             f"({bad} of {len(GRID)} points not at gap <= eps)")
 
     doc = dict(
-        data="ocr", n=n, eps=eps, kappa=kappa, engine=engine.label,
+        data=data, n=n, eps=eps, kappa=kappa, engine=engine.label,
         engine_params={k: v for k, v in engine.get_params().items() if isinstance(v, (int, float, str, bool))},
         grid=list(GRID),
         path=dict(breakpoints=path.breakpoints.tolist(), gaps=path.gaps.tolist(), passes=path.passes.tolist(),
@@ -195,10 +200,12 @@ def plot_path_vs_grid(doc, path=None):
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", default="bench_out/path", show_default=True, type=click.Path(file_okay=False),
               help="Folder for path_vs_grid.json/.png, path.json/.png.")
-def bench_path(subsample, eps, kappa, step, sampling, gap_refresh, max_passes, seed, out):
+@click.option("--dataset", "data", type=click.Choice(["ocr", "seg-binary"]), default="ocr", show_default=True,
+              help="OCR (chain) or the graph-cut segmentation task.")
+def bench_path(subsample, eps, kappa, step, sampling, gap_refresh, max_passes, seed, out, data):
     """Regularisation path vs grid search over lam = 2^15..2^-15 with/without warm start (paper Fig. 4)."""
     try:
-        doc = run_path_benchmark(subsample, eps, kappa, out, step, sampling, gap_refresh, max_passes, seed)
+        doc = run_path_benchmark(subsample, eps, kappa, out, step, sampling, gap_refresh, max_passes, seed, data)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     s = doc["summary"]
