@@ -199,17 +199,25 @@ def plot_gaps(res, path):
     plt.close(fig)
 
 
+def _cell(v, fmt):
+    return f"{'-' if v is None else format(v, fmt):>8}"
+
+
 def format_table(res):
+    """Per lam and variant: effective passes (p@) and seconds (t@) to reach each gap target, final figures."""
     lines = []
     for key, e in res["lams"].items():
         lines.append(f"{res['dataset']} lam = {key} ({e['lam']:.4g})")
-        head = f"{'variant':>20} " + " ".join(f"{'p@' + t:>8}" for t in next(iter(e['variants'].values()))[
-            "passes_to_gap"]) + f" {'final gap':>10} {'passes':>7} {'time s':>7} {'calls':>9} {'hits':>9}"
+        targets = list(next(iter(e['variants'].values()))["passes_to_gap"])
+        head = (f"{'variant':>20} " + " ".join(f"{'p@' + t:>8}" for t in targets) + " "
+                + " ".join(f"{'t@' + t:>8}" for t in targets)
+                + f" {'final gap':>10} {'passes':>7} {'time s':>7} {'calls':>9} {'hits':>9}")
         lines.append(head)
         for label, var in e["variants"].items():
             f = var["final"]
-            ps = " ".join(f"{'-' if v is None else f'{v:.1f}':>8}" for v in var["passes_to_gap"].values())
-            lines.append(f"{label:>20} {ps} {f['gap']:10.3e} {f['passes_eff']:7.1f} {f['time_s']:7.2f} "
+            ps = " ".join(_cell(var["passes_to_gap"].get(t), ".1f") for t in targets)
+            ts = " ".join(_cell(var["time_to_gap"].get(t), ".2f") for t in targets)
+            lines.append(f"{label:>20} {ps} {ts} {f['gap']:10.3e} {f['passes_eff']:7.1f} {f['time_s']:7.2f} "
                          f"{f['oracle_calls']:9.0f} {f['cache_hits'] or 0:9.0f}")
     return "\n".join(lines)
 
