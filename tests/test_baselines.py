@@ -4,13 +4,11 @@ Against the exact optimum of the dual QP on the enumerable toy (tests/toy.py), t
 identity (the reported gap bounds the true suboptimality at every checkpoint), exact
 warm-start resume, Ctrl-C, option errors, and the BCFW paper's App. F claims on OCR.
 """
-import _thread
-import threading
 import time
-import warnings
 
 import numpy as np
 import pytest
+from interrupts import check_interrupted_fits
 from sklearn.base import clone
 
 import structfw as sf
@@ -364,29 +362,15 @@ def test_warm_start_continues_the_run_exactly_on_ocr(name, ocr60):
 @pytest.mark.parametrize("name", sorted(OCR_SOLVERS))
 def test_ctrl_c_at_random_moments_ends_interrupted_with_a_usable_estimator(name, ocr60):
     X, Y = ocr60
-    rng = np.random.default_rng(sum(map(ord, name)))
-    _ocr_svm(OCR_SOLVERS[name](), 1).fit(X, Y)  # compile first, so the timers fall inside the solve
-    for _ in range(3):
-        svm = _ocr_svm(OCR_SOLVERS[name](), 100000)
-        timer = threading.Timer(float(rng.uniform(0.05, 0.4)), _thread.interrupt_main)
-        timer.start()
-        try:
-            svm.fit(X, Y)
-        finally:
-            timer.cancel()
-        assert svm.stopped_ == "interrupted"
-        assert np.all(np.isfinite(svm.coef_))
-        assert len(svm.predict(X[:3])) == 3
-        st = svm.state_
+
+    def check_state(st):
         if hasattr(st, "wi"):
             np.testing.assert_allclose(st.w, st.wi.sum(axis=0), atol=1e-10)
         else:
             np.testing.assert_allclose(st.w, st.beta @ st.psi / 0.01, atol=1e-10)
-        # the state is consistent: the fit can be continued
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            svm.set_params(warm_start=True, max_passes=1).fit(X, Y)
-        assert svm.stopped_ == "max_passes"
+
+    check_interrupted_fits(lambda passes: _ocr_svm(OCR_SOLVERS[name](), passes), X, Y,
+                           np.random.default_rng(sum(map(ord, name))), 3, check_state)
 
 
 @pytest.mark.slow

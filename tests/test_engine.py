@@ -1,7 +1,4 @@
 """The engine's contract: options declared once, exact resume, Ctrl-C at safe points."""
-import _thread
-import threading
-import warnings
 
 import numpy as np
 import pytest
@@ -9,6 +6,7 @@ from sklearn.base import clone
 
 import structfw as sf
 from structfw.solvers import BCFW, FW, SSG
+from interrupts import check_interrupted_fits
 
 SOLVERS = {
     "bcfw": lambda: BCFW(),
@@ -155,28 +153,13 @@ INTERRUPTED = ["bcfw", "bcfw-wavg", "bcpfw-gap-cache-wavg", "bcafw-fixed", "fw",
 @pytest.mark.parametrize("name", INTERRUPTED)
 def test_ctrl_c_at_random_moments_ends_interrupted_with_a_usable_estimator(name, ocr60):
     X, Y = ocr60
-    rng = np.random.default_rng(sum(map(ord, name)))
-    _svm(SOLVERS[name](), 1).fit(X, Y)  # compile first, so the timers fall inside the solve
-    for _ in range(4):
-        svm = _svm(SOLVERS[name](), 100000)
-        timer = threading.Timer(float(rng.uniform(0.05, 0.4)), _thread.interrupt_main)
-        timer.start()
-        try:
-            svm.fit(X, Y)
-        finally:
-            timer.cancel()
-        assert svm.stopped_ == "interrupted"
-        assert np.all(np.isfinite(svm.coef_))
-        assert len(svm.predict(X[:3])) == 3
-        if svm.solver.has_dual:
-            st = svm.state_
-            if hasattr(st, "wi") and isinstance(st.wi, np.ndarray):
-                np.testing.assert_allclose(st.w, st.wi.sum(axis=0), atol=1e-10)
-        # the state is consistent: the fit can be continued
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            svm.set_params(warm_start=True, max_passes=1).fit(X, Y)
-        assert svm.stopped_ == "max_passes"
+
+    def check_state(st):
+        if hasattr(st, "wi") and isinstance(st.wi, np.ndarray):
+            np.testing.assert_allclose(st.w, st.wi.sum(axis=0), atol=1e-10)
+
+    check_interrupted_fits(lambda passes: _svm(SOLVERS[name](), passes), X, Y,
+                           np.random.default_rng(sum(map(ord, name))), 4, check_state)
 
 
 def test_ctrl_c_before_the_fit_is_not_carried_into_it(ocr60):
