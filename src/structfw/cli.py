@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-SOLVER_CHOICES = ["bcfw", "fw", "ssg"]
+#: every registered solver (structfw.solvers.SOLVER_NAMES; kept literal so --help imports no solver code)
+SOLVER_CHOICES = ["bcfw", "mpbcfw", "fw", "ssg", "cutting-plane", "online-eg"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -85,6 +86,11 @@ def make_solver_from_options(solver, sampling, step, step_size, cache, averaging
         return solvers.FW(step_size=step_size)
     if solver == "ssg":
         return solvers.SSG(averaging=None if averaging == "none" else averaging)
+    if solver == "mpbcfw":
+        return solvers.MPBCFW(step_size=step_size, sampling=sampling, step=step,
+                              averaging=None if averaging == "none" else averaging, gap_refresh=gap_refresh)
+    if solver in solvers.SOLVER_NAMES:
+        return solvers.SOLVER_NAMES[solver]()
     raise click.BadParameter(f"unknown solver {solver!r}", param_hint="--solver")
 
 
@@ -222,6 +228,7 @@ _register(bench, ".bench.fig1", "bench_fig1")
 _register(bench, ".bench.gaps", "bench_gaps")
 _register(bench, ".bench.speed", "bench_speed")
 _register(bench, ".bench.path", "bench_path")
+_register(bench, ".bench.mpbcfw", "bench_mpbcfw")
 _register(bench, ".svm.cli", "bench_svm")
 _register(main, ".path_cli", "path_command")
 

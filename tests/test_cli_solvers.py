@@ -1,0 +1,20 @@
+"""The command line offers every registered solver and the MP-BCFW benchmark."""
+from click.testing import CliRunner
+
+from structfw.cli import SOLVER_CHOICES, main
+from structfw.solvers import SOLVER_NAMES
+
+
+def test_solver_choices_are_the_registered_solvers():
+    assert sorted(SOLVER_CHOICES) == sorted(SOLVER_NAMES)
+
+
+def test_train_with_mpbcfw_and_the_mpbcfw_bench(tmp_path):
+    r = CliRunner().invoke(main, ["train", "--solver", "mpbcfw", "--passes", "1", "--quiet", "--data", "snakes",
+                                  "--lam", "0.1"])
+    assert r.exit_code == 0, r.output
+    assert "MP-BCFW" in r.output
+    r = CliRunner().invoke(main, ["bench", "mpbcfw", "--dataset", "digits", "--passes", "2", "--seeds", "1",
+                                  "--subsample", "60", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "mpbcfw.json").exists() and (tmp_path / "mpbcfw.md").exists()
