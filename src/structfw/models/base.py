@@ -114,6 +114,15 @@ class StructuredModel:
         Y = [self.check_y(x, y, name=f"Y[{i}]") for i, (x, y) in enumerate(zip(X, Y))]
         return X, Y
 
+    def expectation(self, x, y_true, v, c):
+        """Optional expectation oracle: ``(E_phi, E_loss, log_Z)`` of p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>).
+
+        E_phi = E_p[phi(x, y)] (length d), E_loss = E_p[Delta(y_true, y)], log_Z the log
+        partition function; ``y_true=None`` drops the loss term.  Online exponentiated
+        gradient needs it (:class:`structfw.solvers.OnlineEG`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no expectation oracle (marginals); implement "
+                                  "expectation(x, y_true, v, c) to use it with online exponentiated gradient")
+
     def compiled_oracle(self, X, Y):
         """Optional: ``(kind, data)``, the training set (X, Y) packed for a compiled corner kernel.
 

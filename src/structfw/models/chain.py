@@ -21,6 +21,7 @@ from ..oracles.chain import (
     chain_phi_diff_dense,
     hamming_loss,
 )
+from ..oracles.marginals import chain_expectation_dense
 from ._validation import (
     as_float_array,
     as_label_array,
@@ -136,6 +137,18 @@ class ChainModel(StructuredModel):
         return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 else (
             np.ascontiguousarray(y, dtype=np.int64).tobytes()
         )
+
+    def expectation(self, x, y_true, v, c):
+        """Forward-backward marginals of p(y) ∝ exp(c Hamming(y_true, y) + <v, phi(x, y)>) (log domain).
+
+        Returns (E_phi dense (d,), E_loss, log_Z); the normalised Hamming loss adds c/L to
+        every position's unary score where the label differs from y_true."""
+        v = np.ascontiguousarray(v, dtype=np.float64)
+        xd = np.ascontiguousarray(x.toarray() if sp.issparse(x) else x, dtype=np.float64)
+        has_loss = y_true is not None
+        yt = np.ascontiguousarray(y_true, dtype=np.int64) if has_loss else np.zeros(xd.shape[0], np.int64)
+        return chain_expectation_dense(xd, yt, self.unary_weights(v).copy(), self.transition_weights(v).copy(),
+                                       float(c), has_loss)
 
     def compiled_oracle(self, X, Y):
         """Loss-augmented Viterbi + psi of word i in one numba call (all words dense or all CSR)."""

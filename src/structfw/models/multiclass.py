@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._linalg import SparseVector
+from ..oracles.marginals import softmax_expectation
 from ..oracles.multiclass import multiclass_oracle, multiclass_phi_diff
 from ._validation import as_float_array, check_finite, check_int_param, check_sequence_of_inputs
 from .base import StructuredModel, register_model
@@ -70,6 +71,13 @@ class MulticlassModel(StructuredModel):
 
     def label_key(self, y):
         return int(y)
+
+    def expectation(self, x, y_true, v, c):
+        """Softmax marginals of p(k) ∝ exp(c [k != y_true] + <v_k, x>): (E_phi (d,), E_loss, log_Z)."""
+        V = np.asarray(v, dtype=np.float64)[: self.size_joint_feature].reshape(self.n_classes, self.n_features)
+        has_loss = y_true is not None
+        return softmax_expectation(np.ascontiguousarray(x, dtype=np.float64), int(y_true) if has_loss else 0,
+                                   np.ascontiguousarray(V), float(c), has_loss)
 
     def compiled_oracle(self, X, Y):
         """The K-way loss-augmented argmax + psi of example i in one numba call (dense rows only)."""
