@@ -47,6 +47,10 @@ class StructuredSVM(BaseEstimator):
         0 silent, 1 progress bar (pass, gap, time), 2 also a line per checkpoint.
     n_jobs : int or None
         Processes for batch oracle passes (gap passes, FW steps, prediction).
+    executor : {"process", "thread"}
+        Workers for ``n_jobs > 1``: local processes (the data are sent once, when they
+        start), or threads of this process (for oracles that release the GIL: the numba
+        kernels, the graph-cut min cut).
 
     Attributes
     ----------
@@ -65,7 +69,7 @@ class StructuredSVM(BaseEstimator):
     """
 
     def __init__(self, model, solver="bcfw", lam=0.01, max_passes=50, tol=1e-3, check_every=1,
-                 time_budget=None, random_state=None, warm_start=False, verbose=0, n_jobs=None):
+                 time_budget=None, random_state=None, warm_start=False, verbose=0, n_jobs=None, executor="process"):
         self.model = model
         self.solver = solver
         self.lam = lam
@@ -77,6 +81,7 @@ class StructuredSVM(BaseEstimator):
         self.warm_start = warm_start
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.executor = executor
 
     # ------------------------------------------------------------ scikit-learn
     def __sklearn_tags__(self):
@@ -124,7 +129,7 @@ class StructuredSVM(BaseEstimator):
                 raise ValueError("X_test and Y_test must be given together")
             if X_test is not None:
                 X_test, Y_test = self.model.check_data(X_test, Y_test)
-            executor = get_executor(self.n_jobs)
+            executor = get_executor(self.n_jobs, self.executor)
             problem = Problem(self.model, X, Y, lam, executor=executor, validated=True)
             meta = dict(solver=getattr(solver, "label", solver.name),
                         solver_params=_jsonable(solver.get_params()), lam=lam, n=problem.n, d=problem.d,
@@ -156,7 +161,7 @@ class StructuredSVM(BaseEstimator):
         """argmax_y <w, phi(x, y)> for every input."""
         self._check_fitted()
         X, _ = self.model.check_data(X)
-        executor = get_executor(self.n_jobs)
+        executor = get_executor(self.n_jobs, self.executor)
         try:
             return executor.decode(executor.bind(self.model, X), self.coef_)
         finally:

@@ -119,12 +119,54 @@ class ProcessExecutor(SerialExecutor):
         super().close()
 
 
-def get_executor(n_jobs=None):
-    """``None``/1: serial; ``k > 1``: k processes; ``-1``: one per CPU."""
+class ThreadExecutor(SerialExecutor):
+    """Runs oracles on ``n_jobs`` threads of this process (the data are shared, nothing is sent).
+
+    Worth it when the oracle releases the GIL: the numba kernels (``nogil=True``: chain
+    Viterbi, the Boykov-Kolmogorov min cut of the graph-cut models) do; pure-Python oracles
+    do not, and then processes are the choice.
+    """
+
+    def __init__(self, n_jobs):
+        super().__init__()
+        self.n_jobs = int(n_jobs)
+        self._pool = None
+
+    def _map(self, key, augmented, indices, w):
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.n_jobs)
+        idx = np.arange(self._size(key)) if indices is None else np.asarray(indices, np.int64)
+        bounds = np.linspace(0, len(idx), self.n_jobs + 1).astype(int)
+        data = self._data[key]
+        futures = [self._pool.submit(_run, data, augmented, idx[a:b], w)
+                   for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        out = []
+        for f in futures:
+            out.extend(f.result())
+        return out
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        super().close()
+
+
+EXECUTORS = ("process", "thread")
+
+
+def get_executor(n_jobs=None, backend="process"):
+    """``None``/1: serial; ``k > 1``: k workers; ``-1``: one per CPU.  ``backend``: "process" or "thread"."""
+    if backend not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}; got {backend!r}")
     if n_jobs is None or n_jobs == 1:
         return SerialExecutor()
     if not isinstance(n_jobs, (int, np.integer)) or isinstance(n_jobs, bool) or n_jobs == 0 or n_jobs < -1:
         raise ValueError(f"n_jobs must be None, -1 or a positive integer; got {n_jobs!r}")
     if n_jobs == -1:
         n_jobs = os.cpu_count() or 1
-    return ProcessExecutor(n_jobs) if n_jobs > 1 else SerialExecutor()
+    if n_jobs == 1:
+        return SerialExecutor()
+    return ThreadExecutor(n_jobs) if backend == "thread" else ProcessExecutor(n_jobs)

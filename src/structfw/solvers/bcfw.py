@@ -230,6 +230,18 @@ class BCFW(Solver):
     check_oracle : bool
         Validate every labelling returned by the oracle in the first pass of a
         fresh state and in gap passes (ValueError naming the oracle's labelling otherwise).
+    multi_plane, max_planes, max_approx_passes, plane_timeout, approx_rule, oracle_work
+        MP-BCFW (see :class:`MPBCFW`).
+    minibatch : int
+        tau >= 1: the engine draws tau blocks, runs their max oracles at once at the current
+        w on the executor's workers (``StructuredSVM(n_jobs=..., executor=...)``), then applies
+        the tau block steps in turn, each with its own line search at the updated w (Wang,
+        Sadhanala, Dai, Neiswanger, Sra, Xing 2016).  A corner computed at the batch's
+        starting w is still a vertex of the block's simplex, so every step keeps the
+        dual monotone; sequential exact line searches make at least the progress of one joint
+        step along the sum of the tau directions in the common case and reuse every step type,
+        the cache (hits are decided at the batch start; misses are batched) and MP-BCFW's exact
+        passes unchanged.  The compiled passes are for cheap oracles and run tau = 1.
 
     Notes
     -----
@@ -265,13 +277,16 @@ class BCFW(Solver):
                    "unit of work ('work': deterministic) of the last pass falls below the iteration's."),
         Param("oracle_work", 10.0, "float", low=0.0,
               help="MP-BCFW, approx_rule='work': an oracle call's cost in plane dot products."),
+        Param("minibatch", 1, "int", low=1,
+              help="tau: blocks whose oracles run at once on the executor's workers, then are applied in turn "
+                   "(Wang et al. 2016)."),
     )
 
     def __init__(self, step_size="linesearch", sampling="uniform", step="fw", cache=False,
                  cache_F=0.25, cache_nu=0.01, cache_size=50, averaging=None, gap_refresh=10,
                  block_storage="auto", max_dense_bytes=2 * 1024 ** 3, check_oracle=True, multi_plane=False,
                  max_planes=1000, max_approx_passes=1000, plane_timeout=10, approx_rule="time",
-                 oracle_work=10.0):
+                 oracle_work=10.0, minibatch=1):
         self._init_params(locals())
         self._check_combination()
 
@@ -538,10 +553,18 @@ class BCFW(Solver):
         fast = plain and self._compilable(problem, st) and not ctx.validate
         ctx.u = avg.u if avg is not None else _EMPTY_V
         ctx.inv_c = 0.0
+        tau = self.minibatch if not approx else 1
+        batch = []
         for s in range(n):
             if flag.requested:
                 break
-            i = int(order[s]) if order is not None else st.sampler.next()
+            if not batch:
+                # the next tau blocks; their oracles run at once at the current w (Wang et al. 2016)
+                batch = [int(order[t]) if order is not None else st.sampler.next() for t in range(s, min(s + tau, n))]
+                if tau > 1:
+                    ctx.source.prefetch(ctx, batch)
+                batch.reverse()
+            i = batch.pop()
             ctx.gfixed = 2.0 * n / (st.k + 2.0 * n) if predefined else -1.0
             rho = 0.0
             if avg is not None:
@@ -561,16 +584,17 @@ class BCFW(Solver):
             if not approx:
                 st.passes += 1
                 ctx.passes_done += 1
+        ctx.prefetched.clear()  # an interrupted batch leaves no corner for the next pass
         if avg is not None:
             avg.renormalise()
 
     #: block iterations per compiled call: Ctrl-C is polled between chunks
     COMPILED_CHUNK = 1024
 
-    @staticmethod
-    def _compilable(problem, st):
-        """The compiled passes need dense w_i, an exact oracle compiled by the model, no projection."""
-        return st.dense_blocks and not problem.approximate and not problem.constrained
+    def _compilable(self, problem, st):
+        """The compiled passes need dense w_i, an exact oracle compiled by the model, no projection,
+        no minibatch (minibatches are for costly oracles, which are not compiled)."""
+        return st.dense_blocks and not problem.approximate and not problem.constrained and self.minibatch == 1
 
     def _chunk_plan(self, st, m):
         """(sampling code, block order, uniform draws) for the next m steps."""
@@ -706,6 +730,6 @@ class MPBCFW(BCFW):
                  cache_F=0.25, cache_nu=0.01, cache_size=50, averaging=None, gap_refresh=10,
                  block_storage="auto", max_dense_bytes=2 * 1024 ** 3, check_oracle=True, multi_plane=True,
                  max_planes=1000, max_approx_passes=1000, plane_timeout=10, approx_rule="time",
-                 oracle_work=10.0):
+                 oracle_work=10.0, minibatch=1):
         self._init_params(locals())
         self._check_combination()

@@ -56,6 +56,7 @@ class BlockContext:
         self.validate = False
         self.u, self.inv_c, self.gfixed = _EMPTY_V, 0.0, -1.0
         self.stamp = -1  # what corners used now are stamped with (MP-BCFW: the outer iteration)
+        self.prefetched = {}  # minibatch: oracle results computed at the batch's starting w
         self.counters = dict(oracle_calls=0, cache_hits=0, oracle_time=0.0)
         self.passes_done = 0
 
@@ -76,14 +77,35 @@ class ExactOracle:
         base = ctx.lam * ctx.st.block_w_dot(i, ctx.st.w) - ctx.st.li[i]
         return self.call_oracle(ctx, i, base)
 
+    def needs_oracle(self, ctx, i):
+        """Will block i's next step call the oracle (at the current w)?"""
+        return True
+
+    def prefetch(self, ctx, blocks):
+        """Minibatch: run the oracles of these blocks at once (through the executor's workers)."""
+        need = sorted({i for i in blocks if self.needs_oracle(ctx, i)})
+        if not need:
+            return
+        t0 = time.perf_counter()
+        res = ctx.problem.batch_oracle(ctx.st.w, need, validate=ctx.validate)
+        ctx.counters["oracle_time"] += time.perf_counter() - t0
+        ctx.counters["oracle_calls"] += len(need)
+        ctx.prefetched.update(zip(need, res))
+
     @staticmethod
     def call_oracle(ctx, i, base):
         st, problem = ctx.st, ctx.problem
-        t0 = time.perf_counter()
-        y = problem.max_oracle(i, st.w)
-        ctx.counters["oracle_time"] += time.perf_counter() - t0
-        ctx.counters["oracle_calls"] += 1
-        y, psi, L, H = problem.oracle_corner(i, y, st.w, ctx.validate)
+        if i in ctx.prefetched:
+            # computed at the batch's starting w: still a vertex of the block's simplex; its score
+            # and the block-gap estimate are taken at the current w
+            y, psi, L, _ = ctx.prefetched.pop(i)
+            H = L - dot(psi, st.w)
+        else:
+            t0 = time.perf_counter()
+            y = problem.max_oracle(i, st.w)
+            ctx.counters["oracle_time"] += time.perf_counter() - t0
+            ctx.counters["oracle_calls"] += 1
+            y, psi, L, H = problem.oracle_corner(i, y, st.w, ctx.validate)
         g = base + H / ctx.n
         st.oracle_gaps[i] = g
         slot = -1
@@ -114,6 +136,15 @@ class GapCache(ExactOracle):
 
     def __init__(self, F, nu, cache_size):
         self.F, self.nu, self.cache_size = F, nu, cache_size
+
+    def needs_oracle(self, ctx, i):
+        """A cache miss at the current w (decided at the batch start for minibatches)."""
+        st, n = ctx.st, ctx.n
+        if st.corners.size[i] == 0:
+            return True
+        _, H = cs_best(st.corners.arrays, i, st.w)
+        ghat = ctx.lam * st.block_w_dot(i, st.w) - st.li[i] + H / n
+        return ghat < max(self.F * st.oracle_gaps[i], self.nu / n * st.full_gap)
 
     def fw_corner(self, ctx, i):
         st, n = ctx.st, ctx.n
