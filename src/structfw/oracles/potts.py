@@ -24,44 +24,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .chain import chain_unary_csr, chain_unary_dense
 from .maxflow import min_cut_numba
 
 
 # ------------------------------------------------------------------ node scores
-@njit(cache=True, nogil=True, fastmath=True)
-def node_scores_dense(x, w, K, F, y_true, augment):
-    """U[v, k] = <x_v, w[k F:(k+1) F]> (+ 1/V when augment and k != y_true[v])."""
-    V = x.shape[0]
-    U = np.empty((V, K))
-    c = 1.0 / V if V > 0 else 0.0
-    for v in range(V):
-        for k in range(K):
-            acc = 0.0
-            base = k * F
-            for f in range(F):
-                acc += x[v, f] * w[base + f]
-            if augment and k != y_true[v]:
-                acc += c
-            U[v, k] = acc
-    return U
-
-
-@njit(cache=True, nogil=True)
-def node_scores_csr(indptr, indices, data, w, K, F, y_true, augment):
-    """As :func:`node_scores_dense` for x given by CSR arrays (V = len(indptr) - 1)."""
-    V = indptr.shape[0] - 1
-    U = np.empty((V, K))
-    c = 1.0 / V if V > 0 else 0.0
-    for v in range(V):
-        for k in range(K):
-            acc = 0.0
-            base = k * F
-            for t in range(indptr[v], indptr[v + 1]):
-                acc += data[t] * w[base + indices[t]]
-            if augment and k != y_true[v]:
-                acc += c
-            U[v, k] = acc
-    return U
+# U[v, k] = <x_v, w_k> (+ 1/V where k != y_true[v] when loss-augmented) is a chain position's unary
+# score with the same normalised Hamming augmentation: the chain's kernels serve both
+node_scores_dense = chain_unary_dense
+node_scores_csr = chain_unary_csr
 
 
 @njit(cache=True, nogil=True)
