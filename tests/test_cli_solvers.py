@@ -18,3 +18,10 @@ def test_train_with_mpbcfw_and_the_mpbcfw_bench(tmp_path):
                                   "--subsample", "60", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "mpbcfw.json").exists() and (tmp_path / "mpbcfw.md").exists()
+
+
+def test_train_on_the_segmentation_tasks():
+    for data in ("seg-binary", "seg-multi"):
+        r = CliRunner().invoke(main, ["train", "--data", data, "--passes", "1", "--quiet", "--lam", "0.01"])
+        assert r.exit_code == 0, r.output
+        assert "test error" in r.output

@@ -22,13 +22,18 @@ def main():
 
 # --------------------------------------------------------------------------- data
 def load_training_data(data, fold=0):
-    """(X, Y, X_test, Y_test, default model) for --data ocr|snakes|PATH."""
+    """(X, Y, X_test, Y_test, default model) for --data ocr|snakes|seg-binary|seg-multi|PATH."""
     from . import datasets, models
 
     if data == "ocr":
         X, Y = datasets.load_ocr("train", fold=fold)
         Xt, Yt = datasets.load_ocr("test", fold=fold)
         return X, Y, Xt, Yt, models.ChainModel(n_states=26, n_features=128)
+    if data in ("seg-binary", "seg-multi"):
+        # graph-cut / Potts segmentation built from scikit-image's photos (cached on disk on first use)
+        X, Y, make_model = datasets.load_segmentation(data, "train")
+        Xt, Yt, _ = datasets.load_segmentation(data, "test")
+        return X, Y, Xt, Yt, make_model()
     if data == "snakes":
         X, Y = datasets.load_snakes("train")
         Xt, Yt = datasets.load_snakes("test")
@@ -37,7 +42,8 @@ def load_training_data(data, fold=0):
         return X, Y, Xt, Yt, _snakes_model(X, Y)
     path = Path(data)
     if not path.exists():
-        raise click.BadParameter(f"{data!r} is neither 'ocr', 'snakes' nor an existing file", param_hint="--data")
+        raise click.BadParameter(f"{data!r} is neither 'ocr', 'snakes', 'seg-binary', 'seg-multi' nor an existing file",
+                                 param_hint="--data")
     Xs, ys = datasets.load_svmlight(str(path))
     Xs = np.asarray(Xs.toarray() if hasattr(Xs, "toarray") else Xs, float)
     classes, yi = np.unique(ys, return_inverse=True)
@@ -143,7 +149,8 @@ def demo(lam, passes, seed, out):
 # --------------------------------------------------------------------------- train
 @main.command()
 @click.option("--data", default="ocr", show_default=True,
-              help="'ocr', 'snakes', or a path to an svmlight/LIBSVM file (multiclass model, 80/20 split).")
+              help="'ocr', 'snakes', 'seg-binary' (graph cut), 'seg-multi' (Potts), or a path to an svmlight/LIBSVM "
+                   "file (multiclass model, 80/20 split).")
 @click.option("--model", "model_name", type=click.Choice(["auto", "chain", "multiclass", "grid"]), default="auto",
               show_default=True, help="Model; 'auto' picks the data set's natural model.")
 @click.option("--solver", type=click.Choice(SOLVER_CHOICES), default="bcfw", show_default=True)
