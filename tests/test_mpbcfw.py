@@ -24,7 +24,10 @@ def toy():
 ])
 def test_reaches_the_exact_qp_optimum(toy, kw):
     model, X, Y, D_star, w_star = toy
-    svm = sf.StructuredSVM(model, solver=MPBCFW(**kw), lam=LAM, max_passes=400, tol=1e-9, random_state=0)
+    # the deterministic rule: with approx_rule="time" the number of approximate passes depends on the
+    # machine's load (test_the_time_rule_reaches_the_optimum covers it)
+    svm = sf.StructuredSVM(model, solver=MPBCFW(**{"approx_rule": "work", **kw}), lam=LAM, max_passes=400,
+                           tol=1e-9, random_state=0)
     svm.fit(X, Y)
     sub = primal(model, X, Y, LAM, svm.coef_) - D_star
     assert svm.gap_ >= sub - 1e-12
@@ -38,9 +41,18 @@ def test_reaches_the_exact_qp_optimum(toy, kw):
         assert sub < 1e-7 and svm.stopped_ == "tol"
 
 
+@pytest.mark.parametrize("step", ["pairwise", "away"])
+def test_the_time_rule_reaches_the_optimum(toy, step):
+    model, X, Y, D_star, _ = toy
+    svm = sf.StructuredSVM(model, solver=MPBCFW(step=step, approx_rule="time"), lam=LAM, max_passes=400, tol=1e-9,
+                           random_state=0).fit(X, Y)
+    assert primal(model, X, Y, LAM, svm.coef_) - D_star < 1e-7
+
+
 def test_averaged_mp_bcfw_interpolates_the_two_averages(toy):
     model, X, Y, D_star, _ = toy
-    svm = sf.StructuredSVM(model, solver=MPBCFW(averaging="weighted"), lam=LAM, max_passes=300, tol=None,
+    svm = sf.StructuredSVM(model, solver=MPBCFW(averaging="weighted", approx_rule="work"), lam=LAM, max_passes=300,
+                           tol=None,
                            check_every=50, random_state=0).fit(X, Y)
     tr = svm.trace_
     # the reported gap is P - D of the interpolated average: a true gap, and it shrinks
@@ -64,7 +76,7 @@ def test_with_positivity_constraints(toy):
     S = np.flatnonzero(w_free < 0)[:1]
     model.nonnegative_indices = S
     P_star, _ = constrained_optimum(model, X, Y, LAM, S)
-    svm = sf.StructuredSVM(model, solver=MPBCFW(step="away"), lam=LAM, max_passes=400, tol=1e-9,
+    svm = sf.StructuredSVM(model, solver=MPBCFW(step="away", approx_rule="work"), lam=LAM, max_passes=400, tol=1e-9,
                            random_state=0).fit(X, Y)
     assert np.all(svm.coef_[S] >= 0)
     assert primal(model, X, Y, LAM, svm.coef_) - P_star < 1e-7
