@@ -5,61 +5,193 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from structfw.models import ChainModel, MulticlassModel
-from structfw.oracles.marginals import chain_marginals
+from structfw._linalg import SparseVector, as_dense
+from structfw.models import ChainModel, MulticlassModel, StructuredModel
+from structfw.oracles import chain_marginals, chain_marginal_sums
 
 
 def _brute(model, x, y_true, v, c, labellings):
-    logits = np.array([c * (model.loss(y_true, y) if y_true is not None else 0.0)
-                       + float(np.dot(model.joint_feature(x, y).toarray(), v)) for y in labellings])
+    """(E_phi, E_loss, log Z) of p(y) ∝ exp(c Delta + <v, phi>) by enumerating ``labellings``."""
+    phis = [as_dense(model.joint_feature(x, y)) for y in labellings]
+    losses = np.array([model.loss(y_true, y) if y_true is not None else 0.0 for y in labellings])
+    logits = c * losses + np.array([phi @ v for phi in phis])
     m = logits.max()
     p = np.exp(logits - m)
     Z = p.sum()
     p /= Z
-    E_phi = sum(pk * model.joint_feature(x, y).toarray() for pk, y in zip(p, labellings))
-    E_loss = sum(pk * model.loss(y_true, y) for pk, y in zip(p, labellings)) if y_true is not None else 0.0
-    return E_phi, E_loss, m + np.log(Z)
+    E_phi = sum(pk * phi for pk, phi in zip(p, phis))
+    return E_phi, float(p @ losses), m + np.log(Z)
 
 
-@pytest.mark.parametrize("L, scale, c", [(1, 1.0, 0.0), (3, 1.0, 0.7), (4, 30.0, -2.0), (4, 300.0, 5.0)])
-def test_chain_expectation_against_enumeration(L, scale, c):
-    rng = np.random.default_rng(L)
-    S, F = 3, 2
+def _chain_labellings(S, L):
+    return [np.array(y, dtype=np.int64) for y in itertools.product(range(S), repeat=L)]
+
+
+def _check_close(got, want, scale):
+    E_phi, E_loss, logZ = got
+    B_phi, B_loss, B_logZ = want
+    E_phi = as_dense(E_phi)
+    assert np.all(np.isfinite(E_phi)) and np.isfinite(E_loss) and np.isfinite(logZ)
+    np.testing.assert_allclose(E_phi, B_phi, atol=1e-9, rtol=1e-9)
+    assert E_loss == pytest.approx(B_loss, abs=1e-9)
+    assert logZ == pytest.approx(B_logZ, rel=1e-12, abs=1e-9 * max(1.0, scale))
+
+
+@pytest.mark.parametrize("L, S, scale, c", [
+    (1, 3, 1.0, 0.0), (2, 2, 1.0, 1.0), (3, 3, 1.0, 0.7), (4, 3, 30.0, -2.0), (4, 3, 300.0, 5.0),
+    (5, 3, 3.0, 2.5), (5, 2, 1e4, 1e3), (3, 3, 1e6, -1e5),
+])
+def test_chain_expectation_against_enumeration(L, S, scale, c):
+    rng = np.random.default_rng(10 * L + S)
+    F = 2
     model = ChainModel(S, F)
     x = rng.normal(size=(L, F))
     y_true = rng.integers(0, S, L)
     v = scale * rng.normal(size=model.size_joint_feature)
-    labellings = [np.array(y) for y in itertools.product(range(S), repeat=L)]
-    E_phi, E_loss, logZ = model.expectation(x, y_true, v, c)
-    B_phi, B_loss, B_logZ = _brute(model, x, y_true, v, c, labellings)
-    assert np.all(np.isfinite(E_phi))
-    np.testing.assert_allclose(E_phi, B_phi, atol=1e-9, rtol=1e-9)
-    assert E_loss == pytest.approx(B_loss, abs=1e-9)
-    assert logZ == pytest.approx(B_logZ, rel=1e-12, abs=1e-9)
-    # sparse features give the same marginals; no loss term without y_true
-    E2 = model.expectation(sp.csr_matrix(x), y_true, v, c)
-    np.testing.assert_allclose(E2[0], E_phi, atol=1e-12)
-    E3, l3, z3 = model.expectation(x, None, v, c)
-    B3 = _brute(model, x, None, v, 0.0, labellings)
-    np.testing.assert_allclose(E3, B3[0], atol=1e-9)
-    assert l3 == 0.0 and z3 == pytest.approx(B3[2], abs=1e-9)
+    labellings = _chain_labellings(S, L)
+    want = _brute(model, x, y_true, v, c, labellings)
+    got = model.expectation(x, y_true, v, c)
+    assert isinstance(got[0], np.ndarray) and got[0].shape == (model.size_joint_feature,)
+    _check_close(got, want, scale)
+    # plain marginals: no loss term without y_true
+    got0 = model.expectation(x, None, v, c)
+    assert got0[1] == 0.0
+    _check_close(got0, _brute(model, x, None, v, 0.0, labellings), scale)
 
 
-def test_chain_marginals_are_distributions():
+@pytest.mark.parametrize("scale, c", [(1.0, 0.0), (2.0, 1.5), (500.0, -4.0)])
+def test_chain_expectation_sparse_features(scale, c):
+    """CSR features (some rows empty, a repeated feature) give the same marginals, as a SparseVector."""
+    rng = np.random.default_rng(7)
+    S, F, L = 3, 6, 4
+    model = ChainModel(S, F)
+    dense = rng.normal(size=(L, F)) * (rng.random((L, F)) < 0.4)
+    dense[2] = 0.0
+    x = model.check_X([sp.csr_matrix(dense)])[0]
+    y_true = rng.integers(0, S, L)
+    v = scale * rng.normal(size=model.size_joint_feature)
+    E, loss, logZ = model.expectation(x, y_true, v, c)
+    assert isinstance(E, SparseVector) and E.dim == model.size_joint_feature
+    assert np.all(np.diff(E.indices) > 0)
+    # only the features present in x (and the transitions) can be non-zero
+    present = np.flatnonzero(np.abs(dense).sum(0))
+    allowed = {s * F + f for s in range(S) for f in present} | set(range(S * F, model.size_joint_feature))
+    assert set(E.indices.tolist()) <= allowed
+    _check_close((E, loss, logZ), _brute(model, dense, y_true, v, c, _chain_labellings(S, L)), scale)
+    Ed = model.expectation(dense, y_true, v, c)
+    np.testing.assert_allclose(E.toarray(), Ed[0], atol=1e-12)
+
+
+def test_chain_marginals_are_consistent_distributions():
     rng = np.random.default_rng(0)
-    node, edge, _ = chain_marginals(rng.normal(size=(5, 4)) * 10, rng.normal(size=(4, 4)) * 10)
-    np.testing.assert_allclose(node.sum(1), 1.0)
-    np.testing.assert_allclose(edge.sum((1, 2)), 1.0)
-    np.testing.assert_allclose(edge.sum(2), node[:-1], atol=1e-12)
+    for scale in (1.0, 10.0, 1e5):
+        U = rng.normal(size=(6, 4)) * scale
+        P = rng.normal(size=(4, 4)) * scale
+        node, edge, logZ = chain_marginals(U, P)
+        assert np.all(np.isfinite(node)) and np.all(np.isfinite(edge)) and np.isfinite(logZ)
+        np.testing.assert_allclose(node.sum(1), 1.0, atol=1e-12)
+        np.testing.assert_allclose(edge.sum((1, 2)), 1.0, atol=1e-12)
+        np.testing.assert_allclose(edge.sum(2), node[:-1], atol=1e-12)
+        np.testing.assert_allclose(edge.sum(1), node[1:], atol=1e-9)
+        n2, T, z2 = chain_marginal_sums(U, P)
+        np.testing.assert_allclose(n2, node)
+        np.testing.assert_allclose(T, edge.sum(0), atol=1e-12)
+        assert z2 == logZ
 
 
-@pytest.mark.parametrize("scale, c", [(1.0, 0.0), (1.0, 1.3), (500.0, -3.0)])
+def test_chain_marginals_underflow_fallback_is_exact():
+    """Transitions so peaked that the shifted products underflow: the exact path takes over."""
+    S, L = 3, 5
+    P = np.full((S, S), -2000.0)
+    P[0, 1] = 1500.0   # row 0 max; column 1's max
+    P[2, 2] = 0.0
+    U = np.zeros((L, S))
+    U[:, 2] = 800.0    # pulls towards state 2, whose only good transition is 2 -> 2
+    node, edge, logZ = chain_marginals(U, P)
+    labellings = _chain_labellings(S, L)
+    scores = np.array([U[np.arange(L), y].sum() + P[y[:-1], y[1:]].sum() for y in labellings])
+    m = scores.max()
+    p = np.exp(scores - m)
+    bz = m + np.log(p.sum())
+    p /= p.sum()
+    assert logZ == pytest.approx(bz, rel=1e-14)
+    bnode = np.zeros((L, S))
+    for pk, y in zip(p, labellings):
+        bnode[np.arange(L), y] += pk
+    np.testing.assert_allclose(node, bnode, atol=1e-12)
+    assert np.all(np.isfinite(edge))
+
+
+def test_chain_marginals_empty_chain():
+    node, edge, logZ = chain_marginals(np.zeros((0, 3)), np.zeros((3, 3)))
+    assert node.shape == (0, 3) and edge.shape == (0, 3, 3) and logZ == 0.0
+
+
+@pytest.mark.parametrize("scale, c", [(1.0, 0.0), (1.0, 1.3), (500.0, -3.0), (1e6, 1e4)])
 def test_multiclass_expectation_against_enumeration(scale, c):
     rng = np.random.default_rng(3)
     model = MulticlassModel(4, 3)
     x = rng.normal(size=3)
     v = scale * rng.normal(size=model.size_joint_feature)
-    E_phi, E_loss, logZ = model.expectation(x, 2, v, c)
-    B = _brute(model, x, 2, v, c, list(range(4)))
-    np.testing.assert_allclose(E_phi, B[0], atol=1e-9)
-    assert E_loss == pytest.approx(B[1], abs=1e-9) and logZ == pytest.approx(B[2], abs=1e-9)
+    got = model.expectation(x, 2, v, c)
+    _check_close(got, _brute(model, x, 2, v, c, list(range(4))), scale)
+    got0 = model.expectation(x, None, v, c)
+    assert got0[1] == 0.0
+    _check_close(got0, _brute(model, x, None, v, 0.0, list(range(4))), scale)
+
+
+def test_expectation_capability_flag():
+    assert ChainModel(2, 1).has_expectation_oracle
+    assert MulticlassModel(2, 1).has_expectation_oracle
+
+    class NoMarginals(StructuredModel):
+        size_joint_feature = 1
+
+    m = NoMarginals()
+    assert not m.has_expectation_oracle
+    with pytest.raises(NotImplementedError, match="expectation"):
+        m.expectation(None, None, np.zeros(1), 0.0)
+
+
+def test_expectation_validation_errors():
+    chain = ChainModel(3, 2)
+    x = np.zeros((4, 2))
+    v = np.zeros(chain.size_joint_feature)
+    with pytest.raises(ValueError, match="v must"):
+        chain.expectation(x, None, np.zeros(5), 0.0)
+    with pytest.raises(ValueError, match="c must"):
+        chain.expectation(x, None, v, float("nan"))
+    with pytest.raises(ValueError, match="c must"):
+        chain.expectation(x, None, v, "a")
+    with pytest.raises(ValueError, match="y_true"):
+        chain.expectation(x, np.zeros(3, int), v, 1.0)
+    with pytest.raises(ValueError, match="y_true"):
+        chain.expectation(x, np.array([0, 1, 2, 3]), v, 1.0)
+    with pytest.raises(ValueError, match="x must"):
+        chain.expectation(np.zeros((4, 3)), None, v, 0.0)
+    mc = MulticlassModel(3, 2)
+    with pytest.raises(ValueError, match="y_true"):
+        mc.expectation(np.zeros(2), 3, np.zeros(6), 1.0)
+    with pytest.raises(ValueError, match="x must"):
+        mc.expectation(np.zeros(3), 0, np.zeros(6), 1.0)
+    with pytest.raises(ValueError, match="v must"):
+        mc.expectation(np.zeros(2), 0, np.zeros(7), 1.0)
+
+
+def test_expectation_is_gradient_of_log_partition():
+    """d log Z / dv = E_phi and d log Z / dc = E_loss (finite differences on an OCR-like chain)."""
+    rng = np.random.default_rng(5)
+    S, F, L = 5, 4, 7
+    model = ChainModel(S, F)
+    x = rng.normal(size=(L, F))
+    y = rng.integers(0, S, L)
+    v = rng.normal(size=model.size_joint_feature)
+    E, El, z = model.expectation(x, y, v, 0.8)
+    h = 1e-6
+    for j in rng.choice(model.size_joint_feature, 8, replace=False):
+        dv = np.zeros_like(v)
+        dv[j] = h
+        g = (model.expectation(x, y, v + dv, 0.8)[2] - model.expectation(x, y, v - dv, 0.8)[2]) / (2 * h)
+        assert g == pytest.approx(E[j], abs=1e-6)
+    g = (model.expectation(x, y, v, 0.8 + h)[2] - model.expectation(x, y, v, 0.8 - h)[2]) / (2 * h)
+    assert g == pytest.approx(El, abs=1e-6)

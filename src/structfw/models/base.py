@@ -115,13 +115,50 @@ class StructuredModel:
         return X, Y
 
     def expectation(self, x, y_true, v, c):
-        """Optional expectation oracle: ``(E_phi, E_loss, log_Z)`` of p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>).
+        """Optional expectation oracle (marginals), needed by online exponentiated gradient.
 
-        E_phi = E_p[phi(x, y)] (length d), E_loss = E_p[Delta(y_true, y)], log_Z the log
-        partition function; ``y_true=None`` drops the loss term.  Online exponentiated
-        gradient needs it (:class:`structfw.solvers.OnlineEG`)."""
+        For the Gibbs distribution over all labellings y of x
+
+            p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>)
+
+        return ``(E_phi, E_loss, log_Z)``: E_phi = E_p[phi(x, y)] (a dense ndarray of
+        length d or a :class:`~structfw._linalg.SparseVector`), E_loss = E_p[Delta(y_true, y)]
+        and log_Z = log sum_y exp(c Delta(y_true, y) + <v, phi(x, y)>).  ``y_true=None``
+        drops the loss term (plain marginals; E_loss = 0).
+
+        Online EG (Collins et al. 2008) keeps alpha_i(y) ∝ exp(theta_i(y)) with
+        theta_i(y) = c_i L_i(y) + <v_i, phi(x_i, y)> + const, so the block parts are
+        w_i = (phi(x_i, y_i) - E_phi) / (lam n) and l_i = E_loss / n
+        (:class:`structfw.solvers.OnlineEG`).  Check :attr:`has_expectation_oracle`
+        before calling.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class: a model opts in by overriding this method.
+        """
         raise NotImplementedError(f"{type(self).__name__} has no expectation oracle (marginals); implement "
                                   "expectation(x, y_true, v, c) to use it with online exponentiated gradient")
+
+    @property
+    def has_expectation_oracle(self):
+        """True when this model implements :meth:`expectation` (overrides the base stub)."""
+        return getattr(type(self), "expectation", None) is not StructuredModel.expectation
+
+    def _expectation_args(self, v, c):
+        """(v as C-contiguous float64 (d,), c as float) for :meth:`expectation`, or a
+        ValueError naming ``v`` / ``c``.  Only v's shape is checked, not its values: v is
+        the solver's iterate, and scanning d entries per call would cost more than the oracle."""
+        v = np.ascontiguousarray(v, dtype=np.float64)
+        if v.shape != (self.size_joint_feature,):
+            raise ValueError(f"v must be a vector of length d = {self.size_joint_feature}, got shape {v.shape}")
+        try:
+            c = float(c)
+        except (TypeError, ValueError):
+            raise ValueError(f"c must be a finite number, got {c!r}") from None
+        if not np.isfinite(c):
+            raise ValueError(f"c must be a finite number, got {c!r}")
+        return v, c
 
     def compiled_oracle(self, X, Y):
         """Optional: ``(kind, data)``, the training set (X, Y) packed for a compiled corner kernel.

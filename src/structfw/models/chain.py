@@ -21,7 +21,7 @@ from ..oracles.chain import (
     chain_phi_diff_dense,
     hamming_loss,
 )
-from ..oracles.marginals import chain_expectation_dense
+from ..oracles.marginals import chain_expectation_csr, chain_expectation_dense
 from ._validation import (
     as_float_array,
     as_label_array,
@@ -139,16 +139,47 @@ class ChainModel(StructuredModel):
         )
 
     def expectation(self, x, y_true, v, c):
-        """Forward-backward marginals of p(y) ∝ exp(c Hamming(y_true, y) + <v, phi(x, y)>) (log domain).
+        """Expectation oracle by forward-backward (online-EG, Collins et al. 2008).
 
-        Returns (E_phi dense (d,), E_loss, log_Z); the normalised Hamming loss adds c/L to
-        every position's unary score where the label differs from y_true."""
-        v = np.ascontiguousarray(v, dtype=np.float64)
-        xd = np.ascontiguousarray(x.toarray() if sp.issparse(x) else x, dtype=np.float64)
+        p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>) with Delta the normalised Hamming
+        loss: it decomposes over positions, so c Delta adds c/L to the unary score of every
+        state that differs from y_true there, and node and edge marginals give E_phi.
+
+        Parameters
+        ----------
+        x : (L, F) ndarray or CSR matrix (as returned by :meth:`check_X`).
+        y_true : (L,) int labelling, or None for no loss term (plain marginals).
+        v : (d,) weights;  c : float loss coefficient.
+
+        Returns
+        -------
+        E_phi : (d,) ndarray for dense x; a SparseVector for sparse x (non-zero only on
+            x's features and the transitions, so no d-vector is built for sparse tasks).
+        E_loss : float, E_p[Delta(y_true, y)] (0 without y_true).
+        log_Z : float.
+        """
+        v, c = self._expectation_args(v, c)
+        V = np.ascontiguousarray(self.unary_weights(v))
+        P = np.ascontiguousarray(self.transition_weights(v))
+        xs = self._csr(x) if sp.issparse(x) else np.ascontiguousarray(x, dtype=np.float64)
+        if xs.ndim != 2 or xs.shape[1] != self.n_features:
+            raise ValueError(f"x must have shape (L, {self.n_features}), got {xs.shape}")
+        L = xs.shape[0]
         has_loss = y_true is not None
-        yt = np.ascontiguousarray(y_true, dtype=np.int64) if has_loss else np.zeros(xd.shape[0], np.int64)
-        return chain_expectation_dense(xd, yt, self.unary_weights(v).copy(), self.transition_weights(v).copy(),
-                                       float(c), has_loss)
+        yt = self._expectation_labels(y_true, L) if has_loss else np.zeros(L, np.int64)
+        if type(xs) is np.ndarray:
+            return chain_expectation_dense(xs, yt, V, P, c, has_loss)
+        idx, val, loss, logZ = chain_expectation_csr(xs.indptr, xs.indices, xs.data, yt, V, P, c, has_loss)
+        return SparseVector(idx, val, self.size_joint_feature), loss, logZ
+
+    def _expectation_labels(self, y_true, L):
+        """y_true as int64 (L,) in 0..S-1 (cheap checks: the kernel indexes marginals with it)."""
+        yt = np.ascontiguousarray(y_true, dtype=np.int64)
+        if yt.shape != (L,):
+            raise ValueError(f"y_true must have shape ({L},) like x's rows, got {yt.shape}")
+        if L and (yt.min() < 0 or yt.max() >= self.n_states):
+            raise ValueError(f"y_true has labels outside 0..{self.n_states - 1}")
+        return yt
 
     def compiled_oracle(self, X, Y):
         """Loss-augmented Viterbi + psi of word i in one numba call (all words dense or all CSR)."""

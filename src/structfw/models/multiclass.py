@@ -73,11 +73,30 @@ class MulticlassModel(StructuredModel):
         return int(y)
 
     def expectation(self, x, y_true, v, c):
-        """Softmax marginals of p(k) ∝ exp(c [k != y_true] + <v_k, x>): (E_phi (d,), E_loss, log_Z)."""
-        V = np.asarray(v, dtype=np.float64)[: self.size_joint_feature].reshape(self.n_classes, self.n_features)
+        """Expectation oracle: the softmax p(k) ∝ exp(c [k != y_true] + <v_k, x>) (online-EG).
+
+        Parameters
+        ----------
+        x : (F,) features;  y_true : int class, or None for no loss term;
+        v : (d,) weights;  c : float loss coefficient.
+
+        Returns
+        -------
+        E_phi : (d,) ndarray, block k = p(k) x;  E_loss : float, 1 - p(y_true) (0 without
+        y_true);  log_Z : float (log-sum-exp shifted by the max, so no overflow).
+        """
+        v, c = self._expectation_args(v, c)
+        V = v.reshape(self.n_classes, self.n_features)
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if x.shape != (self.n_features,):
+            raise ValueError(f"x must have shape ({self.n_features},), got {x.shape}")
         has_loss = y_true is not None
-        return softmax_expectation(np.ascontiguousarray(x, dtype=np.float64), int(y_true) if has_loss else 0,
-                                   np.ascontiguousarray(V), float(c), has_loss)
+        yt = 0
+        if has_loss:
+            yt = int(y_true)
+            if not 0 <= yt < self.n_classes:
+                raise ValueError(f"y_true has label {yt} outside 0..{self.n_classes - 1}")
+        return softmax_expectation(x, yt, V, c, has_loss)
 
     def compiled_oracle(self, X, Y):
         """The K-way loss-augmented argmax + psi of example i in one numba call (dense rows only)."""

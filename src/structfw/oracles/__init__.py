@@ -14,6 +14,13 @@ from .chain import (
     viterbi,
 )
 from .multiclass import multiclass_oracle, multiclass_phi_diff, multiclass_scores
+from .marginals import (
+    chain_expectation_csr,
+    chain_expectation_dense,
+    chain_marginal_sums,
+    chain_marginals,
+    softmax_expectation,
+)
 from .grid import (
     grid_block_icm,
     grid_energy,
@@ -67,4 +74,9 @@ __all__ = [
     "chain_phi_diff_dense",
     "chain_phi_diff_csr",
     "hamming_loss",
+    "chain_marginals",
+    "chain_marginal_sums",
+    "chain_expectation_dense",
+    "chain_expectation_csr",
+    "softmax_expectation",
 ]
