@@ -1,12 +1,20 @@
 """The command line offers every registered solver and the MP-BCFW benchmark."""
 from click.testing import CliRunner
 
-from structfw.cli import SOLVER_CHOICES, main
+from structfw.cli import main
+from structfw.cli.train import train
 from structfw.solvers import SOLVER_NAMES
 
 
-def test_solver_choices_are_the_registered_solvers():
-    assert sorted(SOLVER_CHOICES) == sorted(SOLVER_NAMES)
+def test_solver_choices_and_options_come_from_the_solvers_tables():
+    params = {p.name: p for p in train.params}
+    assert sorted(params["solver"].type.choices) == sorted(SOLVER_NAMES)
+    for cls in SOLVER_NAMES.values():
+        for p in cls.PARAMS:
+            opt = params[p.name]
+            assert "--" + p.name.replace("_", "-") in opt.opts
+            if p.kind == "choice":
+                assert {"none" if c is None else c for c in p.choices} <= set(opt.type.choices)
 
 
 def test_train_with_mpbcfw_and_the_mpbcfw_bench(tmp_path):

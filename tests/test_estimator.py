@@ -23,7 +23,8 @@ def chain():
 
 def test_fit_predict_score_and_trace_columns(ocr_small):
     X, Y, Xt, Yt = ocr_small
-    svm = sf.StructuredSVM(chain(), solver="bcfw", lam=0.01, max_passes=4, tol=None, random_state=0)
+    svm = sf.StructuredSVM(chain(), solver="bcfw", lam=0.01, max_passes=4, tol=None, random_state=0,
+                           check_every=1)
     svm.fit(X, Y, X_test=Xt, Y_test=Yt)
     tr = svm.trace_
     for col in ("passes", "oracle_calls", "time_s", "primal", "dual", "gap", "test_loss"):
@@ -288,3 +289,21 @@ def test_time_s_excludes_monitoring(ocr_small, monkeypatch):
     svm = sf.StructuredSVM(chain(), lam=0.01, max_passes=3, tol=None, random_state=0).fit(X, Y, Xt, Yt)
     assert svm.trace_["time_s"][0] < 0.1
     assert np.all(np.diff(svm.trace_["time_s"]) < 0.2)
+
+
+def test_auto_check_every_keeps_monitoring_under_a_tenth(ocr_small):
+    """A checkpoint costs an oracle pass plus predicting the test set: "auto" spaces them so that
+    their oracle calls are at most 10 % of all (the last checkpoint at max_passes aside)."""
+    X, Y, Xt, Yt = ocr_small
+    svm = sf.StructuredSVM(chain(), lam=0.01, max_passes=40, tol=None, random_state=0)
+    assert svm.check_every == "auto"
+    svm.fit(X, Y, X_test=Xt, Y_test=Yt)
+    engine = svm.trace_["engine_passes"]
+    every = int(np.ceil(9 * (1 + len(Xt) / len(X))))
+    np.testing.assert_array_equal(engine[1:-1], np.arange(every, 40, every))
+    assert engine[-1] == 40
+    checkpoints = len(engine) - 1  # the initial one is not a pass's work
+    monitor_work = checkpoints * (len(X) + len(Xt))
+    assert (monitor_work - (len(X) + len(Xt))) / (40 * len(X) + monitor_work) <= 0.10
+    with pytest.raises(ValueError, match="check_every"):
+        sf.StructuredSVM(chain(), check_every="sometimes").fit(X, Y)

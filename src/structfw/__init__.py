@@ -3,26 +3,41 @@
 >>> import structfw as sf
 >>> X, Y = sf.datasets.load_ocr("train")
 >>> svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver="bcfw", lam=0.01)
+
+Every name is loaded on first use (PEP 562), so ``import structfw`` and
+``structfw --help`` import neither scikit-learn nor numba.
 """
-from . import datasets, models, solvers
-from .estimator import StructuredSVM, load
-from .trace import Trace
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = ["StructuredSVM", "Trace", "load", "datasets", "models", "solvers", "svm", "__version__"]
+#: public name -> (module, attribute or None for the module itself)
+_LAZY = {
+    "datasets": (".datasets", None),
+    "models": (".models", None),
+    "solvers": (".solvers", None),
+    "svm": (".svm", None),
+    "io": (".io", None),
+    "StructuredSVM": (".estimator", "StructuredSVM"),
+    "load": (".estimator", "load"),
+    "Trace": (".trace", "Trace"),
+    "regularization_path": (".path", "regularization_path"),
+}
+
+__all__ = ["StructuredSVM", "Trace", "load", "regularization_path", "datasets", "models", "solvers", "svm",
+           "__version__"]
 
 
 def __getattr__(name):
-    # the kernel SVM layer imports scikit-learn: load it on first use only
-    if name == "svm":
-        import importlib
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'structfw' has no attribute {name!r}") from None
+    mod = importlib.import_module(module, __name__)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
 
-        mod = importlib.import_module(".svm", __name__)
-        globals()["svm"] = mod
-        return mod
-    if name == "regularization_path":
-        from .path import regularization_path
 
-        return regularization_path
-    raise AttributeError(f"module 'structfw' has no attribute {name!r}")
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

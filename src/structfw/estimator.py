@@ -34,9 +34,13 @@ class StructuredSVM(BaseEstimator):
         Stop when the duality gap P(w) - D(alpha) at a checkpoint is <= tol
         (absolute).  Averaged solvers report the gap of the averaged iterate.
         SSG has no dual, so it runs ``max_passes``.
-    check_every : int
+    check_every : int or "auto"
         Passes between checkpoints; each is one full oracle pass to measure the
-        gap, counted apart from the optimisation's oracle calls.
+        gap (plus predicting ``X_test``, if given), counted apart from the
+        optimisation's oracle calls.  "auto" (default) checks every
+        ``ceil(9 * (1 + n_test / n))`` passes, so monitoring costs at most 10 % of
+        the work (:class:`structfw.solvers.StopRule`); 1 traces every pass, at
+        twice the work.
     time_budget : float or None
         Seconds of optimisation time.
     random_state : int, Generator or None
@@ -68,7 +72,7 @@ class StructuredSVM(BaseEstimator):
         Passes done.
     """
 
-    def __init__(self, model, solver="bcfw", lam=0.01, max_passes=50, tol=1e-3, check_every=1,
+    def __init__(self, model, solver="bcfw", lam=0.01, max_passes=50, tol=1e-3, check_every="auto",
                  time_budget=None, random_state=None, warm_start=False, verbose=0, n_jobs=None, executor="process"):
         self.model = model
         self.solver = solver
@@ -299,8 +303,9 @@ def _params_from_header(header):
     src = p.source
     for k in ("lam", "max_passes", "tol", "check_every", "time_budget", "random_state",
               "warm_start"):
-        if not _json_scalar(p[k]) or isinstance(p[k], str):
-            raise ValueError(f"{src}: field {k!r} must be a number, a bool or null")
+        if not _json_scalar(p[k]) or (isinstance(p[k], str) and not (k == "check_every" and p[k] == "auto")):
+            raise ValueError(f"{src}: field {k!r} must be a number, a bool or null"
+                             + (" (or 'auto')" if k == "check_every" else ""))
     try:
         lam = check_lam(p["lam"])
         StopRule(max_passes=p["max_passes"], tol=p["tol"], check_every=p["check_every"],

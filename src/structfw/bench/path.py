@@ -22,7 +22,8 @@ import numpy as np
 
 from ..path import regularization_path
 from ..solvers.base import Monitor, StopRule
-from ..solvers.bcfw import BCFW
+from ..solvers.bcfw import BCFW, STEPS
+from ..solvers.sampling import SAMPLINGS
 from ..solvers.problem import Problem
 
 GRID = tuple(2.0 ** k for k in range(15, -16, -1))
@@ -191,9 +192,9 @@ def plot_path_vs_grid(doc, path=None):
 @click.option("--subsample", type=int, default=None, help="Use the first N OCR training words (default: all 6,251).")
 @click.option("--eps", default=0.1, show_default=True, help="Target duality gap of path and grid points.")
 @click.option("--kappa", default=0.5, show_default=True, help="Path breakpoints are solved to kappa*eps.")
-@click.option("--step", type=click.Choice(["fw", "pairwise", "away"]), default="fw", show_default=True,
+@click.option("--step", type=click.Choice(STEPS), default="fw", show_default=True,
               help="Engine step (same engine for path and grid).")
-@click.option("--sampling", type=click.Choice(["uniform", "perm", "gap", "max_gap"]), default="perm",
+@click.option("--sampling", type=click.Choice(SAMPLINGS), default="perm",
               show_default=True, help="Engine block sampling.")
 @click.option("--gap-refresh", default=2, show_default=True, help="Passes between gap passes (gap sampling).")
 @click.option("--max-passes", default=500, show_default=True, help="Passes allowed per lam.")

@@ -12,7 +12,13 @@ import scipy.sparse as sp
 
 from .._linalg import SparseVector
 from ..oracles.marginals import softmax_expectation
-from ..oracles.multiclass import multiclass_oracle, multiclass_phi_diff
+from ..oracles.multiclass import (
+    multiclass_oracle,
+    multiclass_oracle_sparse,
+    multiclass_phi_diff,
+    multiclass_phi_diff_sparse,
+    multiclass_scores_sparse,
+)
 from ._validation import as_float_array, check_finite, check_int_param, check_sequence_of_inputs
 from .base import StructuredModel, register_model
 
@@ -26,9 +32,12 @@ class MulticlassModel(StructuredModel):
     n_classes : int >= 2
     n_features : int >= 1
 
-    Inputs and labellings: x is a (F,) float64 vector, y a Python int in 0..K-1.
-    :meth:`check_X` also accepts a 2-D array (rows = examples) or a scipy.sparse
-    matrix and returns a list of C-contiguous float64 rows.
+    Inputs and labellings: x is a (F,) float64 vector, or a
+    :class:`structfw._linalg.SparseVector` of dimension F for sparse data; y a
+    Python int in 0..K-1. :meth:`check_X` also accepts a 2-D array (rows =
+    examples), returned as a list of C-contiguous float64 rows, or a scipy.sparse
+    matrix, returned as a list of sparse rows and never densified (a wide
+    svmlight file costs memory in its nonzeros only).
     """
 
     def __init__(self, n_classes, n_features):
@@ -44,30 +53,41 @@ class MulticlassModel(StructuredModel):
         return {"n_classes": self.n_classes, "n_features": self.n_features}
 
     # ------------------------------------------------------------------ core
-    def joint_feature(self, x, y):
-        i, v = multiclass_phi_diff(x, int(y), -1, self.n_features)
+    def _phi_diff(self, x, ya, yb):
+        if isinstance(x, SparseVector):
+            i, v = multiclass_phi_diff_sparse(x.indices, x.values, ya, yb, self.n_features)
+        else:
+            i, v = multiclass_phi_diff(x, ya, yb, self.n_features)
         return SparseVector(i, v, self.size_joint_feature)
 
+    def joint_feature(self, x, y):
+        return self._phi_diff(x, int(y), -1)
+
     def psi(self, x, y_true, y):
-        i, v = multiclass_phi_diff(x, y_true, y, self.n_features)
-        return SparseVector(i, v, self.size_joint_feature)
+        return self._phi_diff(x, y_true, y)
 
     def loss(self, y_true, y):
         """0-1 loss."""
         return 0.0 if y_true == y else 1.0
 
+    def _oracle(self, x, w, y_true, augment):
+        if isinstance(x, SparseVector):
+            return multiclass_oracle_sparse(x.indices, x.values, w, y_true, self.n_classes, self.n_features,
+                                            augment)
+        return multiclass_oracle(x, w, y_true, self.n_classes, self.n_features, augment)
+
     def loss_augmented_decode(self, x, y_true, w):
-        return multiclass_oracle(x, w, y_true, self.n_classes, self.n_features, True)
+        return self._oracle(x, w, y_true, True)
 
     def decode(self, x, w):
-        w = np.ascontiguousarray(w, dtype=np.float64)
-        return multiclass_oracle(x, w, -1, self.n_classes, self.n_features, False)
+        return self._oracle(x, np.ascontiguousarray(w, dtype=np.float64), -1, False)
 
     def scores(self, x, w):
         """(K,) class scores <w_k, x>."""
-        return np.asarray(w)[: self.size_joint_feature].reshape(
-            self.n_classes, self.n_features
-        ) @ np.asarray(x, dtype=np.float64)
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        if isinstance(x, SparseVector):
+            return multiclass_scores_sparse(x.indices, x.values, w, self.n_classes, self.n_features)
+        return w[: self.size_joint_feature].reshape(self.n_classes, self.n_features) @ np.asarray(x, np.float64)
 
     def label_key(self, y):
         return int(y)
@@ -87,6 +107,8 @@ class MulticlassModel(StructuredModel):
         """
         v, c = self._expectation_args(v, c)
         V = v.reshape(self.n_classes, self.n_features)
+        if isinstance(x, SparseVector):
+            x = x.toarray()
         x = np.ascontiguousarray(x, dtype=np.float64)
         if x.shape != (self.n_features,):
             raise ValueError(f"x must have shape ({self.n_features},), got {x.shape}")
@@ -108,6 +130,8 @@ class MulticlassModel(StructuredModel):
 
     # ------------------------------------------------------------ validation
     def _check_x(self, x, name):
+        if isinstance(x, SparseVector) or sp.issparse(x):
+            return self._check_sparse_row(x, name)
         arr = as_float_array(x, name)
         if arr.ndim != 1:
             raise ValueError(f"{name} must be 1-D ({self.n_features},), got shape {arr.shape}")
@@ -116,9 +140,40 @@ class MulticlassModel(StructuredModel):
         check_finite(arr, name)
         return np.ascontiguousarray(arr, dtype=np.float64)
 
+    def _check_sparse_row(self, x, name):
+        if sp.issparse(x):
+            if x.ndim == 2 and x.shape[0] != 1:
+                raise ValueError(f"{name} must be one row (1, {self.n_features}); got shape {x.shape}")
+            return self._sparse_rows(sp.csr_matrix(x), name)[0]
+        if x.dim != self.n_features:
+            raise ValueError(f"{name} has {x.dim} features, expected {self.n_features}")
+        idx = np.asarray(x.indices, np.int64)
+        val = np.asarray(x.values, np.float64)
+        if idx.shape != val.shape or idx.ndim != 1:
+            raise ValueError(f"{name} must have matching 1-D indices and values")
+        check_finite(val, name)
+        if idx.size and (idx[0] < 0 or idx[-1] >= self.n_features or np.any(np.diff(idx) <= 0)):
+            raise ValueError(f"{name} must have strictly increasing indices in 0..{self.n_features - 1}")
+        keep = val != 0.0
+        return SparseVector(np.ascontiguousarray(idx[keep]), np.ascontiguousarray(val[keep]), self.n_features)
+
+    def _sparse_rows(self, X, name):
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"{name} has {X.shape[1]} features, expected {self.n_features}")
+        X = X.astype(np.float64, copy=True)
+        X.sum_duplicates()
+        X.eliminate_zeros()
+        X.sort_indices()
+        check_finite(X.data, name)
+        indptr, indices, data = X.indptr, X.indices.astype(np.int64), X.data
+        return [SparseVector(indices[indptr[r]:indptr[r + 1]].copy(), data[indptr[r]:indptr[r + 1]].copy(),
+                             self.n_features) for r in range(X.shape[0])]
+
     def check_X(self, X):
         if sp.issparse(X):
-            X = X.toarray()
+            if X.ndim != 2:
+                raise ValueError(f"X must be a 2-D sparse matrix (n_samples, {self.n_features}); got {X.shape}")
+            return self._sparse_rows(sp.csr_matrix(X), "X")
         if isinstance(X, np.ndarray):
             if X.ndim != 2:
                 raise ValueError(

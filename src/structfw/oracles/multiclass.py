@@ -63,3 +63,54 @@ def multiclass_phi_diff(x, ya, yb, F):
                 out_v[m] = s2 * x[f]
                 m += 1
     return out_i, out_v
+
+
+# -- sparse inputs: x given by its nonzeros (idx, val); O(K nnz) instead of O(K F), so a wide
+# -- svmlight file (feature ids up to 10^6) is never densified.
+@njit(cache=True, fastmath=True)
+def multiclass_scores_sparse(idx, val, w, K, F):
+    out = np.zeros(K)
+    for k in range(K):
+        acc = 0.0
+        base = k * F
+        for j in range(idx.shape[0]):
+            acc += val[j] * w[base + idx[j]]
+        out[k] = acc
+    return out
+
+
+@njit(cache=True)
+def multiclass_oracle_sparse(idx, val, w, y_true, K, F, augment):
+    """:func:`multiclass_oracle` for x given by its nonzeros (sorted ``idx``, ``val``)."""
+    s = multiclass_scores_sparse(idx, val, w, K, F)
+    best = 0
+    bv = s[0] + (1.0 if augment and y_true != 0 else 0.0)
+    for k in range(1, K):
+        v = s[k] + (1.0 if augment and y_true != k else 0.0)
+        if v > bv:
+            bv = v
+            best = k
+    return best
+
+
+@njit(cache=True)
+def multiclass_phi_diff_sparse(idx, val, ya, yb, F):
+    """:func:`multiclass_phi_diff` for x given by its nonzeros (sorted ``idx``, ``val``)."""
+    nz = idx.shape[0]
+    if ya == yb:
+        return np.empty(0, np.int64), np.empty(0)
+    n = nz if yb < 0 else 2 * nz
+    out_i = np.empty(n, np.int64)
+    out_v = np.empty(n)
+    if yb < 0 or ya < yb:
+        first, s1, second, s2 = ya, 1.0, yb, -1.0
+    else:
+        first, s1, second, s2 = yb, -1.0, ya, 1.0
+    for j in range(nz):
+        out_i[j] = first * F + idx[j]
+        out_v[j] = s1 * val[j]
+    if second >= 0:
+        for j in range(nz):
+            out_i[nz + j] = second * F + idx[j]
+            out_v[nz + j] = s2 * val[j]
+    return out_i, out_v

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -32,15 +33,21 @@ class StopRule:
         Passes over the data (n block iterations, or one batch iteration, each).
     tol : float or None
         Stop at a checkpoint whose duality gap (absolute) is <= tol.
-    check_every : int
-        Passes between checkpoints (full gap passes).
+    check_every : int or "auto"
+        Passes between checkpoints.  A checkpoint of a block solver is a full
+        oracle pass (plus a prediction pass over test data, if given), so
+        checking after every pass doubles a fit's work; "auto" checks every
+        ``ceil(9 * c)`` passes, c = the checkpoint's cost in passes, which keeps
+        monitoring at or under 10 % of the work.  Batch solvers (FW, cutting
+        plane) get the gap from the oracle pass they need anyway and check
+        after every pass regardless.
     time_budget : float or None
         Seconds of optimisation time.
     """
 
     max_passes: float = 50
     tol: float | None = 1e-3
-    check_every: int = 1
+    check_every: int | str = "auto"
     time_budget: float | None = None
 
     def __post_init__(self):
@@ -48,8 +55,16 @@ class StopRule:
             raise ValueError(f"max_passes must be a positive number; got {self.max_passes!r}")
         if self.tol is not None and not (self.tol >= 0):
             raise ValueError(f"tol must be None or a number >= 0; got {self.tol!r}")
-        if not (isinstance(self.check_every, (int, np.integer)) and self.check_every >= 1):
-            raise ValueError(f"check_every must be an integer >= 1; got {self.check_every!r}")
+        if not (self.check_every == "auto" or (isinstance(self.check_every, (int, np.integer))
+                                                and not isinstance(self.check_every, bool) and self.check_every >= 1)):
+            raise ValueError(f"check_every must be an integer >= 1 or 'auto'; got {self.check_every!r}")
+
+    def checkpoint_interval(self, n, n_test=0):
+        """Passes between checkpoints: ``check_every``, or for "auto" ``ceil(9 * (1 + n_test / n))``
+        (a checkpoint costs one oracle pass plus a prediction pass over the n_test test examples)."""
+        if self.check_every != "auto":
+            return int(self.check_every)
+        return max(1, math.ceil(9.0 * (1.0 + n_test / max(n, 1)) - 1e-9))
         if self.time_budget is not None and not (self.time_budget > 0):
             raise ValueError(f"time_budget must be None or a positive number of seconds; got {self.time_budget!r}")
 
@@ -88,6 +103,7 @@ class Monitor:
         self.problem, self.stop = problem, stop
         self.trace = Trace(meta)
         self.X_test, self.Y_test = X_test, Y_test
+        self.n_test = 0 if X_test is None else len(X_test)
         self._test_key = None
         self.verbose = int(verbose)
         self.monitor_calls = 0
@@ -100,6 +116,11 @@ class Monitor:
         if self.verbose >= 1:
             from tqdm.auto import tqdm
 
+            from .._compile import FIRST_RUN_MESSAGE, kernels_cached
+
+            if kernels_cached() is False:
+                # otherwise the bar sits at 0 % with a false ETA while numba compiles
+                print(FIRST_RUN_MESSAGE, file=sys.stderr, flush=True)
             self._bar = tqdm(total=float(stop.max_passes), unit="pass", leave=True,
                              bar_format="{l_bar}{bar}| {n:.1f}/{total:.0f} passes [{elapsed}<{remaining}]{postfix}")
 
@@ -339,7 +360,8 @@ class Solver:
         return result
 
     def checkpoint_due(self, state, since_check, done, stop, monitor):
-        return since_check >= stop.check_every or done >= stop.max_passes - 1e-9 or monitor.out_of_time()
+        every = stop.checkpoint_interval(monitor.problem.n, monitor.n_test)
+        return since_check >= every or done >= stop.max_passes - 1e-9 or monitor.out_of_time()
 
     def result(self, state, monitor, stopped):
         tr = monitor.trace

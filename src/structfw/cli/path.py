@@ -2,22 +2,27 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import click
 
+from ..solvers.bcfw import STEPS
+from ..solvers.sampling import SAMPLINGS
+
+from ._common import DATA_HELP, check_output_path, load_training_data, require_matplotlib, write_outputs
+
 
 @click.command("path")
-@click.option("--data", default="ocr", show_default=True,
-              help="'ocr', 'snakes', or a path to an svmlight/LIBSVM file (multiclass model, 80/20 split).")
+@click.option("--data", default="ocr", show_default=True, help=DATA_HELP)
 @click.option("--eps", default=0.1, show_default=True, type=float,
               help="Every w on the path has duality gap (so primal suboptimality) <= eps.")
 @click.option("--kappa", default=0.5, show_default=True, type=float,
               help="Breakpoints are solved to duality gap kappa*eps, 0 < kappa < 1.")
 @click.option("--min-lam", default=1e-6, show_default=True, type=float, help="Stop below this lambda.")
 @click.option("--subsample", type=int, default=None, help="Use only the first N training examples.")
-@click.option("--step", type=click.Choice(["fw", "pairwise", "away"]), default="pairwise", show_default=True,
+@click.option("--step", type=click.Choice(STEPS), default="pairwise", show_default=True,
               help="Step of the warm-started BCFW engine.")
-@click.option("--sampling", type=click.Choice(["uniform", "perm", "gap", "max_gap"]), default="gap",
+@click.option("--sampling", type=click.Choice(SAMPLINGS), default="gap",
               show_default=True, help="Block sampling of the engine.")
 @click.option("--gap-refresh", default=2, show_default=True, help="Passes between gap passes (gap sampling).")
 @click.option("--max-passes", default=500.0, show_default=True, help="Engine passes allowed per breakpoint.")
@@ -32,10 +37,13 @@ def path_command(data, eps, kappa, min_lam, subsample, step, sampling, gap_refre
 
     Prints lam, the gap at the breakpoint, passes, cumulative time and test error per breakpoint.
     """
-    from .cli import load_training_data
-    from .path import regularization_path
-    from .solvers import BCFW
+    from ..path import regularization_path
+    from ..solvers import BCFW
 
+    check_output_path(out, "--out", suffixes=(".json",))
+    if plot:
+        check_output_path(plot, "--plot", suffixes=(".png",))
+        require_matplotlib("--plot")
     X, Y, Xt, Yt, model = load_training_data(data)
     if subsample is not None:
         if subsample < 1:
@@ -48,7 +56,7 @@ def path_command(data, eps, kappa, min_lam, subsample, step, sampling, gap_refre
         path = regularization_path(model, X, Y, eps=eps, kappa=kappa, solver=solver, min_lam=min_lam,
                                    max_passes_per_lam=max_passes, random_state=seed, X_test=Xt, Y_test=Yt)
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise click.UsageError(str(exc)) from None  # the path's arguments (eps, kappa, ...) name themselves
     click.echo(f"{len(X)} training examples, eps={eps:g}, kappa={kappa:g}, engine {solver.label}; "
                f"init {path.init_passes:.1f} passes")
     click.echo(f"{'#':>4} {'lambda':>12} {'gap':>10} {'passes':>7} {'cum time s':>10} {'test err':>9}")
@@ -63,12 +71,13 @@ def path_command(data, eps, kappa, min_lam, subsample, step, sampling, gap_refre
            "max_breakpoints": f"stopped after max_breakpoints, valid down to lambda={path.lam_end:.4g}"}
     click.echo(f"{len(path)} breakpoints, {path.cumulative_passes[-1]:.1f} effective passes, "
                f"{cum_t[-1]:.2f} s; {end.get(path.status, path.status)}")
-    if out:
-        path.to_json(out)
-        click.echo(f"path: {out}")
+    writers = [("path", lambda: _saved(path.to_json, out))] if out else []
     if plot:
-        try:
-            path.plot(plot)
-            click.echo(f"plot: {plot}")
-        except ImportError as exc:
-            click.echo(f"(no plot: {exc})")
+        writers.append(("plot", lambda: _saved(path.plot, plot)))
+    if not write_outputs(writers):
+        sys.exit(1)
+
+
+def _saved(save, where):
+    save(where)
+    return where

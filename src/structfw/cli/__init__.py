@@ -1,0 +1,86 @@
+"""The ``structfw`` command.
+
+One module per command (``demo``, ``train``, ``path``, ``warmup``; the benchmarks live in
+:mod:`structfw.bench`).  Commands are registered by name and imported only when run or
+asked for their own ``--help``, so ``structfw --help`` imports neither numba nor
+scikit-learn and compiles nothing.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+#: name -> (module, attribute, one-line help shown by the group's --help without importing the module)
+COMMANDS = {
+    "demo": (".demo", "demo", "BCFW-wavg on the bundled OCR letters: progress, table and convergence plot."),
+    "train": (".train", "train", "Train a structural SVM; report pass / gap / primal / test error / time."),
+    "path": (".path", "path_command", "Compute an eps-approximate regularisation path (Osokin et al. 2016, Sec. 4)."),
+    "warmup": (".warmup", "warmup", "Compile and cache the numba kernels now (otherwise done on first use)."),
+}
+
+BENCH_COMMANDS = {
+    "fig1": ("..bench.fig1", "bench_fig1", "BCFW paper Figure 1: primal suboptimality against passes."),
+    "gaps": ("..bench.gaps", "bench_gaps", "Osokin et al. 2016 Figure 3: gap sampling, pairwise steps, cache."),
+    "speed": ("..bench.speed", "bench_speed", "Seconds per engine pass for the 8 Figure-3 variants (the targets)."),
+    "path": ("..bench.path", "bench_path", "Regularisation path against grid search (Osokin et al. Figure 4)."),
+    "mpbcfw": ("..bench.mpbcfw", "bench_mpbcfw", "MP-BCFW paper Figures 4-6 on digits, OCR, graph cut, Potts."),
+    "svm": ("..bench.svm", "bench_svm", "Kernel SVM Tables 2-4: FW/MFW/SWAP/PARTAN against libsvm."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use.
+
+    The listing in ``--help`` comes from the registry's one-line helps, so it
+    imports nothing; ``tests/test_cli.py`` checks each line against the command's
+    own docstring so the two cannot drift apart.
+    """
+
+    def __init__(self, *args, lazy_commands=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))
+
+    def get_command(self, ctx, name):
+        if name in self.commands:
+            return self.commands[name]
+        if name not in self.lazy_commands:
+            return None
+        module, attr, _ = self.lazy_commands[name]
+        cmd = getattr(importlib.import_module(module, __name__), attr)
+        self.commands[name] = cmd
+        return cmd
+
+    def format_commands(self, ctx, formatter):
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy_commands and name not in self.commands:
+                rows.append((name, self.lazy_commands[name][2]))
+            else:
+                cmd = self.get_command(ctx, name)
+                if cmd is not None and not cmd.hidden:
+                    rows.append((name, cmd.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="structfw")
+def main():
+    """Structural SVMs trained with Frank-Wolfe solvers (BCFW and its variants, MP-BCFW, FW, SSG,
+    cutting plane, online-EG), and kernel SVMs with FW/MFW/SWAP/PARTAN."""
+
+
+@main.group(cls=LazyGroup, lazy_commands=BENCH_COMMANDS)
+def bench():
+    """Benchmarks that reproduce the papers' figures and tables (JSON + PNG)."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

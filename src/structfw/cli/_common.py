@@ -1,0 +1,193 @@
+"""What the commands share: data loading with one-line errors, output checks, the table.
+
+Errors a user can fix are click exceptions (exit code 2, one line, no traceback):
+:class:`DataError` for a ``--data`` that cannot be used, ``click.UsageError`` /
+``click.BadParameter`` for options.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+#: the named data sets and the one model each is trained with
+NAMED_DATA = {"ocr": "chain", "snakes": "grid", "seg-binary": "graphcut", "seg-multi": "potts"}
+MODEL_CHOICES = ["auto", "chain", "multiclass", "grid", "graphcut", "potts"]
+DATA_HELP = ("'ocr' (chain), 'snakes' (grid), 'seg-binary' (graph cut), 'seg-multi' (Potts), or the path of an "
+             "svmlight/LIBSVM file (multiclass model, kept sparse, 80/20 split).")
+
+
+class DataError(click.ClickException):
+    """``--data`` names something that cannot be trained on: one line, exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, data, problem):
+        super().__init__(f"--data {data}: {problem}")
+
+
+# --------------------------------------------------------------------------- data
+def load_training_data(data, model_name="auto", seed=0):
+    """(X, Y, X_test, Y_test, model) for ``--data`` and ``--model``.
+
+    A model that does not fit the data is a usage error naming both options; a
+    file that cannot be read is a :class:`DataError` naming the file.
+    """
+    natural = NAMED_DATA.get(data, "multiclass")
+    if model_name not in ("auto", None) and model_name != natural:
+        raise click.UsageError(f"--model {model_name} does not apply to --data {data}: its model is {natural} "
+                               "(omit --model or pass --model auto)")
+    if data in NAMED_DATA:
+        return _load_named(data)
+    return _load_svmlight_split(data, seed)
+
+
+def _load_named(data):
+    from .. import datasets, models
+
+    if data == "ocr":
+        X, Y = datasets.load_ocr("train")
+        Xt, Yt = datasets.load_ocr("test")
+        return X, Y, Xt, Yt, models.ChainModel(n_states=26, n_features=128)
+    if data == "snakes":
+        X, Y = datasets.load_snakes("train")
+        Xt, Yt = datasets.load_snakes("test")
+        # one-hot colour features: a linear unary term cannot use raw RGB well
+        X, Xt = datasets.snakes_one_hot(X), datasets.snakes_one_hot(Xt)
+        return X, Y, Xt, Yt, models.GridModel(n_states=11, n_features=X[0].shape[-1])
+    try:
+        # graph-cut / Potts segmentation built from scikit-image's photos (cached on disk on first use)
+        X, Y, make_model = datasets.load_segmentation(data, "train")
+        Xt, Yt, _ = datasets.load_segmentation(data, "test")
+    except ImportError as exc:
+        raise DataError(data, f"needs scikit-image ({exc}); pip install 'structfw[seg]'") from None
+    return X, Y, Xt, Yt, make_model()
+
+
+def _load_svmlight_split(data, seed):
+    """An svmlight file, sparse end to end, split 80/20 at random (``seed``)."""
+    import numpy as np
+
+    from .. import models
+
+    X, y = read_svmlight(data)
+    classes, yi = np.unique(y, return_inverse=True)
+    if len(classes) < 2:
+        raise DataError(data, f"has a single class ({classes[0]:g}); a classifier needs at least 2")
+    if len(yi) < 5:
+        raise DataError(data, f"has {len(yi)} examples; at least 5 are needed for an 80/20 train/test split")
+    perm = np.random.default_rng(seed).permutation(len(yi))
+    cut = int(0.8 * len(yi))
+    tr, te = np.sort(perm[:cut]), np.sort(perm[cut:])
+    model = models.MulticlassModel(n_classes=len(classes), n_features=X.shape[1])
+    rows = model.check_X(X)  # sparse rows, never densified
+    return [rows[i] for i in tr], list(yi[tr]), [rows[i] for i in te], list(yi[te]), model
+
+
+def read_svmlight(data):
+    """X (CSR) and y of an svmlight/LIBSVM file, or a one-line :class:`DataError`."""
+    path = Path(data)
+    if not path.exists():
+        raise DataError(data, f"no such file; expected one of {', '.join(NAMED_DATA)} or an svmlight/LIBSVM file")
+    if path.is_dir():
+        raise DataError(data, "is a directory; expected an svmlight/LIBSVM file")
+    if not os.access(path, os.R_OK):
+        raise DataError(data, "is not readable (permission denied)")
+    if path.stat().st_size == 0:
+        raise DataError(data, "is empty")
+    from sklearn.datasets import load_svmlight_file
+
+    try:
+        X, y = load_svmlight_file(str(path), dtype="float64")
+    except (ValueError, UnicodeDecodeError, OSError, RuntimeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DataError(data, f"is not an svmlight/LIBSVM file ({reason})") from None
+    if X.shape[0] == 0:
+        raise DataError(data, "has no examples")
+    import numpy as np
+
+    if not np.all(np.isfinite(X.data)) or not np.all(np.isfinite(y)):
+        raise DataError(data, "contains non-finite values (nan or inf)")
+    return X, y
+
+
+# --------------------------------------------------------------------------- outputs
+def check_output_path(path, option, suffixes=None, directory=False):
+    """Fail before training, not after, if ``path`` cannot be written."""
+    if path is None:
+        return None
+    p = Path(path)
+    if directory:
+        if p.exists() and not p.is_dir():
+            raise click.BadParameter(f"{path} exists and is not a directory", param_hint=option)
+        parent = p if p.exists() else _first_existing_parent(p)
+    else:
+        if p.is_dir():
+            raise click.BadParameter(f"{path} is a directory; expected a file name", param_hint=option)
+        if suffixes and p.suffix.lower() not in suffixes:
+            raise click.BadParameter(f"{path} must end in {' or '.join(suffixes)}", param_hint=option)
+        if not p.parent.is_dir():
+            raise click.BadParameter(f"the folder {p.parent} does not exist", param_hint=option)
+        parent = p.parent
+        if p.exists() and not os.access(p, os.W_OK):
+            raise click.BadParameter(f"{path} is not writable", param_hint=option)
+    if not os.access(parent, os.W_OK):
+        raise click.BadParameter(f"cannot write in {parent}", param_hint=option)
+    return p
+
+
+def _first_existing_parent(p):
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise click.BadParameter(f"{parent} is not a directory", param_hint="--out")
+            return parent
+    return Path(".")
+
+
+def require_matplotlib(option):
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise click.BadParameter("needs matplotlib: pip install 'structfw[plot]'", param_hint=option) from None
+
+
+def write_outputs(writers):
+    """Run each (label, function) independently; report failures; True if all succeeded.
+
+    One output that fails (a full disk, a vanished folder) must not prevent the
+    others, above all not the model file, which is written first.
+    """
+    ok = True
+    for label, write in writers:
+        try:
+            where = write()
+            click.echo(f"{label}: {where}")
+        except Exception as exc:  # report and go on: the other outputs are independent
+            click.echo(f"Error: could not write the {label} ({type(exc).__name__}: {exc})", err=True)
+            ok = False
+    return ok
+
+
+# --------------------------------------------------------------------------- table
+def print_table(trace, file=None):
+    """One line per checkpoint: engine pass, effective passes (oracle calls / n), gap, primal,
+    test error, optimisation time."""
+    has_test = "test_loss" in trace.columns
+    has_engine = "engine_passes" in trace.columns
+    head = (f"{'pass':>7}" + (f" {'oracle/n':>8}" if has_engine else "") + f" {'gap':>11} {'primal':>11}"
+            + (f" {'test err':>9}" if has_test else "") + f" {'time s':>8}")
+    click.echo(head, file=file)
+    for k in range(len(trace)):
+        r = trace[k]
+        engine = r.get("engine_passes", r["passes"]) if has_engine else r["passes"]
+        line = f"{engine:7.2f}" + (f" {r['passes']:8.2f}" if has_engine else "")
+        line += f" {r['gap']:11.4e} {r['primal']:11.6f}"
+        if has_test:
+            line += f" {r.get('test_loss', float('nan')):9.4f}"
+        line += f" {r['time_s']:8.2f}"
+        click.echo(line, file=file)
+    if has_engine:
+        click.echo("(pass: the solver's passes, which --passes counts; oracle/n: effective passes, all oracle "
+                   "calls / n, as the papers plot)", file=file)

@@ -1,0 +1,128 @@
+"""``structfw train``: fit a structural SVM from the command line."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ._common import (
+    DATA_HELP,
+    MODEL_CHOICES,
+    DataError,
+    check_output_path,
+    load_training_data,
+    print_table,
+    require_matplotlib,
+    write_outputs,
+)
+from ..executor import EXECUTORS
+from ._solver_options import build_solver, pop_solver_options, solver_options
+
+#: estimator parameters -> their flags, to name the flag in an error from the estimator
+ESTIMATOR_FLAGS = {"lam": "--lam", "max_passes": "--passes", "tol": "--tol", "check_every": "--check-every",
+                   "time_budget": "--time-budget", "n_jobs": "--n-jobs", "executor": "--executor"}
+
+
+class CheckEvery(click.ParamType):
+    name = "N|auto"
+
+    def convert(self, value, param, ctx):
+        if value == "auto" or isinstance(value, int):
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"expected a whole number of passes or 'auto'; got {value!r}", param, ctx)
+
+
+@click.command("train")
+@click.option("--data", default="ocr", show_default=True, help=DATA_HELP)
+@click.option("--model", "model_name", type=click.Choice(MODEL_CHOICES), default="auto", show_default=True,
+              help="Model; each data set has one ('auto'), any other is an error.")
+@solver_options
+@click.option("--lam", default=0.01, show_default=True, help="Regularisation lambda > 0.")
+@click.option("--passes", default=50.0, show_default=True, help="Most solver passes over the data.")
+@click.option("--tol", default=1e-3, show_default=True, help="Stop at a checkpoint whose duality gap is <= this.")
+@click.option("--check-every", type=CheckEvery(), default="auto", show_default=True,
+              help="Passes between gap checkpoints; 'auto' keeps monitoring under 10% of the work.")
+@click.option("--time-budget", default=None, type=float, help="Seconds of optimisation time.")
+@click.option("--seed", default=0, show_default=True, help="Random seed (sampling, and the 80/20 split of a file).")
+@click.option("--n-jobs", type=int, default=None, help="Parallel workers for the oracle calls.")
+@click.option("--executor", type=click.Choice(EXECUTORS), default=None,
+              help="Workers for --n-jobs: processes (default) or threads (oracles that release the GIL).")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a convergence PNG.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the trace (.json or .csv).")
+@click.option("--save", type=click.Path(dir_okay=False), default=None,
+              help="Save the fitted model (.npz added if missing); written first, whatever else fails.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def train(**kw):
+    """Train a structural SVM; report pass / gap / primal / test error / time.
+
+    Ctrl-C stops the run cleanly: the best iterate so far is kept and still saved.
+    Every option is checked before training starts; an option that does not apply
+    (to the solver, the data or the other options) is an error, never ignored.
+    """
+    given = pop_solver_options(kw)
+    solver_name = kw.pop("solver")
+    _check_execution_options(kw["n_jobs"], kw["executor"])
+    check_output_path(kw["trace_path"], "--trace", suffixes=(".json", ".csv"))
+    check_output_path(kw["save"], "--save")
+    if kw["plot"]:
+        check_output_path(kw["plot"], "--plot", suffixes=(".png",))
+        require_matplotlib("--plot")
+    solver = build_solver(solver_name, given)
+
+    X, Y, Xt, Yt, model = load_training_data(kw["data"], kw["model_name"], seed=kw["seed"])
+    svm = _fit(kw, model, solver, X, Y, Xt, Yt)
+
+    label = getattr(solver, "label", solver_name)
+    ok = write_outputs([("model", lambda: svm.save(kw["save"]))] if kw["save"] else [])
+    print_table(svm.trace_)
+    click.echo(f"{label}: stopped by {svm.stopped_}; test error {1 - svm.score(Xt, Yt):.4f}; gap {svm.gap_:.3e}")
+    writers = []
+    if kw["trace_path"]:
+        writers.append(("trace", lambda: _saved(svm.trace_.save, kw["trace_path"])))
+    if kw["plot"]:
+        writers.append(("plot", lambda: _plot(svm, kw["plot"], f"{label}, lam={kw['lam']}")))
+    ok = write_outputs(writers) and ok
+    if not ok:
+        sys.exit(1)
+
+
+def _check_execution_options(n_jobs, executor):
+    if n_jobs is not None and (n_jobs == 0 or n_jobs < -1):
+        raise click.BadParameter(f"must be a positive number of workers or -1 (all cores); got {n_jobs}",
+                                 param_hint="--n-jobs")
+    if executor is not None and n_jobs in (None, 1):
+        raise click.UsageError("--executor applies to parallel workers only: give --n-jobs 2 or more (or -1)")
+
+
+def _fit(kw, model, solver, X, Y, Xt, Yt):
+    from ..estimator import StructuredSVM
+
+    svm = StructuredSVM(model, solver=solver, lam=kw["lam"], max_passes=kw["passes"], tol=kw["tol"],
+                        check_every=kw["check_every"], time_budget=kw["time_budget"], random_state=kw["seed"],
+                        verbose=0 if kw["quiet"] else 1, n_jobs=kw["n_jobs"],
+                        executor=kw["executor"] or "process")
+    try:
+        svm.fit(X, Y, X_test=Xt, Y_test=Yt)
+    except ValueError as exc:
+        msg = str(exc)
+        name = next((n for n in ESTIMATOR_FLAGS if msg.startswith(n)), None)
+        if name is not None:
+            raise click.BadParameter(msg, param_hint=ESTIMATOR_FLAGS[name]) from None
+        raise DataError(kw["data"], msg) from None
+    return svm
+
+
+def _saved(save, path):
+    save(path)
+    return path
+
+
+def _plot(svm, path, title):
+    from ..plotting import plot_convergence
+
+    plot_convergence(svm.trace_, path, title=title)
+    return path
