@@ -192,3 +192,44 @@ def test_svmlight_data_stays_sparse_and_trains_in_bounded_memory(tmp_path):
     assert res.exit_code == 0, res.output
     assert "test error" in res.output
     assert peak < 400e6, f"peak {peak / 1e6:.0f} MB"
+
+
+# --------------------------------------------------------------------------- first run
+def test_first_run_is_announced_before_the_progress_bar(monkeypatch, capsys):
+    import structfw as sf
+    from structfw import _compile
+
+    X = [np.ones((3, 2)), np.zeros((2, 2))]
+    Y = [np.array([0, 1, 0]), np.array([1, 1])]
+    for cached, expected in ((False, True), (True, False), (None, False)):
+        monkeypatch.setattr(_compile, "kernels_cached", lambda cached=cached: cached)
+        sf.StructuredSVM(sf.models.ChainModel(2, 2), max_passes=1, verbose=1).fit(X, Y)
+        assert ("compiling numba kernels" in capsys.readouterr().err) is expected
+
+
+def test_kernels_cached_reads_the_numba_cache():
+    from structfw import _compile
+
+    assert _compile.kernels_cached() is True  # this test session has compiled them
+    assert _compile.kernels_cached([("structfw.no_such_module", "f")]) is None
+
+
+@pytest.mark.slow
+def test_warmup_fills_a_fresh_cache(tmp_path):
+    """In a fresh numba cache nothing is cached; after `structfw warmup` a fit announces nothing."""
+    import os
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "nbcache"))
+    code = ("import structfw as sf, numpy as np\n"
+            "X = [np.ones((3, 2)), np.zeros((2, 2))]; Y = [np.array([0, 1, 0]), np.array([1, 1])]\n"
+            "sf.StructuredSVM(sf.models.ChainModel(2, 2), max_passes=1, verbose=1).fit(X, Y)\n")
+    before = subprocess.run([sys.executable, "-c", "from structfw._compile import kernels_cached; "
+                             "print(kernels_cached())"], capture_output=True, text=True, env=env, timeout=600)
+    assert before.stdout.strip() == "False", before.stderr
+    warm = subprocess.run([sys.executable, "-m", "structfw.cli", "warmup"], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert warm.returncode == 0, warm.stderr
+    assert "done in" in warm.stdout
+    after = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert after.returncode == 0, after.stderr
+    assert "compiling numba kernels" not in after.stderr

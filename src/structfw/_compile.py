@@ -21,15 +21,16 @@ FIRST_RUN_MESSAGE = ("compiling numba kernels (first run on this machine only, a
 
 
 def kernels_cached(kernels=KEY_KERNELS):
-    """True if every kernel has a cache entry for its current source, False if one has none,
-    None if numba's cache cannot be inspected."""
+    """True if any of the kernels has a cache entry for its current source (this machine
+    has compiled before: a fit may still compile a variant it has not used), False if
+    none has (the first run), None if numba's cache cannot be inspected."""
     import importlib
 
     try:
         for module, name in kernels:
             dispatcher = getattr(importlib.import_module(module), name)
-            if not dispatcher._cache._cache_file._load_index():
-                return False
-        return True
+            if dispatcher._cache._cache_file._load_index():
+                return True
+        return False
     except Exception:  # private numba API: never let a check break a fit
         return None

@@ -8,7 +8,6 @@ scikit-learn and compiles nothing.
 from __future__ import annotations
 
 import importlib
-import sys
 
 import click
 
@@ -80,7 +79,3 @@ def main():
 @main.group(cls=LazyGroup, lazy_commands=BENCH_COMMANDS)
 def bench():
     """Benchmarks that reproduce the papers' figures and tables (JSON + PNG)."""
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,7 +1,6 @@
 """``structfw demo``: the main job on the bundled OCR data."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 

@@ -62,7 +62,7 @@ def warmup():
     """
     from .._compile import kernels_cached
 
-    state = {True: "already cached", False: "not cached yet", None: "cache state unknown"}[kernels_cached()]
+    state = {True: "some already cached", False: "none cached yet", None: "cache state unknown"}[kernels_cached()]
     click.echo(f"compiling numba kernels ({state}) ...")
     t0 = time.perf_counter()
     warm_kernels(log=click.echo)
