@@ -86,6 +86,7 @@ def test_options_of_another_solver_are_usage_errors(args, needles):
     (["--check-every", "0"], ["--check-every"]),
     (["--executor", "thread"], ["--executor", "--n-jobs"]),
     (["--n-jobs", "0"], ["--n-jobs"]),
+    (["--save-state"], ["--save-state", "--save"]),
 ])
 def test_bad_option_values_are_usage_errors(args, needles):
     assert_clean_error(invoke(["train"] + QUICK + args), *needles)
@@ -168,6 +169,14 @@ def test_model_is_saved_first_and_outputs_are_independent(tmp_path, svmlight_fil
     import structfw as sf
 
     assert sf.load(tmp_path / "m.npz").coef_.shape == (12,)
+
+
+def test_save_state_writes_a_resumable_model(tmp_path, svmlight_file):
+    res = invoke(["train", "--data", str(svmlight_file), "--save", str(tmp_path / "m.npz"), "--save-state"] + QUICK)
+    assert res.exit_code == 0, res.output
+    import structfw as sf
+
+    assert sf.load(tmp_path / "m.npz").state_.n == 48
 
 
 # --------------------------------------------------------------------------- sparse data

@@ -178,19 +178,32 @@ class StructuredSVM(BaseEstimator):
         return 1.0 - self.model.mean_loss(Y, self.predict(X))
 
     # --------------------------------------------------------- save/load
-    def save(self, path):
+    def save(self, path, state=False):
         """Write the fitted model to a model file (:mod:`structfw.io`; no pickle).
 
         ``.npz`` is appended to ``path`` when missing; returns the path written.
         The file holds the model class and configuration, the parameters (not the
         execution settings ``n_jobs`` / ``verbose``), ``coef`` and the trace.
+
+        Parameters
+        ----------
+        path : str or Path
+        state : bool
+            Also write the solver's complete state (``state_``: the blocks' w_i,
+            corner sets, sampler, averages, random generator), so a loaded estimator
+            with ``warm_start=True`` continues the run exactly.  It is large: BCFW
+            keeps one d-vector per example (n * d * 8 bytes with dense blocks).
         """
         self._check_fitted()
+        if not isinstance(state, (bool, np.bool_)):
+            raise ValueError(f"state must be True or False; got {state!r}")
+        if state and getattr(self, "state_", None) is None:
+            raise ValueError("state=True: this estimator has no solver state to save (it was loaded without one)")
         header = dict(model=type(self.model).__name__, model_config=self.model.get_config(),
                       params=_saved_params(self), stopped=self.stopped_, gap=_f(self.gap_),
                       primal=_f(self.primal_), dual=_f(self.dual_), n_iter=_f(self.n_iter_))
         arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
-        state = _state_section(self)
+        state = _state_section(self) if state else None
         if state is not None:
             state_header, state_arrays = sfio.pack_state(*state)
             header.update(state_header)
@@ -259,21 +272,18 @@ def _saved_params(est):
 
 
 def _state_section(est):
-    """Hook for the optional solver-state section of a model file (warm starts).
+    """The solver-state section of a model file: ``(tree, arrays)`` (:mod:`structfw.solvers.state_file`)."""
+    from .solvers.state_file import encode_state
 
-    Return None (today: solver state is not saved) or ``(meta, arrays)``: a JSON-able
-    dict and a dict of numeric arrays, written under the header key ``state`` and as
-    arrays ``state/<name>`` (:func:`structfw.io.pack_state`).
-    """
-    return None
+    return encode_state(est.state_)
 
 
 def _restore_state(est, meta, arrays):
-    """Hook: fitted attributes (e.g. ``state_``) rebuilt from a file's solver-state
-    section, given as generic validated data (:func:`structfw.io.unpack_state`); the
-    solver must check each field against ``est``'s model and data.  Today no state is
-    restored: a loaded estimator warm-starts from scratch."""
-    return {}
+    """``state_`` rebuilt from a file's solver-state section (digest and structure checked); whether it
+    belongs to the data of a later fit is checked there (size and fingerprint of X and Y)."""
+    from .solvers.state_file import decode_state
+
+    return {"state_": decode_state(dict(meta), dict(arrays), source=getattr(meta, "source", "state"))}
 
 
 def _json_scalar(v):

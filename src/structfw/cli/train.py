@@ -55,6 +55,8 @@ class CheckEvery(click.ParamType):
               help="Write the trace (.json or .csv).")
 @click.option("--save", type=click.Path(dir_okay=False), default=None,
               help="Save the fitted model (.npz added if missing); written first, whatever else fails.")
+@click.option("--save-state", is_flag=True,
+              help="Also save the solver state, so the model file can continue the run (warm_start=True); large.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def train(**kw):
     """Train a structural SVM; report pass / gap / primal / test error / time.
@@ -68,6 +70,8 @@ def train(**kw):
     _check_execution_options(kw["n_jobs"], kw["executor"])
     check_output_path(kw["trace_path"], "--trace", suffixes=(".json", ".csv"))
     check_output_path(kw["save"], "--save")
+    if kw["save_state"] and not kw["save"]:
+        raise click.UsageError("--save-state applies to a saved model: give --save FILE too")
     if kw["plot"]:
         check_output_path(kw["plot"], "--plot", suffixes=(".png",))
         require_matplotlib("--plot")
@@ -77,7 +81,7 @@ def train(**kw):
     svm = _fit(kw, model, solver, X, Y, Xt, Yt)
 
     label = getattr(solver, "label", solver_name)
-    ok = write_outputs([("model", lambda: svm.save(kw["save"]))] if kw["save"] else [])
+    ok = write_outputs([("model", lambda: svm.save(kw["save"], state=kw["save_state"]))] if kw["save"] else [])
     print_table(svm.trace_)
     click.echo(f"{label}: stopped by {svm.stopped_}; test error {1 - svm.score(Xt, Yt):.4f}; gap {svm.gap_:.3e}")
     writers = []
