@@ -160,6 +160,19 @@ class StructuredModel:
             raise ValueError(f"c must be a finite number, got {c!r}")
         return v, c
 
+    #: True when :meth:`fixed_score` is not identically zero (the engine then adds it to L_i)
+    has_fixed_score = False
+
+    def fixed_score(self, x, y):
+        """Optional fixed, unlearned part of the score, <w_o, phi_o(x, y)> (MP-BCFW paper Sec. 3).
+
+        The model scores a labelling as <w, phi(x, y)> + fixed_score(x, y), and its oracles
+        maximise that.  The engine's corners then carry it in their constant term,
+        L_i(y) = Delta(y_i, y) + fixed_score(x_i, y) - fixed_score(x_i, y_i), so the block
+        gaps and the duality gap stay those of the problem the oracle solves.  Models that
+        override it set ``has_fixed_score = True``.  Default: 0."""
+        return 0.0
+
     def compiled_oracle(self, X, Y):
         """Optional: ``(kind, data)``, the training set (X, Y) packed for a compiled corner kernel.
 

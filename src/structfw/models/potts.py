@@ -17,11 +17,10 @@ truth: when expansion ends below H_i(y_i) = 0 the ground truth is returned (the 
 guards this too).  For K = 2 alpha-expansion is exact (it reaches the min cut).
 
 ``potts_constant`` is a fixed term -C #cut(y) of the score, not part of phi (it is the
-phi_circ component of Sec. 3 of the MP-BCFW paper).  The engine's corners use
-L_i(y) = loss(y_i, y), which cannot see x, so with C > 0 the oracle maximises
-H_i(y) - C (#cut(y) - #cut(y_i)) while the engine evaluates H_i(y): training stays
-well defined (every corner is a feasible plane) but its gaps are then those of an
-approximate oracle.  The default C = 0 has no such mismatch.
+phi_o component of Sec. 3 of the MP-BCFW paper): :meth:`PottsModel.fixed_score`.  The
+engine adds its difference to each corner's constant, L_i(y) = Delta(y_i, y)
+- C (#cut(y) - #cut(y_i)), so the gaps it reports are those of the objective the
+oracle maximises.
 """
 from __future__ import annotations
 
@@ -91,6 +90,18 @@ class PottsModel(GraphLabellingModel):
         if s < potts_score(U, tails, heads, c, y_true):
             return y_true.copy()
         return self._not_below_truth(U, tails, heads, ef, w, y, y_true)
+
+    @property
+    def has_fixed_score(self):
+        return self.potts_constant > 0.0
+
+    def fixed_score(self, x, y):
+        """-C #cut(y): the fixed Potts term (0 with the default C = 0)."""
+        if self.potts_constant == 0.0:
+            return 0.0
+        _, tails, heads, _ = self._parts(x)
+        y = np.asarray(y)
+        return -self.potts_constant * float(np.count_nonzero(y[tails] != y[heads]))
 
     def decode(self, x, w):
         """Alpha-expansion on <Pi(w), phi(x, y)> - C #cut(y) from the unary argmax."""

@@ -107,7 +107,12 @@ class Problem:
     def corner(self, i, y):
         """(psi_i(y) as SparseVector, L_i(y)) for labelling y of example i."""
         psi = as_corner_vector(self.model.psi(self.X[i], self.Y[i], y), self.d)
-        return psi, float(self.model.loss(self.Y[i], y))
+        L = float(self.model.loss(self.Y[i], y))
+        if self.model.has_fixed_score:
+            # the fixed score's difference is part of the corner's constant (MP-BCFW Sec. 3)
+            x = self.X[i]
+            L += float(self.model.fixed_score(x, y)) - float(self.model.fixed_score(x, self.Y[i]))
+        return psi, L
 
     def check_oracle_output(self, i, y):
         name = f"the labelling returned by {type(self.model).__name__}.loss_augmented_decode for example {i}"
