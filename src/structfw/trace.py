@@ -19,11 +19,20 @@ CORE_COLUMNS = ("passes", "oracle_calls", "time_s", "primal", "dual", "gap")
 class Trace:
     """Per-checkpoint convergence record.
 
-    Columns: ``passes`` (effective passes: optimisation oracle calls / n),
-    ``oracle_calls`` (oracle calls that moved the iterate), ``time_s``
-    (optimisation time, monitoring excluded), ``primal`` P(w), ``dual`` D(alpha),
-    ``gap`` = P - D, and when available ``test_loss``, ``monitor_calls``,
-    ``cache_hits``, ``active_corners``, ``oracle_time_frac``.
+    What a pass is: two columns count them.  ``engine_passes`` are the solver's own
+    passes -- n block steps for BCFW and SSG, one batch step for FW, one exact pass
+    plus its approximate passes for MP-BCFW -- and are what ``max_passes`` and
+    ``check_every`` count.  ``passes`` are *effective* passes, all optimisation
+    oracle calls / n, the x-axis of the papers' figures: gap sampling's full gap
+    passes and the cache's refreshes add to it, cache hits do not, so ``passes``
+    may run ahead of (gap sampling) or behind (cache) ``engine_passes``.
+    Monitoring (the checkpoints' own oracle pass, ``monitor_calls``) is in neither.
+
+    Columns: ``passes`` (effective passes), ``engine_passes``, ``oracle_calls``
+    (oracle calls that moved the iterate), ``time_s`` (optimisation time,
+    monitoring excluded), ``primal`` P(w), ``dual`` D(alpha), ``gap`` = P - D, and
+    when available ``test_loss``, ``monitor_calls``, ``cache_hits``,
+    ``active_corners``, ``oracle_time_frac``.
 
     Attributes
     ----------
