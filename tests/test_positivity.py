@@ -11,39 +11,17 @@ import structfw as sf
 from structfw.solvers import BCFW, FW, SSG, Monitor, Problem, StopRule
 from structfw.solvers import parts
 from structfw.solvers._kernels import projected_line_search, projected_slope
-from toy import exact_optimum, make_toy, primal
+from toy import exact_optimum, make_toy, primal, primal_qp_optimum
 
 LAM = 0.05
 
 
 def constrained_optimum(model, X, Y, lam, S):
     """min_{w, xi} lam/2 ||w||^2 + 1/n sum xi_i  s.t. xi_i >= L_i(y) - <w, psi_i(y)>, w_S >= 0 (cvxopt)."""
-    import cvxopt
-    from cvxopt import solvers
-
     n, m, d = len(X), model.phi.shape[1], model.phi.shape[2]
-    P = np.zeros((d + n, d + n))
-    P[:d, :d] = lam * np.eye(d)
-    P[d:, d:] = 1e-12 * np.eye(n)
-    q = np.concatenate([np.zeros(d), np.ones(n) / n])
-    G, h = [], []
-    for i in range(n):
-        for yl in range(m):
-            y = i * 1000 + yl
-            row = np.zeros(d + n)
-            row[:d] = -model.psi(X[i], Y[i], y)
-            row[d + i] = -1.0
-            G.append(row)
-            h.append(-model.loss(Y[i], y))
-    for j in S:
-        row = np.zeros(d + n)
-        row[j] = -1.0
-        G.append(row)
-        h.append(0.0)
-    solvers.options.update(show_progress=False, abstol=1e-12, reltol=1e-12, feastol=1e-12)
-    sol = solvers.qp(cvxopt.matrix(P), cvxopt.matrix(q), cvxopt.matrix(np.array(G)), cvxopt.matrix(np.array(h)))
-    z = np.array(sol["x"]).ravel()
-    w = z[:d]
+    corners = [(i, model.psi(X[i], Y[i], i * 1000 + yl), model.loss(Y[i], i * 1000 + yl))
+               for i in range(n) for yl in range(m)]
+    w = primal_qp_optimum(corners, n, d, lam, S)
     return primal(model, X, Y, lam, w), w
 
 

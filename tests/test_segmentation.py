@@ -17,6 +17,7 @@ from structfw.oracles.maxflow import (
     min_cut_directed,
 )
 from structfw.oracles.potts import alpha_expansion, expansion_move, potts_score
+from toy import corners_primal, primal_qp_optimum
 
 
 # ------------------------------------------------------------------ helpers
@@ -469,9 +470,6 @@ def test_potts_constant_is_part_of_every_corner_and_the_gap_is_honest():
     """With a fixed Potts term -C #cut(y) (MP-BCFW Sec. 3, phi_o) the corners carry
     L_i(y) = Delta + C (#cut(y_i) - #cut(y)); K = 2 (exact expansion): BCPFW reaches the optimum
     of the QP over all labellings, and its gap certifies the suboptimality."""
-    import cvxopt
-    from cvxopt import solvers as cvx
-
     rng = np.random.default_rng(11)
     C, lam, K = 0.7, 0.1, 2
     model = PottsModel(K, 3, 2, potts_constant=C)
@@ -486,35 +484,10 @@ def test_potts_constant_is_part_of_every_corner_and_the_gap_is_honest():
             y = np.array(y, np.int64)
             psi = dense_phi(model, x, yt) - dense_phi(model, x, y)
             corners.append((i, psi, model.loss(yt, y) + C * (cut(yt) - cut(y))))
-    S = model.nonnegative_indices
-    P = np.zeros((d + n, d + n))
-    P[:d, :d] = lam * np.eye(d)
-    P[d:, d:] = 1e-12 * np.eye(n)
-    q = np.concatenate([np.zeros(d), np.ones(n) / n])
-    G, h = [], []
-    for i, psi, L in corners:
-        row = np.zeros(d + n)
-        row[:d], row[d + i] = -psi, -1.0
-        G.append(row)
-        h.append(-L)
-    for j in S:
-        row = np.zeros(d + n)
-        row[j] = -1.0
-        G.append(row)
-        h.append(0.0)
-    cvx.options.update(show_progress=False, abstol=1e-12, reltol=1e-12, feastol=1e-12)
-    z = np.array(cvx.qp(*(cvxopt.matrix(a) for a in (P, q, np.array(G), np.array(h))))["x"]).ravel()
-
-    def primal(w):
-        hinge = np.zeros(n)
-        for i, psi, L in corners:
-            hinge[i] = max(hinge[i], L - psi @ w)
-        return lam / 2 * w @ w + hinge.mean()
-
-    P_star = primal(z[:d])
+    P_star = corners_primal(corners, n, lam, primal_qp_optimum(corners, n, d, lam, model.nonnegative_indices))
     svm = sf.StructuredSVM(model, solver=sf.solvers.BCFW(step="pairwise"), lam=lam, max_passes=300, tol=1e-9,
                            random_state=0, check_every=1).fit(X, Y)
-    sub = primal(svm.coef_) - P_star
+    sub = corners_primal(corners, n, lam, svm.coef_) - P_star
     assert -1e-8 < sub < 1e-5
     assert svm.gap_ >= sub - 1e-10
-    assert svm.primal_ == pytest.approx(primal(svm.coef_), abs=1e-9)
+    assert svm.primal_ == pytest.approx(corners_primal(corners, n, lam, svm.coef_), abs=1e-9)

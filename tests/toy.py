@@ -116,3 +116,37 @@ def exact_dual_from_alpha(problem, state):
                 axpy(cs.alpha[k] / (problem.lam * problem.n), psi, w)
                 ell += cs.alpha[k] * cs.loss[k] / problem.n
     return -0.5 * problem.lam * float(w @ w) + ell, w, ell
+
+
+def primal_qp_optimum(corners, n, d, lam, S=()):
+    """min_{w, xi} lam/2 ||w||^2 + 1/n sum xi_i  s.t. xi_i >= L - <w, psi> for every corner
+    (i, psi, L), and w_S >= 0 (cvxopt); returns w*."""
+    import cvxopt
+    from cvxopt import solvers
+
+    P = np.zeros((d + n, d + n))
+    P[:d, :d] = lam * np.eye(d)
+    P[d:, d:] = 1e-12 * np.eye(n)
+    q = np.concatenate([np.zeros(d), np.ones(n) / n])
+    G, h = [], []
+    for i, psi, L in corners:
+        row = np.zeros(d + n)
+        row[:d], row[d + i] = -psi, -1.0
+        G.append(row)
+        h.append(-L)
+    for j in S:
+        row = np.zeros(d + n)
+        row[j] = -1.0
+        G.append(row)
+        h.append(0.0)
+    solvers.options.update(show_progress=False, abstol=1e-12, reltol=1e-12, feastol=1e-12)
+    sol = solvers.qp(cvxopt.matrix(P), cvxopt.matrix(q), cvxopt.matrix(np.array(G)), cvxopt.matrix(np.array(h)))
+    return np.array(sol["x"]).ravel()[:d]
+
+
+def corners_primal(corners, n, lam, w):
+    """lam/2 ||w||^2 + mean_i max over example i's corners of L - <w, psi> (each i has y_i's zero corner)."""
+    hinge = np.zeros(n)
+    for i, psi, L in corners:
+        hinge[i] = max(hinge[i], L - psi @ w)
+    return lam / 2 * w @ w + hinge.mean()

@@ -23,10 +23,15 @@ def multiclass_scores(x, w, K, F):
 @njit(cache=True)
 def multiclass_oracle(x, w, y_true, K, F, augment):
     """argmax_k <w_k, x> + [k != y_true] (augment) or argmax_k <w_k, x> (ties: smallest k)."""
-    s = multiclass_scores(x, w, K, F)
+    return augmented_argmax(multiclass_scores(x, w, K, F), y_true, augment)
+
+
+@njit(cache=True)
+def augmented_argmax(s, y_true, augment):
+    """argmax_k s_k + [k != y_true] (augment) or argmax_k s_k; ties: smallest k."""
     best = 0
     bv = s[0] + (1.0 if augment and y_true != 0 else 0.0)
-    for k in range(1, K):
+    for k in range(1, s.shape[0]):
         v = s[k] + (1.0 if augment and y_true != k else 0.0)
         if v > bv:
             bv = v
@@ -82,15 +87,7 @@ def multiclass_scores_sparse(idx, val, w, K, F):
 @njit(cache=True)
 def multiclass_oracle_sparse(idx, val, w, y_true, K, F, augment):
     """:func:`multiclass_oracle` for x given by its nonzeros (sorted ``idx``, ``val``)."""
-    s = multiclass_scores_sparse(idx, val, w, K, F)
-    best = 0
-    bv = s[0] + (1.0 if augment and y_true != 0 else 0.0)
-    for k in range(1, K):
-        v = s[k] + (1.0 if augment and y_true != k else 0.0)
-        if v > bv:
-            bv = v
-            best = k
-    return best
+    return augmented_argmax(multiclass_scores_sparse(idx, val, w, K, F), y_true, augment)
 
 
 @njit(cache=True)
