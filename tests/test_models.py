@@ -398,3 +398,34 @@ def test_grid_validation():
         m.check_data(good, [np.full((2, 3), 3)])
     with pytest.raises(ValueError, match="labelling"):
         m.check_labelling(good[0], np.zeros(6, int))
+
+
+def test_multiclass_sparse_rows_match_dense_rows():
+    """A scipy.sparse X stays sparse (SparseVector rows) and gives the dense rows' oracle, psi,
+    scores and fit, to the bit."""
+    import scipy.sparse as sp
+
+    import structfw as sf
+    from structfw._linalg import SparseVector
+
+    rng = np.random.default_rng(4)
+    y = rng.integers(0, 3, 80)
+    X = rng.normal(size=(80, 6)) + 2 * np.eye(3, 6)[y]
+    X[np.abs(X) < 0.5] = 0.0
+    model = sf.models.MulticlassModel(3, 6)
+    rows = model.check_X(sp.csr_matrix(X))
+    assert all(isinstance(r, SparseVector) for r in rows)
+    w = rng.normal(size=18)
+    for i in range(20):
+        for yt in (int(y[i]), -1):
+            assert model._oracle(rows[i], w, yt, yt >= 0) == model._oracle(X[i], w, yt, yt >= 0)
+        np.testing.assert_array_equal(model.psi(rows[i], y[i], 2).toarray(), model.psi(X[i], y[i], 2).toarray())
+        np.testing.assert_allclose(model.scores(rows[i], w), model.scores(X[i], w))
+    a = sf.StructuredSVM(model, lam=0.01, max_passes=4, random_state=0).fit(sp.csr_matrix(X), y)
+    b = sf.StructuredSVM(model, lam=0.01, max_passes=4, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.predict(sp.csr_matrix(X)), b.predict(X))
+    with pytest.raises(ValueError, match="features"):
+        model.check_X(sp.csr_matrix(np.ones((2, 5))))
+    with pytest.raises(ValueError, match="increasing"):
+        model.check_X([SparseVector(np.array([3, 1]), np.array([1.0, 2.0]), 6)])
