@@ -3,14 +3,16 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import structfw as sf
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 
 
-def _python_blocks():
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def _python_blocks(path=README):
+    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
 
 
 def test_ten_line_example_runs(tmp_path, monkeypatch):
@@ -25,7 +27,7 @@ def test_ten_line_example_runs(tmp_path, monkeypatch):
 
 
 def test_custom_model_example_learns():
-    block = next(b for b in _python_blocks() if "class MyModel" in b)
+    block = next(b for b in _python_blocks(ROOT / "docs" / "guide" / "models.md") if "class MyModel" in b)
     ns = {}
     exec(compile(block, "README model", "exec"), ns)
     MyModel = ns["MyModel"]
@@ -35,3 +37,20 @@ def test_custom_model_example_learns():
     svm = sf.StructuredSVM(MyModel(3, 4), lam=0.01, max_passes=20, tol=1e-3, random_state=0)
     svm.fit(list(X), list(y))
     assert svm.score(list(X), list(y)) > 0.9
+
+
+def test_readme_is_a_newcomers_page_with_links_that_resolve():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 160
+    assert text.count("```bash\npip install") == 2
+    for target in re.findall(r"\]\(((?:docs|examples)/[^)#]+)\)", text):
+        assert (ROOT / target).exists(), target
+
+
+@pytest.mark.slow
+def test_quick_start_reaches_its_tol(tmp_path, monkeypatch):
+    block = next(b for b in _python_blocks() if "load_ocr" in b and "StructuredSVM" in b)
+    monkeypatch.chdir(tmp_path)
+    ns = {}
+    exec(compile(block, "README example", "exec"), ns)
+    assert ns["svm"].stopped_ == "tol"

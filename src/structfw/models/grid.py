@@ -49,6 +49,8 @@ class GridModel(StructuredModel):
     max_sweeps : int, default 20
         Maximum block-ICM sweeps.
 
+    Notes
+    -----
     Inputs and labellings: x is an (h, w, F) array (C-contiguous float64 after
     :meth:`check_X`), y an (h, w) int64 array with values 0..S-1.
     """

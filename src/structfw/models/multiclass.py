@@ -32,6 +32,8 @@ class MulticlassModel(StructuredModel):
     n_classes : int >= 2
     n_features : int >= 1
 
+    Notes
+    -----
     Inputs and labellings: x is a (F,) float64 vector, or a
     :class:`structfw._linalg.SparseVector` of dimension F for sparse data; y a
     Python int in 0..K-1. :meth:`check_X` also accepts a 2-D array (rows =

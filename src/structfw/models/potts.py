@@ -53,6 +53,8 @@ class PottsModel(GraphLabellingModel):
     negative_weights : {"clip", "raise"}, default "clip"
         Negative pairwise weights are clipped at 0 (the engine's projection) or refused.
 
+    Notes
+    -----
     Inputs and labellings are as for :class:`~structfw.models.GraphCutModel`, with
     y (V,) int64 in 0..K-1.  ``nonnegative_indices`` = the Fe pairwise coordinates.
     """
