@@ -12,9 +12,11 @@ from pathlib import Path
 import click
 
 #: the named data sets and the one model each is trained with
-NAMED_DATA = {"ocr": "chain", "snakes": "grid", "seg-binary": "graphcut", "seg-multi": "potts"}
-MODEL_CHOICES = ["auto", "chain", "multiclass", "grid", "graphcut", "potts"]
-DATA_HELP = ("'ocr' (chain), 'snakes' (grid), 'seg-binary' (graph cut), 'seg-multi' (Potts), or the path of an "
+NAMED_DATA = {"ocr": "chain", "snakes": "grid", "seg-binary": "graphcut", "seg-multi": "potts",
+              "alignment": "matching"}
+MODEL_CHOICES = ["auto", "chain", "multiclass", "grid", "graphcut", "potts", "matching"]
+DATA_HELP = ("'ocr' (chain), 'snakes' (grid), 'seg-binary' (graph cut), 'seg-multi' (Potts), 'alignment' "
+             "(matching: 5,000 synthetic sentence pairs, the last 1,000 for testing), or the path of an "
              "svmlight/LIBSVM file (multiclass model, kept sparse, 80/20 split).")
 
 
@@ -56,6 +58,9 @@ def _load_named(data):
         # one-hot colour features: a linear unary term cannot use raw RGB well
         X, Xt = datasets.snakes_one_hot(X), datasets.snakes_one_hot(Xt)
         return X, Y, Xt, Yt, models.GridModel(n_states=11, n_features=X[0].shape[-1])
+    if data == "alignment":
+        X, Y = datasets.make_alignment(5000, random_state=0)
+        return X[:4000], Y[:4000], X[4000:], Y[4000:], models.MatchingModel(datasets.alignment.N_FEATURES)
     try:
         # graph-cut / Potts segmentation built from scikit-image's photos (cached on disk on first use)
         X, Y, make_model = datasets.load_segmentation(data, "train")

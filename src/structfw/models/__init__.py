@@ -3,8 +3,9 @@ from .base import MODEL_REGISTRY, StructuredModel, register_model
 from .chain import ChainModel
 from .graphcut import GraphCutModel, GraphInput
 from .grid import GridModel
+from .matching import MatchingInput, MatchingModel
 from .multiclass import MulticlassModel
 from .potts import PottsModel
 
 __all__ = ["StructuredModel", "register_model", "MODEL_REGISTRY", "ChainModel", "MulticlassModel",
-           "GridModel", "GraphCutModel", "PottsModel", "GraphInput"]
+           "GridModel", "GraphCutModel", "PottsModel", "GraphInput", "MatchingModel", "MatchingInput"]

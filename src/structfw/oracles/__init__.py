@@ -29,6 +29,15 @@ from .grid import (
     grid_phi_diff,
     grid_unary,
 )
+from .matching import (
+    matching_hamming,
+    matching_phi_diff_csr,
+    matching_phi_diff_dense,
+    matching_scores_csr,
+    matching_scores_dense,
+    matching_value,
+    max_weight_partial_matching,
+)
 from .maxflow import available_backends, bk_maxflow, min_cut, min_cut_directed
 from .potts import (
     alpha_expansion,
@@ -79,4 +88,11 @@ __all__ = [
     "chain_expectation_dense",
     "chain_expectation_csr",
     "softmax_expectation",
+    "max_weight_partial_matching",
+    "matching_value",
+    "matching_scores_dense",
+    "matching_scores_csr",
+    "matching_phi_diff_dense",
+    "matching_phi_diff_csr",
+    "matching_hamming",
 ]
