@@ -69,6 +69,6 @@ def test_warm_start_resumes_exactly_with_minibatches(ocr60):
 def test_executors_and_options():
     assert isinstance(get_executor(2, "thread"), ThreadExecutor)
     with pytest.raises(ValueError, match="executor must be one of"):
-        get_executor(2, "ray")
+        get_executor(2, "dask")
     with pytest.raises(ValueError, match="minibatch must be an integer >= 1"):
         BCFW(minibatch=0)

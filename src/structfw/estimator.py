@@ -50,16 +50,24 @@ class StructuredSVM(BaseEstimator):
     verbose : int
         0 silent, 1 progress bar (pass, gap, time), 2 also a line per checkpoint.
     n_jobs : int or None
-        Processes for batch oracle passes (gap passes, FW steps, prediction).
-    executor : {"process", "thread"}
+        Workers for the oracle calls that run at once: batch passes (gap passes, FW
+        steps, cutting-plane rounds, MP-BCFW exact passes, prediction) and the
+        minibatches of ``BCFW(minibatch=tau)``.  None: serial (with Ray: one actor per
+        cluster CPU); -1: one per CPU.
+    executor : {"process", "thread", "ray"} or "ray:ADDRESS"
         Workers for ``n_jobs > 1``: local processes (the data are sent once, when they
-        start), or threads of this process (for oracles that release the GIL: the numba
-        kernels, the graph-cut min cut).
+        start), threads of this process (for oracles that release the GIL: the numba
+        kernels, the graph-cut min cut), or actors of a Ray cluster
+        (``structfw[distributed]``; :mod:`structfw.executor_ray`): "ray" joins the cluster
+        named by RAY_ADDRESS or starts a local one, "ray:ADDRESS" joins ADDRESS.
 
     Attributes
     ----------
-    coef_ : ndarray (d,)
-        w.
+    coef_ : ndarray (d,) or None
+        w (None after a kernelized fit with a non-linear kernel: w is then implicit).
+    kernel_expansion_ : KernelExpansion or None
+        The predictor of a kernelized fit (``solver="kernel-bcfw"``): support positions, their
+        dual coefficients and the transition weights; None for linear solvers.
     trace_ : Trace
         Per checkpoint: passes, oracle_calls, time_s, primal, dual, gap (and test_loss).
     gap_, primal_, dual_ : float
@@ -147,7 +155,12 @@ class StructuredSVM(BaseEstimator):
             finally:
                 executor.close()
             n_features = getattr(self.model, "n_features", None)
-            fitted = dict(coef_=res.w, trace_=res.trace, state_=res.state, stopped_=res.stopped,
+            # a kernelized solver returns its predictor (w exists only implicitly); coef_ is then the
+            # explicit w when there is one (linear kernel), else None
+            expansion = None if isinstance(res.w, np.ndarray) else res.w
+            coef = res.w if expansion is None else expansion.linear_coef()
+            fitted = dict(coef_=coef, kernel_expansion_=expansion, trace_=res.trace, state_=res.state,
+                          stopped_=res.stopped,
                           gap_=res.gap, primal_=res.primal, dual_=res.dual,
                           n_iter_=float(res.trace.last("engine_passes", res.trace.last("passes"))))
             if isinstance(n_features, int):
@@ -162,9 +175,11 @@ class StructuredSVM(BaseEstimator):
             raise ValueError("this StructuredSVM is not fitted yet; call fit(X, Y) first")
 
     def predict(self, X):
-        """argmax_y <w, phi(x, y)> for every input."""
+        """argmax_y <w, phi(x, y)> for every input (through the kernel expansion after a kernelized fit)."""
         self._check_fitted()
         X, _ = self.model.check_data(X)
+        if getattr(self, "kernel_expansion_", None) is not None:
+            return self.kernel_expansion_.decode_all(X)
         executor = get_executor(self.n_jobs, self.executor)
         try:
             return executor.decode(executor.bind(self.model, X), self.coef_)
@@ -195,6 +210,9 @@ class StructuredSVM(BaseEstimator):
             keeps one d-vector per example (n * d * 8 bytes with dense blocks).
         """
         self._check_fitted()
+        if self.coef_ is None:
+            raise ValueError("this StructuredSVM was fitted with a kernel other than 'linear' (kernel_expansion_): "
+                             "its w is implicit, and model files hold an explicit coef; it cannot be saved")
         if not isinstance(state, (bool, np.bool_)):
             raise ValueError(f"state must be True or False; got {state!r}")
         if state and getattr(self, "state_", None) is None:

@@ -49,7 +49,11 @@ class CheckEvery(click.ParamType):
 @click.option("--seed", default=0, show_default=True, help="Random seed (sampling, and the 80/20 split of a file).")
 @click.option("--n-jobs", type=int, default=None, help="Parallel workers for the oracle calls.")
 @click.option("--executor", type=click.Choice(EXECUTORS), default=None,
-              help="Workers for --n-jobs: processes (default) or threads (oracles that release the GIL).")
+              help="Workers for --n-jobs: processes (default), threads (oracles that release the GIL) or Ray "
+                   "actors (see --ray).")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+              help="Run the oracles on a Ray cluster: its address (e.g. auto, ray://head:10001), or no value for a "
+                   "local one; --n-jobs then counts actors (default: one per cluster CPU).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a convergence PNG.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
               help="Write the trace (.json or .csv).")
@@ -67,7 +71,7 @@ def train(**kw):
     """
     given = pop_solver_options(kw)
     solver_name = kw.pop("solver")
-    _check_execution_options(kw["n_jobs"], kw["executor"])
+    kw["executor"] = _check_execution_options(kw["n_jobs"], kw["executor"], kw.pop("ray_address"))
     check_output_path(kw["trace_path"], "--trace", suffixes=(".json", ".csv"))
     check_output_path(kw["save"], "--save")
     if kw["save_state"] and not kw["save"]:
@@ -94,12 +98,25 @@ def train(**kw):
         sys.exit(1)
 
 
-def _check_execution_options(n_jobs, executor):
+def _check_execution_options(n_jobs, executor, ray_address):
+    """The estimator's executor string, after checking --n-jobs, --executor and --ray agree."""
     if n_jobs is not None and (n_jobs == 0 or n_jobs < -1):
         raise click.BadParameter(f"must be a positive number of workers or -1 (all cores); got {n_jobs}",
                                  param_hint="--n-jobs")
+    if ray_address is not None:
+        if executor not in (None, "ray"):
+            raise click.UsageError(f"--ray runs the oracles on Ray actors; it cannot be combined with "
+                                   f"--executor {executor}")
+        executor = "ray" if ray_address == "local" else f"ray:{ray_address}"
+    if executor is not None and executor.startswith("ray"):
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise click.UsageError("--ray / --executor ray need Ray: pip install 'structfw[distributed]'") from None
+        return executor
     if executor is not None and n_jobs in (None, 1):
         raise click.UsageError("--executor applies to parallel workers only: give --n-jobs 2 or more (or -1)")
+    return executor
 
 
 def _fit(kw, model, solver, X, Y, Xt, Yt):
