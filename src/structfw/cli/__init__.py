@@ -26,6 +26,8 @@ BENCH_COMMANDS = {
     "path": ("..bench.path", "bench_path", "Regularisation path against grid search (Osokin et al. Figure 4)."),
     "mpbcfw": ("..bench.mpbcfw", "bench_mpbcfw", "MP-BCFW paper Figures 4-6 on digits, OCR, graph cut, Potts."),
     "svm": ("..bench.svm", "bench_svm", "Kernel SVM Tables 2-4: FW/MFW/SWAP/PARTAN against libsvm."),
+    "parallel": ("..bench.parallel", "bench_parallel",
+                 "Minibatch-parallel BCFW: time and oracle calls to a gap on threads, processes, Ray."),
 }
 
 

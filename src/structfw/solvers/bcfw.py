@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections import deque
 from dataclasses import replace
 
 import numpy as np
@@ -242,6 +243,15 @@ class BCFW(Solver):
         step along the sum of the tau directions in the common case and reuse every step type,
         the cache (hits are decided at the batch start; misses are batched) and MP-BCFW's exact
         passes unchanged.  The compiled passes are for cheap oracles and run tau = 1.
+    asynchronous : bool
+        With ``minibatch=tau``: keep a window of tau oracle calls in flight instead of
+        running them in batches, the asynchronous variant of Wang et al. (2016) with
+        staleness bounded by tau - 1 steps: after each block step the next block's oracle
+        starts at the w just reached, so the workers never wait for the steps and the
+        steps never wait for a whole batch.  Every corner is still a vertex of its
+        block's simplex (the dual stays monotone), and the window is filled in program
+        order, so the iterates do not depend on the workers' timing (equal to a serial
+        run's).  Pick tau >= n_jobs + 1 to keep every worker busy.
 
     Notes
     -----
@@ -280,17 +290,23 @@ class BCFW(Solver):
         Param("minibatch", 1, "int", low=1,
               help="tau: blocks whose oracles run at once on the executor's workers, then are applied in turn "
                    "(Wang et al. 2016)."),
+        Param("asynchronous", False, "bool",
+              help="With minibatch=tau: a window of tau oracle calls in flight, each started at the w of the "
+                   "step before (staleness <= tau - 1; Wang et al. 2016's asynchronous variant)."),
     )
 
     def __init__(self, step_size="linesearch", sampling="uniform", step="fw", cache=False,
                  cache_F=0.25, cache_nu=0.01, cache_size=50, averaging=None, gap_refresh=10,
                  block_storage="auto", max_dense_bytes=2 * 1024 ** 3, check_oracle=True, multi_plane=False,
                  max_planes=1000, max_approx_passes=1000, plane_timeout=10, approx_rule="time",
-                 oracle_work=10.0, minibatch=1):
+                 oracle_work=10.0, minibatch=1, asynchronous=False):
         self._init_params(locals())
         self._check_combination()
 
     def _check_combination(self):
+        if self.asynchronous and self.minibatch < 2:
+            raise ValueError("asynchronous=True keeps minibatch=tau oracle calls in flight: give minibatch >= 2 "
+                             f"(tau >= n_jobs + 1 keeps every worker busy); got minibatch={self.minibatch}")
         if self.multi_plane and self.cache:
             raise ValueError("cache=True and multi_plane=True are two caches of oracle corners: choose one "
                              "(MP-BCFW's working sets replace the gap-based cache)")
@@ -554,17 +570,21 @@ class BCFW(Solver):
         ctx.u = avg.u if avg is not None else _EMPTY_V
         ctx.inv_c = 0.0
         tau = self.minibatch if not approx else 1
+        window = deque() if self.asynchronous and tau > 1 else None
         batch = []
         for s in range(n):
             if flag.requested:
                 break
-            if not batch:
+            if window is not None:
+                i = self._next_in_window(ctx, window, order, s + len(window), min(s + tau, n))
+            elif not batch:
                 # the next tau blocks; their oracles run at once at the current w (Wang et al. 2016)
                 batch = [int(order[t]) if order is not None else st.sampler.next() for t in range(s, min(s + tau, n))]
                 if tau > 1:
                     ctx.source.prefetch(ctx, batch)
                 batch.reverse()
-            i = batch.pop()
+            if window is None:
+                i = batch.pop()
             ctx.gfixed = 2.0 * n / (st.k + 2.0 * n) if predefined else -1.0
             rho = 0.0
             if avg is not None:
@@ -580,6 +600,8 @@ class BCFW(Solver):
             st.k += 1
             if avg is not None:
                 avg.end_step(rho, st.ell)
+            if window is not None:
+                ctx.prefetched.pop(i, None)  # a cache hit left its corner unused: it is stale by now
         else:
             if not approx:
                 st.passes += 1
@@ -587,6 +609,19 @@ class BCFW(Solver):
         ctx.prefetched.clear()  # an interrupted batch leaves no corner for the next pass
         if avg is not None:
             avg.renormalise()
+
+    @staticmethod
+    def _next_in_window(ctx, window, order, drawn, stop):
+        """Asynchronous minibatch: top the window of oracle calls in flight up to step ``stop``
+        (each starts at the current w), then wait for the oldest; its block."""
+        st = ctx.st
+        while drawn < stop:
+            b = int(order[drawn]) if order is not None else st.sampler.next()
+            window.append((b, ctx.source.submit(ctx, b)))
+            drawn += 1
+        i, pending = window.popleft()
+        ctx.source.collect(ctx, i, pending)
+        return i
 
     #: block iterations per compiled call: Ctrl-C is polled between chunks
     COMPILED_CHUNK = 1024
@@ -730,6 +765,6 @@ class MPBCFW(BCFW):
                  cache_F=0.25, cache_nu=0.01, cache_size=50, averaging=None, gap_refresh=10,
                  block_storage="auto", max_dense_bytes=2 * 1024 ** 3, check_oracle=True, multi_plane=True,
                  max_planes=1000, max_approx_passes=1000, plane_timeout=10, approx_rule="time",
-                 oracle_work=10.0, minibatch=1):
+                 oracle_work=10.0, minibatch=1, asynchronous=False):
         self._init_params(locals())
         self._check_combination()

@@ -92,6 +92,26 @@ class ExactOracle:
         ctx.counters["oracle_calls"] += len(need)
         ctx.prefetched.update(zip(need, res))
 
+    def submit(self, ctx, i):
+        """Asynchronous minibatch: start block i's oracle at the current w; None if its step
+        will not need it (a cache hit now)."""
+        if not self.needs_oracle(ctx, i):
+            return None
+        w = ctx.st.w.copy()  # the steps before its turn change st.w in place
+        return w, ctx.problem.submit_oracle(w, i)
+
+    def collect(self, ctx, i, pending):
+        """Block i's turn: wait for its oracle and leave the corner where :meth:`call_oracle`
+        takes it.  oracle_time counts the wait (the time the steps were held up)."""
+        if pending is None:
+            return
+        w, future = pending
+        t0 = time.perf_counter()
+        y = future.result()[0]
+        ctx.counters["oracle_time"] += time.perf_counter() - t0
+        ctx.counters["oracle_calls"] += 1
+        ctx.prefetched[i] = ctx.problem.oracle_corner(i, y, w, ctx.validate)
+
     @staticmethod
     def call_oracle(ctx, i, base):
         st, problem = ctx.st, ctx.problem

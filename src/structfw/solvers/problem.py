@@ -180,6 +180,11 @@ class Problem:
         labels = self.executor.loss_augmented_decode(self.data_key, w, None if indices is None else idx)
         return [self.oracle_corner(i, y, w, validate) for i, y in zip(idx, labels)]
 
+    def submit_oracle(self, w, i):
+        """Start example i's max oracle at w on the executor; a future of [labelling].
+        The caller keeps w unchanged until the result is in."""
+        return self.executor.submit(self.data_key, w, [i])
+
     def decode_all(self, w):
         """argmax_y <w, phi(x_i, y)> for every training example (through the executor)."""
         return self.executor.decode(self.data_key, w)
