@@ -14,7 +14,7 @@ from .._linalg import coalesce
 
 
 # ---------------------------------------------------------------- Viterbi
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath=True, nogil=True)
 def _viterbi_core(U, w, off, S):
     """argmax_y sum_l U[l, y_l] + sum_l w[off + y_l*S + y_{l+1}]; returns (y, score).
 
@@ -64,7 +64,7 @@ def _viterbi_core(U, w, off, S):
     return y, total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def viterbi(U, P):
     """Max-sum Viterbi on a chain.
 
@@ -83,7 +83,7 @@ def viterbi(U, P):
     return _viterbi_core(U, flat, 0, S)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def loss_augmented_viterbi(U, P, y_true):
     """Viterbi on U + (1/L) [y != y_true] (normalised Hamming loss augmentation)."""
     L, S = U.shape
@@ -98,7 +98,7 @@ def loss_augmented_viterbi(U, P, y_true):
 
 
 # ------------------------------------------------ fused chain-model oracles
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath=True, nogil=True)
 def chain_unary_dense(x, w, S, F, y_true, augment):
     """U[l, s] = <x_l, w[s*F:(s+1)*F]> (+ 1/L when s != y_true[l] and augment)."""
     L = x.shape[0]
@@ -116,7 +116,7 @@ def chain_unary_dense(x, w, S, F, y_true, augment):
     return U
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment):
     """As chain_unary_dense for x given by CSR arrays (L = len(indptr) - 1)."""
     L = indptr.shape[0] - 1
@@ -134,7 +134,7 @@ def chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment):
     return U
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def chain_oracle_dense(x, w, y_true, S, F, augment):
     """Loss-augmented (augment=True) or plain Viterbi decoding of a dense chain."""
     U = chain_unary_dense(x, w, S, F, y_true, augment)
@@ -142,7 +142,7 @@ def chain_oracle_dense(x, w, y_true, S, F, augment):
     return y
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def chain_oracle_csr(indptr, indices, data, w, y_true, S, F, augment):
     """Loss-augmented or plain Viterbi decoding of a chain with CSR features."""
     U = chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment)
@@ -150,7 +150,7 @@ def chain_oracle_csr(indptr, indices, data, w, y_true, S, F, augment):
     return y
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def hamming_loss(a, b):
     """Normalised Hamming loss mean_l [a_l != b_l] (0 for empty labellings)."""
     L = a.shape[0]
@@ -164,7 +164,7 @@ def hamming_loss(a, b):
 
 
 # -------------------------------------------- joint feature differences
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def edge_label_diff(a0, b0, a1, b1, off, S, ti, tv, n):
     """Append the transition-indicator difference e_{a0,b0} - e_{a1,b1} of one edge to
     (ti, tv) from position n; labels < 0 mean "absent".  Returns the new length."""
@@ -181,7 +181,7 @@ def edge_label_diff(a0, b0, a1, b1, off, S, ti, tv, n):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def append_coalesced(ti, tv, n, out_i, out_v, m):
     """Append the sorted, summed, non-zero pairs (ti[:n], tv[:n]) to out_i/out_v from m.
 
@@ -193,7 +193,7 @@ def append_coalesced(ti, tv, n, out_i, out_v, m):
     return m + k
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _transition_diff(ya, yb, S, off, out_i, out_v, m):
     """Append the sorted, coalesced nonzeros of e(ya) - e(yb) (transition counts)
     to out_i/out_v from position m; labels < 0 mean "absent" (no transition)."""
@@ -206,7 +206,7 @@ def _transition_diff(ya, yb, S, off, out_i, out_v, m):
     return append_coalesced(ti, tv, n, out_i, out_v, m)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def unary_diff_dense(x, ya, yb, S, F, extra):
     """Unary part of phi(x, ya) - phi(x, yb) for dense per-position features x (P, F):
     sum over positions p where ya != yb of x_p in block ya_p minus x_p in block yb_p
@@ -255,7 +255,7 @@ def unary_diff_dense(x, ya, yb, S, F, extra):
     return out_i, out_v, m
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def chain_phi_diff_dense(x, ya, yb, S, F):
     """Sparse phi(x, ya) - phi(x, yb) for dense x (L, F), touching only positions
     where ya and yb differ.  Labels < 0 in yb mean "no labelling" (so yb = -1
@@ -266,7 +266,7 @@ def chain_phi_diff_dense(x, ya, yb, S, F):
     return out_i[:m].copy(), out_v[:m].copy()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def chain_phi_diff_csr(indptr, indices, data, ya, yb, S, F):
     """As chain_phi_diff_dense for x given by CSR arrays (never densified)."""
     L = indptr.shape[0] - 1

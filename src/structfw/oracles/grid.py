@@ -21,7 +21,7 @@ from numba import njit
 from .chain import _viterbi_core, append_coalesced, edge_label_diff, unary_diff_dense
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath=True, nogil=True)
 def grid_unary(x, w, S, F, y_true, augment):
     """U[i, j, s] = <x[i, j], w[s*F:(s+1)*F]> (+ 1/(h*w) when s != y_true[i, j])."""
     h, wd = x.shape[0], x.shape[1]
@@ -40,7 +40,7 @@ def grid_unary(x, w, S, F, y_true, augment):
     return U
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def grid_energy(U, w, offH, offV, y):
     h, wd, S = U.shape
     e = 0.0
@@ -54,7 +54,7 @@ def grid_energy(U, w, offH, offV, y):
     return e
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def grid_block_icm(U, w, offH, offV, y, max_sweeps):
     """Improve y in place by exact row / column updates (Viterbi); returns its energy."""
     h, wd, S = U.shape
@@ -94,7 +94,7 @@ def grid_block_icm(U, w, offH, offV, y, max_sweeps):
     return e
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _normalise(m, i, j, S):
     mx = m[i, j, 0]
     for s in range(1, S):
@@ -104,7 +104,7 @@ def _normalise(m, i, j, S):
         m[i, j, s] -= mx
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _send(U, m1, m2, m3, si, sj, w, off, sender_first, out, i, j, t):
     """Max-product message into (i, j) from its neighbour (si, sj).
 
@@ -126,7 +126,7 @@ def _send(U, m1, m2, m3, si, sj, w, off, sender_first, out, i, j, t):
     _normalise(out, i, j, S)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def grid_loopy_bp(U, w, offH, offV, n_iter, damping):
     """Damped synchronous loopy max-product; returns the belief argmax labelling."""
     h, wd, S = U.shape
@@ -172,7 +172,7 @@ def grid_loopy_bp(U, w, offH, offV, n_iter, damping):
     return y
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def grid_max_product(U, w, offH, offV, y_init, use_init, n_iter, damping, max_sweeps):
     """Approximate argmax of E: the best of block ICM started from (a) the unary
     argmax, (b) the loopy max-product labelling, (c) ``y_init`` when ``use_init``.
@@ -200,7 +200,7 @@ def grid_max_product(U, w, offH, offV, y_init, use_init, n_iter, damping, max_sw
     return y, e
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def grid_phi_diff(x, ya, yb, S, F, offH, offV):
     """Sparse phi(x, ya) - phi(x, yb) of the grid model for dense x (h, w, F),
     touching only differing cells/edges; labels < 0 in yb mean "absent"."""

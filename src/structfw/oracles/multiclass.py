@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath=True, nogil=True)
 def multiclass_scores(x, w, K, F):
     out = np.empty(K)
     for k in range(K):
@@ -20,13 +20,13 @@ def multiclass_scores(x, w, K, F):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def multiclass_oracle(x, w, y_true, K, F, augment):
     """argmax_k <w_k, x> + [k != y_true] (augment) or argmax_k <w_k, x> (ties: smallest k)."""
     return augmented_argmax(multiclass_scores(x, w, K, F), y_true, augment)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def augmented_argmax(s, y_true, augment):
     """argmax_k s_k + [k != y_true] (augment) or argmax_k s_k; ties: smallest k."""
     best = 0
@@ -39,7 +39,7 @@ def augmented_argmax(s, y_true, augment):
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def multiclass_phi_diff(x, ya, yb, F):
     """Sparse phi(x, ya) - phi(x, yb); yb < 0 means phi(x, ya) alone."""
     nz = 0
@@ -72,7 +72,7 @@ def multiclass_phi_diff(x, ya, yb, F):
 
 # -- sparse inputs: x given by its nonzeros (idx, val); O(K nnz) instead of O(K F), so a wide
 # -- svmlight file (feature ids up to 10^6) is never densified.
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath=True, nogil=True)
 def multiclass_scores_sparse(idx, val, w, K, F):
     out = np.zeros(K)
     for k in range(K):
@@ -84,13 +84,13 @@ def multiclass_scores_sparse(idx, val, w, K, F):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def multiclass_oracle_sparse(idx, val, w, y_true, K, F, augment):
     """:func:`multiclass_oracle` for x given by its nonzeros (sorted ``idx``, ``val``)."""
     return augmented_argmax(multiclass_scores_sparse(idx, val, w, K, F), y_true, augment)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def multiclass_phi_diff_sparse(idx, val, ya, yb, F):
     """:func:`multiclass_phi_diff` for x given by its nonzeros (sorted ``idx``, ``val``)."""
     nz = idx.shape[0]
