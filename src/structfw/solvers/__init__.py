@@ -3,12 +3,13 @@ from .base import Monitor, SolveResult, Solver, StopRule
 from .bcfw import BCFW, MPBCFW, BCFWState
 from .cutting_plane import CuttingPlane
 from .fw import FW
+from .kernel_bcfw import KernelBCFW, KernelExpansion
 from .online_eg import OnlineEG
 from .problem import Problem
 from .ssg import SSG
 
 SOLVER_NAMES = {"bcfw": BCFW, "mpbcfw": MPBCFW, "fw": FW, "ssg": SSG, "cutting-plane": CuttingPlane,
-                "online-eg": OnlineEG}
+                "online-eg": OnlineEG, "kernel-bcfw": KernelBCFW}
 
 
 def make_solver(solver):
@@ -21,5 +22,6 @@ def make_solver(solver):
     raise ValueError(f"solver must be one of {sorted(SOLVER_NAMES)} or a solver object; got {solver!r}")
 
 
-__all__ = ["BCFW", "MPBCFW", "BCFWState", "FW", "SSG", "CuttingPlane", "OnlineEG", "Solver", "StopRule", "Monitor",
+__all__ = ["BCFW", "MPBCFW", "BCFWState", "FW", "SSG", "CuttingPlane", "OnlineEG", "KernelBCFW", "KernelExpansion",
+           "Solver", "StopRule", "Monitor",
            "SolveResult", "Problem", "make_solver", "SOLVER_NAMES"]
