@@ -557,9 +557,10 @@ class KernelBCFW(Solver):
         kappa on the features of one position: exp(-gamma ||x - x'||^2),
         <x, x'>, or (gamma <x, x'> + coef0)^degree.
     gamma : float > 0
-        Of "rbf" and "poly".  The default 0.02 suits features of OCR's scale (binary 16x8
-        images, median ||x - x'||^2 = 41): on a 600-word subset it gave the lowest test error of
-        0.005-0.1 (see docs/guide/kernel-bcfw.md).  Scale it as 1 / (typical ||x - x'||^2).
+        Of "rbf" and "poly".  The default 0.05 suits features of OCR's scale (binary 16x8
+        images, mean ||x - x'||^2 = 41): of 0.01, 0.02, 0.05 and 0.1 it gave the lowest test
+        error on 300- and 1,000-word subsets (docs/guide/kernel-bcfw.md).  For other data scale it
+        as about 2 / (mean ||x - x'||^2) and tune it.
     degree : int >= 1
         Of "poly".
     coef0 : float
@@ -596,7 +597,7 @@ class KernelBCFW(Solver):
     name = "kernel-bcfw"
     PARAMS = (
         Param("kernel", "rbf", "choice", KERNELS, help="kappa on one position's features: rbf, linear or poly."),
-        Param("gamma", 0.02, "float", low=0.0, low_open=True,
+        Param("gamma", 0.05, "float", low=0.0, low_open=True,
               help="Kernel-BCFW: gamma of rbf exp(-gamma||x-x'||^2) and poly (gamma<x,x'> + coef0)^degree."),
         Param("degree", 3, "int", low=1, help="Kernel-BCFW: degree of the poly kernel."),
         Param("coef0", 1.0, "float", help="Kernel-BCFW: coef0 of the poly kernel."),
@@ -609,7 +610,7 @@ class KernelBCFW(Solver):
               help="Kernel-BCFW: memory (MB) for cached kernel rows of training examples."),
     )
 
-    def __init__(self, kernel="rbf", gamma=0.02, degree=3, coef0=1.0, step_size="linesearch", sampling="uniform",
+    def __init__(self, kernel="rbf", gamma=0.05, degree=3, coef0=1.0, step_size="linesearch", sampling="uniform",
                  step="fw", averaging=None, kernel_cache_mb=1024.0):
         self._init_params(locals())
 
