@@ -110,9 +110,10 @@ class KernelRowCache:
     O(T_i N K) for the product with beta that uses them -- on 1,000 OCR words (F = 128, K = 26,
     N = 7,558) 1.7 ms against 0.2 ms for all the rest of a step -- and every step on the block and
     every checkpoint needs them.  Why bounded: all rows together are the N x N Gram matrix of the
-    training positions, 8 N^2 bytes (18 GB for the 47,535 letters of OCR's training words).  With uniform sampling a cache holding a fraction f of the blocks serves
-    about a fraction f of the steps.  Rows are float64 and always computed by the same call, so
-    what the cache holds never changes the iterates.
+    training positions, 8 N^2 bytes (18 GB for the 47,535 letters of OCR's training words).  With
+    uniform sampling a cache holding a fraction f of the blocks serves about a fraction f of the
+    steps.  Rows are float64 and always computed by the same call, so what the cache holds never
+    changes the iterates.
     """
 
     def __init__(self, budget_bytes):
@@ -595,7 +596,8 @@ class KernelBCFW(Solver):
 
     name = "kernel-bcfw"
     PARAMS = (
-        Param("kernel", "rbf", "choice", KERNELS, help="Kernel-BCFW: kappa on one position's features: rbf, linear or poly."),
+        Param("kernel", "rbf", "choice", KERNELS,
+              help="Kernel-BCFW: kappa on one position's features: rbf, linear or poly."),
         Param("gamma", 0.05, "float", low=0.0, low_open=True,
               help="Kernel-BCFW: gamma of rbf exp(-gamma||x-x'||^2) and poly (gamma<x,x'> + coef0)^degree."),
         Param("degree", 3, "int", low=1, help="Kernel-BCFW: degree of the poly kernel."),
