@@ -57,6 +57,10 @@ class ChainModel(StructuredModel):
     :meth:`check_data` once on the training set.
     """
 
+    #: the joint kernel this model's features, loss and oracles define (solvers.KernelBCFW):
+    #: per-position unary kernel plus linear transitions
+    joint_kernel_kind = "chain"
+
     def __init__(self, n_states, n_features):
         self.n_states = check_int_param(n_states, "n_states", 2)
         self.n_features = check_int_param(n_features, "n_features", 1)

@@ -42,6 +42,10 @@ class MulticlassModel(StructuredModel):
     svmlight file costs memory in its nonzeros only).
     """
 
+    #: the joint kernel this model's features, loss and oracles define (solvers.KernelBCFW):
+    #: a chain of length 1
+    joint_kernel_kind = "multiclass"
+
     def __init__(self, n_classes, n_features):
         self.n_classes = check_int_param(n_classes, "n_classes", 2)
         self.n_features = check_int_param(n_features, "n_features", 1)

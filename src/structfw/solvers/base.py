@@ -155,6 +155,8 @@ class Monitor:
     def test_loss(self, w):
         if self.X_test is None:
             return None
+        if hasattr(w, "decode_all"):  # a kernel expansion (KernelBCFW): w exists only implicitly
+            return self.problem.model.mean_loss(self.Y_test, w.decode_all(self.X_test))
         if self._test_key is None:
             self._test_key = self.problem.executor.bind(self.problem.model, self.X_test)
         pred = self.problem.executor.decode(self._test_key, w)

@@ -64,8 +64,6 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ..models.chain import ChainModel
-from ..models.multiclass import MulticlassModel
 from ..oracles.chain import hamming_loss
 from ..oracles.kernel_chain import (KERNELS, block_coefficients, chain_decode, chain_max_oracle, gram,
                                     labelling_score, squared_norms)
@@ -91,11 +89,11 @@ def kernel_model_kind(model):
 
     Raises ValueError for any other model: the joint kernel of this solver describes exactly
     the joint features, Hamming / 0-1 loss and oracles of these two."""
-    for kind, cls in (("chain", ChainModel), ("multiclass", MulticlassModel)):
-        if isinstance(model, cls) and all(getattr(type(model), m, None) is getattr(cls, m, None) for m in _DEFINING):
-            if getattr(model, "has_fixed_score", False) or getattr(model, "nonnegative_indices", None) is not None:
-                break
-            return kind
+    # the model declares its kind (``joint_kernel_kind``); the solver imports no model class
+    owner = next((c for c in type(model).__mro__ if "joint_kernel_kind" in vars(c)), None)
+    if owner is not None and all(getattr(type(model), m, None) is getattr(owner, m, None) for m in _DEFINING):
+        if not (getattr(model, "has_fixed_score", False) or getattr(model, "nonnegative_indices", None) is not None):
+            return owner.joint_kernel_kind
     raise ValueError(
         f"solver 'kernel-bcfw' kernelizes ChainModel (unary features per position, transitions, normalised "
         f"Hamming loss) and MulticlassModel (a chain of length 1); got {type(model).__name__}, whose joint "
@@ -756,7 +754,6 @@ class KernelBCFW(Solver):
         """Rebuild w = A alpha from alpha, decode every example there: P(w), D(alpha), gap."""
         n, lam = problem.n, problem.lam
         with monitor.monitoring(), self._one_blas_thread():
-            _use_expansion_for_test_loss(monitor)
             beta, P, ell = self.exact_point(problem, st)
             points = [(beta, P)]
             avg = st.averaged()
@@ -811,20 +808,3 @@ def _blas_limiter():
     controller = ThreadpoolController()
     return functools.partial(controller.limit, limits=1, user_api="blas")
 
-
-def _use_expansion_for_test_loss(monitor):
-    """Make the monitor's test loss decode with the kernel expansion it is given.
-
-    Monitor.test_loss decodes with ``model.decode(x, w)`` for a linear w; here w is a
-    :class:`KernelExpansion`, so the monitor of this solve gets an instance-level replacement
-    (the monitor lives for one fit only)."""
-    if getattr(monitor, "_kernel_test_loss", False):
-        return
-    monitor.test_loss = functools.partial(_expansion_test_loss, monitor)
-    monitor._kernel_test_loss = True
-
-
-def _expansion_test_loss(monitor, expansion):
-    if monitor.X_test is None:
-        return None
-    return monitor.problem.model.mean_loss(monitor.Y_test, expansion.decode_all(monitor.X_test))
