@@ -9,7 +9,7 @@ from click.testing import CliRunner
 pytest.importorskip("matplotlib")
 
 from structfw.bench._common import on_grid, parse_lam  # noqa: E402
-from structfw.bench.fig1 import bench_fig1, run_fig1  # noqa: E402
+from structfw.bench.fig1 import DATASETS, bench_fig1, check_solvers, run_fig1  # noqa: E402
 from structfw.bench.gaps import COMBOS, bench_gaps, run_gaps  # noqa: E402
 from structfw.bench.speed import bench_speed, run_speed  # noqa: E402
 from structfw.bench.synthetic import make_chain_problem  # noqa: E402
@@ -43,7 +43,8 @@ def test_fig1_runs(tmp_path):
     assert set(disk["lams"]) == {"0.01", "1/n"}
     e = doc["lams"]["1/n"]
     assert e["lam"] == pytest.approx(1 / 40)
-    assert set(e["solvers"]) == {"FW", "BCFW", "BCFW-wavg", "BCFW-fixed", "SSG", "SSG-wavg"}
+    assert set(e["solvers"]) == {"cutting-plane", "FW", "BCFW", "BCFW-wavg", "BCFW-fixed", "SSG", "SSG-wavg",
+                                 "online-EG"}
     assert e["solvers"]["BCFW"]["n_runs"] == 2 and e["solvers"]["FW"]["n_runs"] == 1
     sub = e["solvers"]["BCFW"]["primal_subopt"]["median"]
     assert len(sub) == 3 and all(v is not None and v > 0 for v in sub)
@@ -51,6 +52,105 @@ def test_fig1_runs(tmp_path):
     for s in e["solvers"].values():
         for r in s["runs"]:
             assert min(r["primal"]) >= e["pstar"] - 1e-9
+
+
+# ---- Figure 1 on every data set: tiny runs (a few seconds each)
+_FIG1_TINY = {"ocr": 40, "conll": 60, "matching": 40}
+
+
+def _finite_nonincreasing(vals):
+    assert all(v is not None and np.isfinite(v) and v > 0 for v in vals), vals
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(vals, vals[1:])), vals
+
+
+@pytest.mark.parametrize("dataset", ["ocr", "conll", "matching"])
+def test_fig1_each_dataset(tmp_path, dataset):
+    passes, seeds = 3, 2
+    lams = ["0.01"] if dataset == "ocr" else None  # conll: 1/n, matching: 0.001 (the data set's defaults)
+    doc = run_fig1(lams, passes=passes, seeds=seeds, out=tmp_path, subsample=_FIG1_TINY[dataset], ref_passes=3,
+                   log=lambda *_: None, dataset=dataset)
+    stem = "fig1" if dataset == "ocr" else f"fig1_{dataset}"
+    disk = _check_outputs(tmp_path, stem)
+    assert disk["dataset"] == dataset and disk["n"] == _FIG1_TINY[dataset]
+    assert list(disk["lams"]) == (lams or list(DATASETS[dataset]["lams"]))
+    requested = set(DATASETS[dataset]["solvers"])
+    assert set(doc["solvers"]) == requested
+    for e in disk["lams"].values():
+        assert set(e["solvers"]) == requested and set(e["table"]) == requested
+        assert e["pstar_bracket"] >= -1e-9  # min primal >= max dual
+        for name, s in e["solvers"].items():
+            assert s["n_runs"] == (1 if name in ("FW", "cutting-plane") else seeds)
+            for what in ("primal_subopt", "best_primal_subopt", "test_error"):
+                for k in ("min", "median", "max"):
+                    assert len(s[what][k]) == passes + 1
+            # every solver has a finite suboptimality from the first pass on (online-EG's start
+            # costs a pass, so it has no point at 0), and the best so far never increases
+            start = 1 if name == "online-EG" else 0
+            for k in ("min", "median", "max"):
+                _finite_nonincreasing(s["best_primal_subopt"][k][start:])
+                assert all(v is not None and np.isfinite(v) for v in s["primal_subopt"][k][start:])
+                assert all(v is not None and 0 <= v <= 1 for v in s["test_error"][k][start:])
+            assert all(lo <= med * (1 + 1e-9) and med <= hi * (1 + 1e-9) for lo, med, hi in zip(
+                *(s["primal_subopt"][k][start:] for k in ("min", "median", "max"))))
+            for r in s["runs"]:  # x-axis: oracle calls / n, up to the budget
+                assert r["passes"][-1] == pytest.approx(passes)
+                assert min(r["primal"]) >= e["pstar"] - 1e-9
+    if dataset == "matching":
+        assert "online-EG" in disk["not_run"]
+
+
+def test_fig1_online_eg_and_cutting_plane_rows(tmp_path):
+    doc = run_fig1(["0.01"], passes=2, seeds=2, out=tmp_path, subsample=30, ref_passes=0,
+                   solvers=["cutting-plane", "online-EG", "BCFW"], log=lambda *_: None)
+    e = doc["lams"]["0.01"]
+    assert set(e["table"]) == {"cutting-plane", "online-EG", "BCFW"}
+    cp, eg = e["solvers"]["cutting-plane"], e["solvers"]["online-EG"]
+    assert cp["n_runs"] == 1 and cp["deterministic"] and cp["label"] == "cutting-plane"
+    assert eg["n_runs"] == 2 and not eg["deterministic"] and eg["label"] == "online-EG"
+    assert eg["params"]["init_c"] == doc["online_eg_options"]["init_c"]
+    # online-EG's start costs a pass of expectation calls: its x-axis is oracle calls / n, one
+    # ahead of the trace's passes column
+    r = eg["runs"][0]
+    assert r["passes"][0] == pytest.approx(1.0) and r["trace_passes"][0] == 0
+    assert e["table"]["online-EG"]["subopt@1"] is not None and e["table"]["cutting-plane"]["subopt@1"] is not None
+    # P* is the best dual of all runs: with no reference run, the best of these three
+    assert e["pstar"] == pytest.approx(max(max(v for v in r["dual"] if v is not None)
+                                           for s in e["solvers"].values() for r in s["runs"]))
+
+
+def test_fig1_solver_checks():
+    assert check_solvers("matching", None) == ("BCFW", "BCFW-wavg", "SSG", "SSG-wavg")
+    assert "online-EG" in check_solvers("conll", ["online-EG"])
+    with pytest.raises(ValueError, match="expectation oracle"):
+        check_solvers("matching", ["BCFW", "online-EG"])
+    with pytest.raises(ValueError, match="stochastic"):
+        check_solvers("matching", ["FW"])
+    with pytest.raises(ValueError, match="dataset"):
+        check_solvers("pascal", None)
+    with pytest.raises(ValueError, match="solvers"):
+        run_fig1(["0.01"], passes=1, seeds=1, solvers=["cutting-plane"], dataset="matching", log=lambda *_: None)
+
+
+@pytest.mark.parametrize("args,option,needle", [
+    (["--dataset", "pascal"], "--dataset", "pascal"),
+    (["--dataset", "matching", "--solver", "online-EG"], "--solver", "expectation oracle"),
+    (["--dataset", "matching", "--solver", "BCFW", "--solver", "cutting-plane"], "--solver", "stochastic"),
+    (["--solver", "BCFW-tavg"], "--solver", "BCFW-tavg"),
+])
+def test_fig1_cli_usage_errors(tmp_path, args, option, needle):
+    res = CliRunner().invoke(bench_fig1, args + ["--passes", "1", "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2, res.output  # click's UsageError
+    assert option in res.output and needle in res.output
+    assert "Traceback" not in res.output and not (tmp_path / "x").exists()
+
+
+def test_fig1_cli_datasets(tmp_path):
+    res = CliRunner().invoke(bench_fig1, ["--dataset", "matching", "--passes", "1", "--seeds", "1",
+                                          "--subsample", "30", "--ref-passes", "0", "--solver", "BCFW",
+                                          "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "matching: lam = 0.001" in res.output and (tmp_path / "fig1_matching.png").exists()
+    assert not (tmp_path / "fig1.json").exists()
 
 
 def test_gaps_runs_both_datasets(tmp_path):
