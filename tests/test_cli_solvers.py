@@ -1,4 +1,5 @@
 """The command line offers every registered solver and the MP-BCFW benchmark."""
+import numpy as np
 from click.testing import CliRunner
 
 from structfw.cli import main
@@ -33,3 +34,23 @@ def test_train_on_the_segmentation_tasks():
         r = CliRunner().invoke(main, ["train", "--data", data, "--passes", "1", "--quiet", "--lam", "0.01"])
         assert r.exit_code == 0, r.output
         assert "test error" in r.output
+
+
+def test_train_with_kernel_bcfw_on_an_svmlight_file(tmp_path):
+    from sklearn.datasets import dump_svmlight_file
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 80)
+    X = rng.normal(size=(80, 4)) + 3 * np.eye(3, 4)[y]
+    dump_svmlight_file(X, y, str(tmp_path / "d.svm"))
+    args = ["train", "--data", str(tmp_path / "d.svm"), "--solver", "kernel-bcfw", "--kernel", "rbf", "--gamma",
+            "0.5", "--passes", "3", "--quiet", "--trace", str(tmp_path / "t.json")]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "stopped by max_passes" in r.output and (tmp_path / "t.json").exists()
+    # a non-linear kernel's predictor has no explicit w: saving it is refused, naming why, and the
+    # other outputs are still written
+    r = CliRunner().invoke(main, args + ["--save", str(tmp_path / "m.npz")])
+    assert r.exit_code == 1 and "kernel other than 'linear'" in r.output
+    r = CliRunner().invoke(main, ["train", "--data", "ocr", "--solver", "bcfw", "--kernel", "rbf"])
+    assert r.exit_code == 2 and "--kernel" in r.output
