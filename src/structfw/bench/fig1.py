@@ -44,9 +44,9 @@ from ._common import bands, col, environment, load_ocr_data, on_grid, parse_lam,
 FIG1_SOLVERS = ("cutting-plane", "FW", "BCFW", "BCFW-wavg", "BCFW-fixed", "SSG", "SSG-wavg", "online-EG")
 #: run once, not per seed
 DETERMINISTIC = ("cutting-plane", "FW")
-_STYLE = {"cutting-plane": ("tab:brown", "--"), "FW": ("tab:gray", "--"), "BCFW": ("tab:blue", "-"),
+_STYLE = {"cutting-plane": ("tab:brown", "-."), "FW": ("tab:gray", "--"), "BCFW": ("tab:blue", "-"),
           "BCFW-wavg": ("tab:green", "-"), "BCFW-fixed": ("tab:cyan", ":"), "SSG": ("tab:red", "-"),
-          "SSG-wavg": ("tab:orange", "-"), "online-EG": ("tab:purple", "-.")}
+          "SSG-wavg": ("tab:orange", "-"), "online-EG": ("tab:purple", (0, (3, 1, 1, 1, 1, 1)))}
 
 #: Online-EG's options here.  The solver's defaults (eta = 0.1, init_c = 0: uniform alpha)
 #: start far from w = 0 and stay there on OCR (primal 7-80 after 10 passes on 1,000 words,
@@ -273,12 +273,18 @@ def summary_table(entry, grid, at=(1, 5, 10, 30)):
 
 
 def plot_fig1(doc, path):
+    """Primal suboptimality (top) and test error (bottom) against passes, one column per lam;
+    with a single lam (conll, matching) the two panels side by side, as the paper's (d)-(e)."""
     from ..plotting import plot_bands
 
     plt = pyplot()
     lam_keys = list(doc["lams"])
     title = DATASETS.get(doc.get("dataset", "ocr"), DATASETS["ocr"])["title"]
-    fig, axes = plt.subplots(2, len(lam_keys), figsize=(4.6 * len(lam_keys), 7), squeeze=False)
+    if len(lam_keys) == 1:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), squeeze=False)
+        axes = axes.reshape(2, 1)
+    else:
+        fig, axes = plt.subplots(2, len(lam_keys), figsize=(4.6 * len(lam_keys), 7.4), squeeze=False)
     grid = np.asarray(doc["grid_passes"])
     sel = grid >= 1
     for j, key in enumerate(lam_keys):
@@ -298,16 +304,16 @@ def plot_fig1(doc, path):
                     else:
                         line = plot_bands(ax, grid[sel], runs[:, sel], name, color=color, log=log)
                 line.set_linestyle(ls)
-        axes[0, j].set_title(f"{title}, lam = {key} ({e['lam']:.3g}), n = {doc['n']}", fontsize=10)
-        axes[0, j].set_ylabel("primal suboptimality P(w) - P*")
-        axes[1, j].set_ylabel("test error")
         for ax in axes[:, j]:
+            ax.set_title(f"{title}, lam = {key} ({e['lam']:.3g}), n = {doc['n']}", fontsize=9)
             ax.set_xscale("log")
-            ax.set_xlabel("effective passes")
+            ax.set_xlabel("effective passes (oracle calls / n)", fontsize=9)
             ax.grid(True, which="both", alpha=0.3)
+        axes[0, j].set_ylabel("primal suboptimality P(w) - P*", fontsize=9)
+        axes[1, j].set_ylabel("test error", fontsize=9)
         axes[0, j].legend(fontsize=7)
-    fig.suptitle(f"BCFW paper Fig. 1 {doc.get('panels', '')} on {title}: median and min-max over "
-                 f"{doc['seeds']} seeds", fontsize=11)
+    fig.suptitle(f"BCFW paper Fig. 1 {doc.get('panels', '')}: median and min-max over {doc['seeds']} seeds "
+                 "(cutting plane, FW: one run)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
