@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from .executor import ExampleError, _KEYS, _run
+from .executor import _KEYS, ExampleError, SerialExecutor, _run
 
 #: how many times one call is sent again after its actor died
 MAX_RESENDS = 3
@@ -131,7 +131,7 @@ class _Call:
                            f"examples {blocks[:10]}{'...' if len(blocks) > 10 else ''}; giving up")
 
 
-class RayExecutor:
+class RayExecutor(SerialExecutor):
     """Runs oracles on ``n_jobs`` actors of a Ray cluster that hold the bound data sets.
 
     Parameters
@@ -150,9 +150,10 @@ class RayExecutor:
         if n_jobs > max(cpus, 1):
             raise ValueError(f"n_jobs={n_jobs} Ray workers asked for, but the cluster has {cpus} CPUs "
                              f"(each worker takes one); give n_jobs <= {cpus} or -1")
+        super().__init__()
         self.n_jobs = int(n_jobs)
         self.address = address
-        self._keys = {}  # key -> number of examples
+        self._keys = {}  # key -> number of examples (the data live in the object store)
         self._next = 0  # round robin for single calls
 
     def bind(self, model, X, Y=None):
@@ -165,14 +166,6 @@ class RayExecutor:
         self._keys[key] = len(X)
         return key
 
-    def loss_augmented_decode(self, key, w, indices=None):
-        """[argmax_y H_i(y; w) for i in indices] (all bound examples by default)."""
-        return self._map(key, True, indices, w)
-
-    def decode(self, key, w, indices=None):
-        """[argmax_y <w, phi(x_i, y)> for i in indices]."""
-        return self._map(key, False, indices, w)
-
     def submit(self, key, w, indices):
         """Start loss-augmented decoding of ``indices`` at w on the next actor; a future."""
         j = self._next % self.n_jobs
@@ -180,8 +173,11 @@ class RayExecutor:
         _actors(self.n_jobs)
         return _Call(j, key, True, np.asarray(indices, np.int64), w)
 
+    def _size(self, key):
+        return self._keys[key]
+
     def _map(self, key, augmented, indices, w):
-        idx = np.arange(self._keys[key]) if indices is None else np.asarray(indices, np.int64)
+        idx = np.arange(self._size(key)) if indices is None else np.asarray(indices, np.int64)
         _actors(self.n_jobs)
         w_ref = _ray().put(np.asarray(w))  # sent once, read by every actor
         bounds = np.linspace(0, len(idx), self.n_jobs + 1).astype(int)
@@ -201,3 +197,4 @@ class RayExecutor:
             for actor in _ACTORS:
                 actor.unbind.remote(keys)
         self._keys = {}
+        super().close()
