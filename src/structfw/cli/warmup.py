@@ -1,7 +1,7 @@
 """``structfw warmup``: compile and cache the numba kernels before the first real fit.
 
 numba compiles a kernel on its first call and caches the machine code on disk
-(``cache=True``); the first fit on a machine otherwise spends ~20 s compiling.
+(``cache=True``); the first fit on a machine otherwise spends ~15 s compiling.
 Warm-up runs tiny fits that reach every kernel of the common paths, so later
 runs -- ``structfw demo`` included -- load instead of compiling.
 """
@@ -58,7 +58,7 @@ def warmup():
     """Compile and cache the numba kernels now (otherwise done on first use).
 
     Run it once after installing (or after upgrading numba): the first fit then
-    starts at once instead of compiling for ~20 s.
+    starts at once instead of compiling for ~15 s.
     """
     from .._compile import kernels_cached
 

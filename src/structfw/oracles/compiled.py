@@ -7,11 +7,13 @@ loss-augmented labelling y_i* = argmax_y H_i(y; w): the corner (psi_i(y_i*), L_i
 block-coordinate engine moves toward.  The engine's compiled passes
 (:mod:`structfw.solvers._fastpass`) call it without entering Python (docs/design.md, "Speed").
 
-Why a kind code and one data layout rather than a kernel function per model: numba cannot
+Why one ``corner`` with a data tuple rather than a kernel function per model: numba cannot
 reliably cache a compiled function that takes another compiled function as an argument
 (loading it in a new process fails), and an uncached pass kernel would be compiled again in
-every process.  Every kind packs its data into the same tuple of typed arrays,
-``(F2, F1, I1, I2, I3, I4, S, F)``, using the slots it needs.
+every process.  Each kind packs its data into its own tuple of typed arrays (see the packers),
+and ``corner`` is resolved by the tuple's *type* when a pass kernel is compiled: a pass over
+dense chains compiles the dense-chain oracle only, not every model's (the kind code alone, a
+run-time value, made every pass kernel compile all of them: several seconds of a first run).
 
 With ``merged=False`` ``psi_idx`` may repeat an index (the entries then add up): the plain
 pass's step does not need them merged, and merging costs more than half the oracle; corner
@@ -20,7 +22,8 @@ sets need them sorted and merged.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from .chain import (chain_oracle_csr, chain_oracle_dense, chain_phi_diff_csr, chain_phi_diff_dense, edge_label_diff,
                     hamming_loss)
@@ -29,56 +32,84 @@ from .multiclass import multiclass_oracle, multiclass_phi_diff
 #: the kinds of compiled corner kernel
 CHAIN_DENSE, CHAIN_CSR, MULTICLASS_DENSE = 0, 1, 2
 
-_NO_F2 = np.empty((0, 0))
-_NO_F1 = np.empty(0)
-_NO_I = np.empty(0, np.int64)
-
-
-def _layout(F2=_NO_F2, F1=_NO_F1, I1=_NO_I, I2=_NO_I, I3=_NO_I, I4=_NO_I, S=0, F=0):
-    return (np.ascontiguousarray(F2, np.float64), np.ascontiguousarray(F1, np.float64),
-            np.ascontiguousarray(I1, np.int64), np.ascontiguousarray(I2, np.int64),
-            np.ascontiguousarray(I3, np.int64), np.ascontiguousarray(I4, np.int64), np.int64(S), np.int64(F))
-
-
 def _word_starts(X):
     starts = np.zeros(len(X) + 1, np.int64)
     np.cumsum(np.array([x.shape[0] for x in X], np.int64), out=starts[1:])
     return starts
 
 
+def _f(a):
+    return np.ascontiguousarray(a, np.float64)
+
+
+def _i(a):
+    return np.ascontiguousarray(a, np.int64)
+
+
 # ------------------------------------------------------------------ packing
 def pack_chain_dense(X, Y, n_states, n_features):
-    """CHAIN_DENSE: F2 = the words' positions stacked (N, F), I1 = word starts (n+1,), I2 = labels (N,)."""
-    return CHAIN_DENSE, _layout(F2=np.concatenate(X, axis=0), I1=_word_starts(X), I2=np.concatenate(Y),
-                                S=n_states, F=n_features)
+    """CHAIN_DENSE: (positions stacked (N, F), word starts (n+1,), labels (N,), S, F)."""
+    return CHAIN_DENSE, (_f(np.concatenate(X, axis=0)), _i(_word_starts(X)), _i(np.concatenate(Y)),
+                         np.int64(n_states), np.int64(n_features))
 
 
 def pack_chain_csr(X, Y, n_states, n_features):
-    """CHAIN_CSR: the CSR rows of all words stacked: I1 = indptr (N+1,), I2 = indices, F1 = values,
-    I3 = word starts (n+1,), I4 = labels (N,)."""
+    """CHAIN_CSR: the CSR rows of all words stacked: (indptr (N+1,), indices, values,
+    word starts (n+1,), labels (N,), S, F)."""
     import scipy.sparse as sp
 
     Xs = sp.vstack(X, format="csr")
     Xs.sort_indices()
-    return CHAIN_CSR, _layout(F1=Xs.data, I1=Xs.indptr, I2=Xs.indices, I3=_word_starts(X), I4=np.concatenate(Y),
-                              S=n_states, F=n_features)
+    return CHAIN_CSR, (_i(Xs.indptr), _i(Xs.indices), _f(Xs.data), _i(_word_starts(X)), _i(np.concatenate(Y)),
+                       np.int64(n_states), np.int64(n_features))
 
 
 def pack_multiclass_dense(X, Y, n_classes, n_features):
-    """MULTICLASS_DENSE: F2 = the examples (n, F), I2 = labels (n,)."""
-    return MULTICLASS_DENSE, _layout(F2=np.vstack(X), I2=np.asarray(Y, np.int64), S=n_classes, F=n_features)
+    """MULTICLASS_DENSE: (examples (n, F), labels (n,), K, F)."""
+    return MULTICLASS_DENSE, (_f(np.vstack(X)), _i(np.asarray(Y, np.int64)), np.int64(n_classes),
+                              np.int64(n_features))
 
 
 # ------------------------------------------------------------------ kernels
-@njit(cache=True, nogil=True)
+# a constant argument makes numba compile a callee once more for its literal type
+# (Literal[bool](True)) beside the plain one Python calls use; np.bool_(True) is typed as bool
+
 def corner(kind, data, i, w, merged):
-    """(psi_idx, psi_val, L) of the loss-augmented labelling of example i at w."""
-    F2, F1, I1, I2, I3, I4, S, F = data
+    """(psi_idx, psi_val, L) of the loss-augmented labelling of example i at w.
+
+    Callable from Python (dispatching on ``kind``) and from numba code (resolved by the type
+    of ``data`` when the caller is compiled; ``kind`` is then unused)."""
     if kind == CHAIN_DENSE:
-        return chain_dense_corner(F2, I1, I2, S, F, i, w, merged)
+        return chain_dense_corner(*data, i, w, merged)
     if kind == CHAIN_CSR:
-        return chain_csr_corner(I1, I2, F1, I3, I4, S, F, i, w)
-    return multiclass_dense_corner(F2, I2, S, F, i, w)
+        return chain_csr_corner(*data, i, w)
+    return multiclass_dense_corner(*data, i, w)
+
+
+def _chain_dense_impl(kind, data, i, w, merged):
+    Xc, starts, Yc, S, F = data
+    return chain_dense_corner(Xc, starts, Yc, S, F, i, w, merged)
+
+
+def _chain_csr_impl(kind, data, i, w, merged):
+    indptr, indices, values, starts, Yc, S, F = data
+    return chain_csr_corner(indptr, indices, values, starts, Yc, S, F, i, w)
+
+
+def _multiclass_dense_impl(kind, data, i, w, merged):
+    Xc, labels, K, F = data
+    return multiclass_dense_corner(Xc, labels, K, F, i, w)
+
+
+#: the packed layouts, told apart by their tuple length: 2-D float, then int64 arrays
+_IMPL_BY_LENGTH = {5: _chain_dense_impl, 7: _chain_csr_impl, 4: _multiclass_dense_impl}
+
+
+@overload(corner, inline="always", jit_options={"nogil": True})
+def _corner_by_type(kind, data, i, w, merged):
+    if isinstance(data, types.BaseTuple):
+        return _IMPL_BY_LENGTH.get(len(data.types))
+    return None
 
 
 @njit(cache=True, nogil=True)
@@ -88,7 +119,7 @@ def chain_dense_corner(Xc, starts, Yc, S, F, i, w, merged):
     b = starts[i + 1]
     x = Xc[a:b]
     yt = Yc[a:b]
-    y = chain_oracle_dense(x, w, yt, S, F, True)
+    y = chain_oracle_dense(x, w, yt, S, F, np.bool_(True))
     if merged:
         idx, val = chain_phi_diff_dense(x, yt, y, S, F)
     else:
@@ -135,7 +166,7 @@ def chain_csr_corner(indptr, indices, values, starts, Yc, S, F, i, w):
     ix = indices[indptr[a]:indptr[b]]
     vx = values[indptr[a]:indptr[b]]
     yt = Yc[a:b]
-    y = chain_oracle_csr(ip, ix, vx, w, yt, S, F, True)
+    y = chain_oracle_csr(ip, ix, vx, w, yt, S, F, np.bool_(True))
     idx, val = chain_phi_diff_csr(ip, ix, vx, yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
 
@@ -144,6 +175,6 @@ def chain_csr_corner(indptr, indices, values, starts, Yc, S, F, i, w):
 def multiclass_dense_corner(Xc, labels, K, F, i, w):
     """argmax_k <w_k, x_i> + [k != y_i], its psi (always merged: two sorted blocks) and the 0-1 loss."""
     yt = labels[i]
-    y = multiclass_oracle(Xc[i], w, yt, K, F, True)
+    y = multiclass_oracle(Xc[i], w, yt, K, F, np.bool_(True))
     idx, val = multiclass_phi_diff(Xc[i], yt, y, F)
     return idx, val, 0.0 if y == yt else 1.0
