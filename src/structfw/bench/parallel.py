@@ -15,14 +15,17 @@ with a model whose oracle returns at once), and the fitted speed-up model of the
 and t_s in the step; with p workers a synchronous minibatch step costs
 t_s + t_o ceil(tau / p) / tau + c / tau and an asynchronous one max(t_s + c_s, t_o / min(p, tau))
 (tau calls in flight keep min(p, tau) workers busy while the steps run),
-where c is the executor's per-call round trip and c_s its cost on the step's side; the
-staleness factor r(tau) = (oracle calls to the target at tau) / (calls at tau = 1) is
-measured; the predicted speed-up is (t_o + t_s) / step time / r(tau).
+where c is the executor's per-call round trip and c_s its cost on the step's side.  On one
+machine the workers and the stepping thread share its C cores, so a step also costs at least
+(t_o + t_s + 2 c_1) / C, c_1 the single-call overhead paid once on each side (pickling, the
+object store).  The staleness factor r(tau) = (oracle calls to the target at tau) / (calls at
+tau = 1) is measured; the predicted speed-up is (t_o + t_s) / step time / r(tau).
 Writes parallel.json, parallel.png and parallel.md under ``--out``.
 """
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 
@@ -135,14 +138,20 @@ def configurations(kinds, workers, taus):
     return out
 
 
-def speedup_model(serial, overhead, staleness, workers, tau, asynchronous):
-    """Predicted speed-up over the serial run (module docstring)."""
+def speedup_model(serial, overhead, staleness, workers, tau, asynchronous, cores=None):
+    """Predicted speed-up over the serial run (module docstring); ``overhead`` is
+    (c: the tau-block call, c_s: the step side's share, c_1: one single call); ``cores``
+    the cores the workers and the stepping thread share (None: a worker each, a cluster)."""
     t_o, t_s = serial["t_o"], serial["t_s"]
-    c_call, c_side = overhead
+    c_call, c_side, c_single = overhead
+    if tau == 1:
+        return 1.0 / staleness  # one block a step: the engine's serial path, the executor unused
     if asynchronous:
         step = max(t_s + c_side, t_o / min(workers, tau))
     else:
         step = t_s + t_o * math.ceil(tau / workers) / tau + c_call / tau  # the batch waits for its last call
+    if cores and workers > 1:
+        step = max(step, (t_o + t_s + 2.0 * c_single) / cores)
     return (t_o + t_s) / step / staleness
 
 
@@ -155,7 +164,7 @@ def run_parallel(kinds=EXECUTOR_KINDS, workers=(1, 2), taus=TAUS, seeds=3, targe
     d = model.size_joint_feature
     doc = dict(benchmark="parallel", task=f"make_horseseg_like(n_images={n_images}, size={size})", n=len(X),
                lam="1/n", target_gap=target, seeds=seeds, taus=list(taus), workers=list(workers),
-               executors=list(kinds), environment=environment(), overhead_ms={}, runs={})
+               executors=list(kinds), environment=environment(), cores=os.cpu_count(), overhead_ms={}, runs={})
     for kind in ("serial",) + tuple(kinds):
         for p in (workers if kind == "ray" else [1 if kind == "serial" else max(workers)]):
             single, pair = call_overhead(kind, p, d)
@@ -208,8 +217,9 @@ def summarise(doc):
         key = f"{e['executor']}-{e['workers']}"
         ov = doc["overhead_ms"].get(key) or doc["overhead_ms"].get(
             next((k for k in doc["overhead_ms"] if k.startswith(e["executor"])), "serial-1"))
-        overhead = (1e-3 * ov["two_block_call"], 1e-3 * ov["single_call"] / 2)
-        predicted = speedup_model(serial, overhead, staleness, e["workers"], e["tau"], e["asynchronous"])
+        overhead = (1e-3 * ov["two_block_call"], 1e-3 * ov["single_call"] / 2, 1e-3 * ov["single_call"])
+        predicted = speedup_model(serial, overhead, staleness, e["workers"], e["tau"], e["asynchronous"],
+                                  doc.get("cores"))
         rows.append(dict(run=label, speedup=base_time / e["time_to_target"], staleness=staleness,
                          predicted_speedup=predicted, time_to_target=e["time_to_target"],
                          calls_to_target=e["calls_to_target"]))
@@ -218,7 +228,9 @@ def summarise(doc):
     t16 = [r["staleness"] for r in rows if runs[r["run"]]["tau"] == 16]
     doc["summary"] = dict(serial_step=serial, rows=rows, best_two_worker=best2,
                           staleness_at_tau16=dict(min=min(t16, default=math.nan), max=max(t16, default=math.nan)),
-                          saturation_workers=(serial["t_o"] / serial["t_s"]))
+                          saturation_workers=(serial["t_o"] / serial["t_s"]),
+                          saturation_by_executor={k: serial["t_o"] / (serial["t_s"] + 0.5e-3 * v["single_call"])
+                                                  for k, v in doc["overhead_ms"].items() if not k.startswith("serial")})
 
 
 def markdown(doc):
@@ -227,7 +239,10 @@ def markdown(doc):
              f"median of {doc['seeds']} seeds)", "",
              f"Serial step: oracle t_o = {1e3 * s['serial_step']['t_o']:.3f} ms, step t_s = "
              f"{1e3 * s['serial_step']['t_s']:.3f} ms; the asynchronous model saturates near "
-             f"p = t_o / t_s = {s['saturation_workers']:.1f} workers.", "",
+             f"p = t_o / t_s = {s['saturation_workers']:.1f} workers with a free executor; with each "
+             "executor's step-side cost c_s = c_1 / 2, near p = t_o / (t_s + c_s): "
+             + ", ".join(f"{k.split('-')[0]} {v:.1f}" for k, v in s.get("saturation_by_executor", {}).items()
+                         if k.endswith("-2")) + f" (and at the {doc.get('cores', '?')} cores of one machine).", "",
              "| executor | single call (ms) | 2-block call (ms) |", "|---|---|---|"]
     lines += [f"| {k} | {v['single_call']:.3f} | {v['two_block_call']:.3f} |" for k, v in doc["overhead_ms"].items()]
     lines += ["", "| run | time to target (s) | oracle calls | speed-up | predicted | staleness r(tau) |",
