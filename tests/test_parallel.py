@@ -298,3 +298,23 @@ def _has_ray():
     except ImportError:
         return False
     return True
+
+
+def test_speedup_model_limits():
+    """The model of docs/guide/scaling-out.md: p-fold for free communication, capped by the
+    stepping thread, by the machine's cores, and 1/r for tau = 1 (the serial path)."""
+    from structfw.bench.parallel import speedup_model
+
+    serial = dict(t_o=2e-3, t_s=0.1e-3)
+    free = (0.0, 0.0, 0.0)
+    assert speedup_model(serial, free, 1.0, 2, 4, True) == pytest.approx(2.1 / 1.0)
+    assert speedup_model(serial, free, 1.0, 100, 100, True) == pytest.approx(21.0)  # the step's t_s limits
+    assert speedup_model(serial, free, 1.25, 2, 4, True) == pytest.approx(2.1 / 1.25)
+    assert speedup_model(serial, free, 1.5, 2, 1, False) == pytest.approx(1 / 1.5)
+    # a synchronous batch of 3 on 2 workers waits for two rounds of oracle calls
+    assert speedup_model(serial, free, 1.0, 2, 3, False) == pytest.approx(2.1 / (0.1 + 2 * 2 / 3))
+    ray_like = (3e-3, 0.7e-3, 1.4e-3)
+    on_a_cluster = speedup_model(serial, ray_like, 1.0, 2, 4, True)
+    on_two_cores = speedup_model(serial, ray_like, 1.0, 2, 4, True, cores=2)
+    assert on_a_cluster == pytest.approx(2.1 / 1.0)
+    assert on_two_cores == pytest.approx(2.1 / ((2.1 + 2.8) / 2)) and on_two_cores < 1.0
