@@ -164,7 +164,7 @@ def hamming_loss(a, b):
 
 
 # -------------------------------------------- joint feature differences
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def edge_label_diff(a0, b0, a1, b1, off, S, ti, tv, n):
     """Append the transition-indicator difference e_{a0,b0} - e_{a1,b1} of one edge to
     (ti, tv) from position n; labels < 0 mean "absent".  Returns the new length."""

@@ -31,7 +31,7 @@ _EMPTY_I = np.empty(0, np.int64)
 _EMPTY_V = np.empty(0, np.float64)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _avg_rate(kind, t):
     """rho_t of :func:`structfw.solvers.averaging.averaging_rate`."""
     if kind == 1:

@@ -46,7 +46,7 @@ def _scale_into_avg(wi, w, u, c, cu):
         wi[j] += step
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def step_along(slope, nrm, lam, gmax, gfixed):
     """Step size along d: the exact line search -slope / (lam ||d||^2) (or the fixed
     step when gfixed >= 0), clipped to [0, gmax]."""
@@ -116,7 +116,7 @@ def dense_block_step(w, wi, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u,
     return gamma, slope
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def add_scaled_entries(w, wi, u, inv_c, idx, val, c):
     """w += c v and w_i += c v for v given by entries (idx, val) (repeats add up); the lazy
     average buffer (if any: u non-empty) gets -inv_c times the same change."""
@@ -150,7 +150,7 @@ def fenwick_build(values):
     return tree
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def fenwick_add(tree, i, delta):
     n = tree.shape[0] - 1
     j = i + 1
@@ -159,7 +159,7 @@ def fenwick_add(tree, i, delta):
         j += j & (-j)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def fenwick_find(tree, target):
     """Smallest i with prefix sum(values[:i+1]) > target."""
     n = tree.shape[0] - 1
@@ -239,7 +239,7 @@ def project_nonneg(v, w, nonneg_idx):
             w[j] = 0.0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def fenwick_total(tree):
     """Sum of all n values: the tree nodes on the path from n."""
     n = tree.shape[0] - 1
