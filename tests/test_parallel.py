@@ -292,6 +292,18 @@ def test_bench_parallel_smoke(tmp_path):
     assert r.exit_code == 2 and "--taus" in r.output
 
 
+def test_bench_parallel_with_the_cache(tmp_path):
+    from structfw.cli import main
+
+    r = CliRunner().invoke(main, ["bench", "parallel", "--executor", "thread", "--taus", "4", "--seeds", "1",
+                                  "--n-images", "6", "--size", "16", "--target", "0.05", "--cache",
+                                  "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "parallel.json").read_text())
+    assert doc["solver"] == "BCFW with the cache" and "with the cache" in (tmp_path / "parallel.md").read_text()
+    assert doc["runs"]["thread-2 tau=4 async"]["calls_to_target"] > 0
+
+
 def _has_ray():
     try:
         import ray  # noqa: F401
