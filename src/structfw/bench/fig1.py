@@ -312,8 +312,9 @@ def plot_fig1(doc, path):
         axes[0, j].set_ylabel("primal suboptimality P(w) - P*", fontsize=9)
         axes[1, j].set_ylabel("test error", fontsize=9)
         axes[0, j].legend(fontsize=7)
-    fig.suptitle(f"BCFW paper Fig. 1 {doc.get('panels', '')}: median and min-max over {doc['seeds']} seeds "
-                 "(cutting plane, FW: one run)", fontsize=10)
+    once = [name for name in DETERMINISTIC if name in doc.get("solvers", ())]
+    fig.suptitle(f"BCFW paper Fig. 1 {doc.get('panels', '')}: median and min-max over {doc['seeds']} seeds"
+                 + (f" ({', '.join(once)}: one run)" if once else ""), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
