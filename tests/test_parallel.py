@@ -100,6 +100,35 @@ def test_asynchronous_workers_give_the_serial_iterates(ocr60, n_jobs, executor):
     np.testing.assert_array_equal(serial.trace_["oracle_calls"], workers.trace_["oracle_calls"])
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("sampling", ["perm", "uniform"])
+def test_cache_hit_or_miss_is_decided_when_the_block_is_drawn(ocr60, monkeypatch, asynchronous, sampling):
+    """With the cache every minibatch step is exactly one worker call or one hit: no block
+    drawn as a hit calls its oracle alone on the stepping thread at its step (with perm
+    sampling, none at all), and no miss's corner is thrown away."""
+    from structfw.solvers.problem import Problem
+
+    X, Y = ocr60
+    on_stepping_thread = []
+    max_oracle = Problem.max_oracle
+
+    def spy(self, i, w):
+        on_stepping_thread.append(i)
+        return max_oracle(self, i, w)
+
+    monkeypatch.setattr(Problem, "max_oracle", spy)
+    svm = _chain_fit(X, Y, BCFW(minibatch=6, asynchronous=asynchronous, cache=True, sampling=sampling,
+                                step="pairwise"), passes=6)
+    tr = svm.trace_
+    steps = 6 * len(X)
+    # per pass: n steps, each an oracle call or a hit; the gap passes' calls are counted apart
+    gap_pass_calls = tr["oracle_calls"][-1] + tr["cache_hits"][-1] - steps
+    assert gap_pass_calls % len(X) == 0 and gap_pass_calls >= 0
+    assert tr["cache_hits"][-1] > 0
+    # a block drawn twice in one batch (uniform sampling) is a miss at most once
+    assert on_stepping_thread == []
+
+
 def test_asynchronous_warm_start_resumes_exactly(ocr60):
     X, Y = ocr60
     mk = lambda passes, **kw: sf.StructuredSVM(  # noqa: E731

@@ -601,12 +601,15 @@ class BCFW(Solver):
             if avg is not None:
                 avg.end_step(rho, st.ell)
             if window is not None:
-                ctx.prefetched.pop(i, None)  # a cache hit left its corner unused: it is stale by now
+                ctx.prefetched.pop(i, None)  # a step that took no oracle corner leaves none for later steps
         else:
             if not approx:
                 st.passes += 1
                 ctx.passes_done += 1
-        ctx.prefetched.clear()  # an interrupted batch leaves no corner for the next pass
+        # an interrupted batch leaves no corner and no hit/miss decision for the next pass
+        ctx.prefetched.clear()
+        ctx.drawn_hits.clear()
+        ctx.pending_misses.clear()
         if avg is not None:
             avg.renormalise()
 

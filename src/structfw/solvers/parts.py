@@ -23,6 +23,7 @@ the multi-plane working sets.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -57,6 +58,10 @@ class BlockContext:
         self.u, self.inv_c, self.gfixed = _EMPTY_V, 0.0, -1.0
         self.stamp = -1  # what corners used now are stamped with (MP-BCFW: the outer iteration)
         self.prefetched = {}  # minibatch: oracle results computed at the batch's starting w
+        # minibatch with the cache: blocks drawn as cache hits (a count: uniform sampling may draw
+        # a block twice); their steps take the best cache corner without asking the rule again
+        self.drawn_hits = Counter()
+        self.pending_misses = Counter()  # blocks drawn as misses whose steps have not come yet
         self.counters = dict(oracle_calls=0, cache_hits=0, oracle_time=0.0)
         self.passes_done = 0
 
@@ -82,8 +87,12 @@ class ExactOracle:
         return True
 
     def prefetch(self, ctx, blocks):
-        """Minibatch: run the oracles of these blocks at once (through the executor's workers)."""
-        need = sorted({i for i in blocks if self.needs_oracle(ctx, i)})
+        """Minibatch: run the oracles of these blocks at once (through the executor's workers).
+
+        Hit or miss is decided here, once per drawn block, at the batch's starting w
+        (:meth:`draw`); a block drawn twice in one batch is a miss at most once: its
+        second step finds the first one's corner in the block's corner set."""
+        need = sorted({i for i in blocks if self.draw(ctx, i)})
         if not need:
             return
         t0 = time.perf_counter()
@@ -92,10 +101,18 @@ class ExactOracle:
         ctx.counters["oracle_calls"] += len(need)
         ctx.prefetched.update(zip(need, res))
 
+    def draw(self, ctx, i):
+        """Minibatch: decide now, when block i is drawn, whether its step calls the oracle (True)
+        or takes a cache corner (recorded in ``ctx.drawn_hits``).  The decision is not taken
+        again at the step: a block found a miss at its step but a hit at its draw would call
+        its oracle alone on the stepping thread, one found a hit at its step would waste
+        a corner already paid for."""
+        return True
+
     def submit(self, ctx, i):
         """Asynchronous minibatch: start block i's oracle at the current w; None if its step
-        will not need it (a cache hit now)."""
-        if not self.needs_oracle(ctx, i):
+        will not need it (drawn as a cache hit)."""
+        if not self.draw(ctx, i):
             return None
         w = ctx.st.w.copy()  # the steps before its turn change st.w in place
         return w, ctx.problem.submit_oracle(w, i)
@@ -166,14 +183,29 @@ class GapCache(ExactOracle):
         ghat = ctx.lam * st.block_w_dot(i, st.w) - st.li[i] + H / n
         return ghat < max(self.F * st.oracle_gaps[i], self.nu / n * st.full_gap)
 
+    def draw(self, ctx, i):
+        if i in ctx.drawn_hits or i in ctx.pending_misses:
+            # drawn again in the same batch or window: the earlier draw's corner will be in C_i
+            ctx.drawn_hits[i] += 1
+            return False
+        if self.needs_oracle(ctx, i):
+            ctx.pending_misses[i] += 1
+            return True
+        ctx.drawn_hits[i] += 1
+        return False
+
     def fw_corner(self, ctx, i):
         st, n = ctx.st, ctx.n
         base = ctx.lam * st.block_w_dot(i, st.w) - st.li[i]
         store = st.corners
+        if i in ctx.prefetched:  # drawn as a miss: its oracle corner
+            take(ctx.pending_misses, i)
+            return self.call_oracle(ctx, i, base)
+        drawn_hit = take(ctx.drawn_hits, i)
         if store.size[i] > 0:
             c, H = cs_best(store.arrays, i, st.w)
             ghat = base + H / n
-            if ghat >= max(self.F * st.oracle_gaps[i], self.nu / n * st.full_gap):
+            if drawn_hit or ghat >= max(self.F * st.oracle_gaps[i], self.nu / n * st.full_gap):
                 ctx.counters["cache_hits"] += 1
                 store.last[i, c] = st.k
                 return c, corner_vector(st, i, c), store.loss[i, c], ghat, True
@@ -299,6 +331,17 @@ STEP_PARTS = {"fw": FWStep, "pairwise": PairwiseStep, "away": AwayStep}
 
 
 # ============================================================ shared mechanics
+def take(counter, i):
+    """Take one of block i's recorded draws; True if there was one."""
+    if counter[i] <= 0:
+        counter.pop(i, None)
+        return False
+    counter[i] -= 1
+    if counter[i] == 0:
+        del counter[i]
+    return True
+
+
 def corner_vector(st, i, k):
     """psi of corner k of block i as a SparseVector (views into the store's pool)."""
     idx, val = cs_entries(st.corners.arrays, i, k)
