@@ -267,3 +267,56 @@ def test_compiled_csr_chain_gives_the_python_iterates():
 class _PythonOracleChainCSR(sf.models.ChainModel):
     def compiled_oracle(self, X, Y):
         return None
+
+
+class ZeroLossChain(sf.models.ChainModel):
+    """A chain whose every labelling costs nothing: its SSVM optimum is w = 0."""
+
+    def loss(self, y_true, y):
+        return 0.0
+
+    def loss_augmented_decode(self, x, y_true, w):
+        return self.decode(x, w)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(step="pairwise", cache=True)])
+def test_a_subclass_with_its_own_oracle_is_not_trained_by_the_inherited_compiled_kernel(ocr60, kw):
+    """ChainModel's compiled kernel maximises the Hamming-augmented score; a subclass that
+    redefines the loss and the oracle (but not ``compiled_oracle``) must be trained through
+    its own methods, or the fit silently learns the base model's objective."""
+    from structfw.solvers.problem import overrides_compiled_methods
+
+    X, Y = ocr60
+    assert overrides_compiled_methods(ZeroLossChain(26, 128))
+    assert not overrides_compiled_methods(sf.models.ChainModel(26, 128))
+    svm = sf.StructuredSVM(ZeroLossChain(26, 128), solver=BCFW(**kw), lam=0.01, max_passes=3, tol=None,
+                           random_state=0).fit(X, Y)
+    np.testing.assert_array_equal(svm.coef_, 0.0)
+    assert svm.gap_ == 0.0
+
+
+@pytest.mark.parametrize("layout", ["chain-dense", "chain-csr", "multiclass"])
+def test_compiled_hinge_pass_gives_the_oracle_pass_hinges(layout, ocr60):
+    """A gap pass that keeps no corner computes H_i in one numba call; it must equal the
+    H_i of the oracle pass through the executor and the Python corners."""
+    from structfw.bench.synthetic import make_chain_problem
+    from structfw.solvers.problem import Problem
+
+    rng = np.random.default_rng(0)
+    if layout == "chain-dense":
+        (X, Y), model = ocr60, sf.models.ChainModel(26, 128)
+    elif layout == "chain-csr":
+        X, Y = make_chain_problem(n=50, n_states=5, n_features=30, sparse=True, seed=1, n_test=0)[:2]
+        model = sf.models.ChainModel(5, 30)
+    else:
+        X = list(rng.normal(size=(40, 6)))
+        Y = list(rng.integers(0, 4, size=40))
+        model = sf.models.MulticlassModel(4, 6)
+    problem = Problem(model, X, Y, 0.01)
+    assert problem.compiled_oracle() is not None
+    for scale in (0.0, 0.1, 3.0):
+        w = scale * rng.normal(size=problem.d)
+        H = problem.batch_hinges(w)
+        H_oracle = np.array([r[3] for r in problem.batch_oracle(w)])
+        np.testing.assert_allclose(H, H_oracle, rtol=1e-12, atol=1e-12)
+        assert np.all(H >= 0.0)

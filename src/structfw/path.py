@@ -318,6 +318,10 @@ class _ReusingProblem(Problem):
             sh["w"], sh["res"] = np.array(w, copy=True), list(res)
         return res
 
+    def batch_hinges(self, w, validate=True):
+        # through the reusable pass: the solve at the next lam asks for the same corners
+        return np.array([r[3] for r in self.batch_oracle(w, validate=validate)])
+
 
 def regularization_path(model, X, Y, eps=0.1, kappa=0.5, solver=None, min_lam=1e-6, max_passes_per_lam=500,
                         random_state=None, verbose=0, X_test=None, Y_test=None, max_breakpoints=100000,

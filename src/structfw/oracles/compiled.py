@@ -91,6 +91,16 @@ def _chain_dense_impl(kind, data, i, w, merged):
     return chain_dense_corner(Xc, starts, Yc, S, F, i, w, merged)
 
 
+def _chain_dense_merged_impl(kind, data, i, w, merged):
+    Xc, starts, Yc, S, F = data
+    return chain_dense_corner_merged(Xc, starts, Yc, S, F, i, w)
+
+
+def _chain_dense_unmerged_impl(kind, data, i, w, merged):
+    Xc, starts, Yc, S, F = data
+    return chain_dense_corner_unmerged(Xc, starts, Yc, S, F, i, w)
+
+
 def _chain_csr_impl(kind, data, i, w, merged):
     indptr, indices, values, starts, Yc, S, F = data
     return chain_csr_corner(indptr, indices, values, starts, Yc, S, F, i, w)
@@ -105,25 +115,47 @@ def _multiclass_dense_impl(kind, data, i, w, merged):
 _IMPL_BY_LENGTH = {5: _chain_dense_impl, 7: _chain_csr_impl, 4: _multiclass_dense_impl}
 
 
-@overload(corner, inline="always", jit_options={"nogil": True})
+@overload(corner, inline="always", prefer_literal=True, jit_options={"nogil": True})
 def _corner_by_type(kind, data, i, w, merged):
-    if isinstance(data, types.BaseTuple):
-        return _IMPL_BY_LENGTH.get(len(data.types))
-    return None
+    if not isinstance(data, types.BaseTuple):
+        return None
+    impl = _IMPL_BY_LENGTH.get(len(data.types))
+    if impl is _chain_dense_impl and isinstance(merged, types.BooleanLiteral):
+        # the caller's constant picks one psi kernel: a plain pass or a hinge pass then never
+        # compiles the merging one (seconds of a first run), a corner-set pass never the other
+        return _chain_dense_merged_impl if merged.literal_value else _chain_dense_unmerged_impl
+    return impl
 
 
 @njit(cache=True, nogil=True)
 def chain_dense_corner(Xc, starts, Yc, S, F, i, w, merged):
     """Loss-augmented Viterbi on word i, its sparse psi_i(y*) and normalised Hamming loss."""
+    if merged:
+        return chain_dense_corner_merged(Xc, starts, Yc, S, F, i, w)
+    return chain_dense_corner_unmerged(Xc, starts, Yc, S, F, i, w)
+
+
+@njit(cache=True, nogil=True)
+def chain_dense_corner_merged(Xc, starts, Yc, S, F, i, w):
+    """:func:`chain_dense_corner` with psi sorted and merged (what corner sets store)."""
     a = starts[i]
     b = starts[i + 1]
     x = Xc[a:b]
     yt = Yc[a:b]
     y = chain_oracle_dense(x, w, yt, S, F, np.bool_(True))
-    if merged:
-        idx, val = chain_phi_diff_dense(x, yt, y, S, F)
-    else:
-        idx, val = chain_psi_entries(x, yt, y, S, F)
+    idx, val = chain_phi_diff_dense(x, yt, y, S, F)
+    return idx, val, hamming_loss(yt, y)
+
+
+@njit(cache=True, nogil=True)
+def chain_dense_corner_unmerged(Xc, starts, Yc, S, F, i, w):
+    """:func:`chain_dense_corner` with psi as unmerged entries (enough for a step or a dot product)."""
+    a = starts[i]
+    b = starts[i + 1]
+    x = Xc[a:b]
+    yt = Yc[a:b]
+    y = chain_oracle_dense(x, w, yt, S, F, np.bool_(True))
+    idx, val = chain_psi_entries(x, yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
 
 

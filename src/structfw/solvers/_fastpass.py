@@ -31,6 +31,19 @@ _EMPTY_I = np.empty(0, np.int64)
 _EMPTY_V = np.empty(0, np.float64)
 
 
+@njit(cache=True, nogil=True)
+def hinge_pass(kind_oracle, data, n, w):
+    """H_i(y_i*; w) = L_i(y_i*) - <psi_i(y_i*), w> of every block, in one numba call.
+
+    The hinge terms of the primal (eq. (3) of Osokin et al. 2016) and of the block gaps
+    (eq. (6)): all a gap pass needs when no corner is kept, so psi stays unmerged."""
+    H = np.empty(n)
+    for i in range(n):
+        idx, val, L = corner(kind_oracle, data, i, w, False)
+        H[i] = L - sparse_dot_dense(idx, val, w)
+    return H
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _avg_rate(kind, t):
     """rho_t of :func:`structfw.solvers.averaging.averaging_rate`."""

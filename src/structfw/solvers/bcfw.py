@@ -429,16 +429,22 @@ class BCFW(Solver):
         return st
 
     # ============================================================= gap pass
-    def gap_pass(self, problem, state, w=None, validate=True):
+    def gap_pass(self, problem, state, w=None, validate=True, corners=False):
         """One oracle call per block at w: primal, block gaps (6), total gap (7).
 
-        Returns (primal, block_gaps, oracle results).  With w = state.w the
+        Returns (primal, block_gaps, oracle results or None).  With w = state.w the
         block gaps are g_i = lam <w_i, w> - l_i + H_i(y_i*; w)/n; their sum is
-        P(w) - D(alpha).
+        P(w) - D(alpha).  The oracle results (y, psi, L, H) are built only when
+        ``corners`` asks for them (the cache keeps them); otherwise the hinge terms
+        H_i alone are computed (:meth:`Problem.batch_hinges`).
         """
         w = state.w if w is None else w
-        res = problem.batch_oracle(w, validate=validate)
-        Hs = np.array([r[3] for r in res])
+        res = None
+        if corners:
+            res = problem.batch_oracle(w, validate=validate)
+            Hs = np.array([r[3] for r in res])
+        else:
+            Hs = problem.batch_hinges(w, validate=validate)
         primal = problem.primal(w, float(Hs.sum()))
         gaps = None
         if w is state.w:
@@ -464,7 +470,8 @@ class BCFW(Solver):
             refresh = st.passes % self.gap_refresh == 0
         n = problem.n
         with monitor.monitoring():
-            primal, gaps, res = self.gap_pass(problem, st, validate=self.check_oracle)
+            primal, gaps, res = self.gap_pass(problem, st, validate=self.check_oracle,
+                                              corners=refresh and ctx.source.absorbs_corners)
             if refresh:
                 st.sampler.set_all(gaps)
                 st.oracle_gaps[:] = gaps

@@ -71,6 +71,7 @@ class ExactOracle:
     """Corner source: the exact (or approximate) max oracle on every block step."""
 
     keeps_corners = False
+    absorbs_corners = False  # does a full gap pass's corners join the corner sets?
 
     def __init__(self, cache_size=None):
         self.cache_size = cache_size
@@ -170,6 +171,7 @@ class GapCache(ExactOracle):
     """
 
     keeps_corners = True
+    absorbs_corners = True
 
     def __init__(self, F, nu, cache_size):
         self.F, self.nu, self.cache_size = F, nu, cache_size

@@ -154,7 +154,8 @@ class Problem:
         fast pass (their outputs need the ground-truth guard)."""
         if not hasattr(self, "_compiled"):
             make = getattr(self.model, "compiled_oracle", None)
-            self._compiled = None if make is None or self.approximate else make(self.X, self.Y)
+            usable = make is not None and not self.approximate and not overrides_compiled_methods(self.model)
+            self._compiled = make(self.X, self.Y) if usable else None
         return self._compiled
 
     def expectation(self, i, v, c):
@@ -180,6 +181,23 @@ class Problem:
         labels = self.executor.loss_augmented_decode(self.data_key, w, None if indices is None else idx)
         return [self.oracle_corner(i, y, w, validate) for i, y in zip(idx, labels)]
 
+    def batch_hinges(self, w, validate=True):
+        """H_i(y_i*; w) of every example, (n,): what a gap pass needs when it keeps no corner.
+
+        With the model's compiled oracle and no workers it is one numba call (no psi is
+        merged or handed to Python); otherwise :meth:`batch_oracle` through the executor.
+        ``validate`` checks that an exact oracle did no worse than y_i."""
+        compiled = self.compiled_oracle()
+        if compiled is None or type(self.executor) is not SerialExecutor:
+            return np.array([r[3] for r in self.batch_oracle(w, validate=validate)])
+        from ._fastpass import hinge_pass  # numba kernels load on first use, not on import
+
+        H = hinge_pass(compiled[0], compiled[1], self.n, np.ascontiguousarray(w, np.float64))
+        if validate and self.n:
+            worst = int(np.argmin(H))
+            self.check_oracle_value(worst, float(H[worst]))
+        return H
+
     def submit_oracle(self, w, i):
         """Start example i's max oracle at w on the executor; a future of [labelling].
         The caller keeps w unchanged until the result is in."""
@@ -198,6 +216,24 @@ class Problem:
         p = copy.copy(self)  # shallow: data, model and executor are shared; subclasses survive
         p.lam = check_lam(lam)
         return p
+
+
+#: what a compiled corner kernel computes in place of the model's Python methods
+COMPILED_METHODS = ("loss_augmented_decode", "psi", "loss", "joint_feature", "fixed_score")
+
+
+def overrides_compiled_methods(model):
+    """True if a subclass redefines a method that the compiled oracle it inherits embodies.
+
+    A ``ChainModel`` subclass with its own loss (and loss-augmented decoding) but no
+    ``compiled_oracle`` of its own would otherwise be trained by the base class's kernel,
+    which maximises another objective: a silently wrong model.  Such a model is trained
+    through its Python methods instead."""
+    cls = type(model)
+    owner = next((c for c in cls.__mro__ if "compiled_oracle" in vars(c)), None)
+    if owner is None:
+        return False
+    return any(getattr(cls, name, None) is not getattr(owner, name, None) for name in COMPILED_METHODS)
 
 
 def _feature_summary(x):
