@@ -30,7 +30,9 @@ class BlockSampler:
             raise ValueError(f"sampling must be one of {SAMPLINGS}; got {kind!r}")
         self.kind, self.n, self.rng = kind, n, rng
         self.estimates = np.zeros(n)
-        self._tree = fenwick_build(self.estimates)
+        # the Fenwick tree of all-zero estimates; only "gap" sampling reads it (and so compiles
+        # its kernels: half a second of a first run the other samplings need not pay)
+        self._tree = np.zeros(n + 1)
         self._buffer = np.empty(0, np.int64)
         self._pos = 0
 
@@ -41,7 +43,8 @@ class BlockSampler:
     def set_all(self, gaps):
         """Replace every estimate (after a full gap pass)."""
         self.estimates = np.maximum(np.asarray(gaps, dtype=float), 0.0)
-        self._tree = fenwick_build(self.estimates)
+        if self.kind == "gap":
+            self._tree = fenwick_build(self.estimates)
 
     def update(self, i, gap):
         """New estimate of g_i after visiting block i (clipped at 0)."""
