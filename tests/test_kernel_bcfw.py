@@ -271,12 +271,22 @@ def test_models_it_cannot_kernelize_are_refused_with_a_clear_error():
             sf.StructuredSVM(model, solver="kernel-bcfw").fit(XX, YY)
 
 
-def test_kernelized_fits_cannot_be_saved_but_linear_ones_can(tmp_path):
+def test_kernelized_fits_are_saved_with_their_expansion_and_linear_ones_with_coef(tmp_path):
     X, Y, model = tiny_chain()
     svm = fit(model, X, Y, KernelBCFW(gamma=0.5), passes=3)
     assert svm.coef_ is None
-    with pytest.raises(ValueError, match="kernel"):
-        svm.save(tmp_path / "m")
+    back = sf.StructuredSVM.load(svm.save(tmp_path / "m"))
+    assert back.coef_ is None and back.kernel_expansion_.spec == svm.kernel_expansion_.spec
+    assert all(np.array_equal(a, b) for a, b in zip(back.predict(X), svm.predict(X)))
+    assert back.score(X, Y) == svm.score(X, Y)
+    with pytest.raises(ValueError, match="state=True: the state of solver 'kernel-bcfw' cannot be written"):
+        svm.save(tmp_path / "s", state=True)
+    # the expansion is checked against the model it is loaded with
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as z:
+        members = {k: z[k] for k in z.files}
+    np.savez(tmp_path / "bad.npz", **{**members, "expansion/coef": members["expansion/coef"][:, :2]})
+    with pytest.raises(ValueError, match="expansion/coef.*shape"):
+        sf.StructuredSVM.load(tmp_path / "bad.npz")
     lin = fit(model, X, Y, KernelBCFW(kernel="linear"), passes=3)
     loaded = sf.StructuredSVM.load(lin.save(tmp_path / "lin"))
     assert all(np.array_equal(a, b) for a, b in zip(loaded.predict(X), lin.predict(X)))

@@ -198,7 +198,10 @@ class StructuredSVM(BaseEstimator):
 
         ``.npz`` is appended to ``path`` when missing; returns the path written.
         The file holds the model class and configuration, the parameters (not the
-        execution settings ``n_jobs`` / ``verbose``), ``coef`` and the trace.
+        execution settings ``n_jobs`` / ``verbose``), ``coef`` and the trace; after a
+        kernelized fit with a non-linear kernel (``coef_`` is None) it holds the kernel
+        expansion instead of ``coef``: kappa's parameters, the support positions (dense
+        or CSR), their dual coefficients and the transition weights.
 
         Parameters
         ----------
@@ -210,9 +213,6 @@ class StructuredSVM(BaseEstimator):
             keeps one d-vector per example (n * d * 8 bytes with dense blocks).
         """
         self._check_fitted()
-        if self.coef_ is None:
-            raise ValueError("this StructuredSVM was fitted with a kernel other than 'linear' (kernel_expansion_): "
-                             "its w is implicit, and model files hold an explicit coef; it cannot be saved")
         if not isinstance(state, (bool, np.bool_)):
             raise ValueError(f"state must be True or False; got {state!r}")
         if state and getattr(self, "state_", None) is None:
@@ -220,7 +220,10 @@ class StructuredSVM(BaseEstimator):
         header = dict(model=type(self.model).__name__, model_config=self.model.get_config(),
                       params=_saved_params(self), stopped=self.stopped_, gap=_f(self.gap_),
                       primal=_f(self.primal_), dual=_f(self.dual_), n_iter=_f(self.n_iter_))
-        arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
+        if self.coef_ is not None:
+            arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
+        else:  # a non-linear kernel: w is implicit, the file holds its expansion
+            header["expansion"], arrays = _expansion_section(self.kernel_expansion_)
         state = _state_section(self) if state else None
         if state is not None:
             state_header, state_arrays = sfio.pack_state(*state)
@@ -242,17 +245,21 @@ class StructuredSVM(BaseEstimator):
         header, arrays = sfio.read_model_file(path, _KIND)
         state = sfio.unpack_state(header, arrays)
         sfio.check_fields(header, ["model", "model_config", "params", "stopped", "gap",
-                                   "primal", "dual", "n_iter"])
-        sfio.check_fields(arrays, ["coef", "trace"])
+                                   "primal", "dual", "n_iter"], optional=["expansion"])
         model = _model_from_header(header)
         est = cls(model, **_params_from_header(header))
-        d = model.size_joint_feature
-        coef = sfio.array_field(arrays, "coef", shape=(d,), dtype="f", finite=True)
+        expansion = None
+        if "expansion" in header:
+            sfio.check_fields(arrays, ["trace", *_EXPANSION_ARRAYS], optional=_EXPANSION_CSR_ARRAYS)
+            coef, expansion = None, _expansion_from_file(header, arrays, model)
+        else:
+            sfio.check_fields(arrays, ["coef", "trace"])
+            coef = sfio.array_field(arrays, "coef", shape=(model.size_joint_feature,), dtype="f", finite=True)
         try:
             trace = Trace.from_json_text(sfio.text_field(arrays, "trace"))
         except ValueError as exc:
             raise ValueError(f"{arrays.source}: field 'trace': {exc}") from None
-        fitted = dict(coef_=coef, trace_=trace,
+        fitted = dict(coef_=coef, kernel_expansion_=expansion, trace_=trace,
                       stopped_=sfio.header_str_choice(header, "stopped", _STOPPED),
                       gap_=sfio.header_float(header, "gap", allow_none=True),
                       primal_=sfio.header_float(header, "primal", allow_none=True),
@@ -293,7 +300,11 @@ def _state_section(est):
     """The solver-state section of a model file: ``(tree, arrays)`` (:mod:`structfw.solvers.state_file`)."""
     from .solvers.state_file import encode_state
 
-    return encode_state(est.state_)
+    try:
+        return encode_state(est.state_)
+    except ValueError as exc:
+        raise ValueError(f"state=True: the state of solver {getattr(est.solver, 'name', est.solver)!r} cannot be "
+                         f"written to a model file ({exc}); save(path) without state=True writes the model") from None
 
 
 def _restore_state(est, meta, arrays):
@@ -302,6 +313,75 @@ def _restore_state(est, meta, arrays):
     from .solvers.state_file import decode_state
 
     return {"state_": decode_state(dict(meta), dict(arrays), source=getattr(meta, "source", "state"))}
+
+
+#: the kernel expansion's arrays in a model file (the support rows are dense, or CSR in three arrays)
+_EXPANSION_ARRAYS = ("expansion/coef", "expansion/transitions")
+_EXPANSION_CSR_ARRAYS = ("expansion/support", "expansion/support_data", "expansion/support_indices",
+                         "expansion/support_indptr")
+
+
+def _expansion_section(exp):
+    """(header field, arrays) of a kernelized fit's predictor: kappa's parameters, the support
+    positions, their dual coefficients and the explicit transition weights (BCFW paper App. B)."""
+    import scipy.sparse as sp
+
+    meta = dict(kind=exp.kind, kernel=exp.kernel, gamma=float(exp.gamma), degree=int(exp.degree),
+                coef0=float(exp.coef0), support_format="csr" if sp.issparse(exp.support) else "dense")
+    arrays = {"expansion/coef": np.asarray(exp.coef), "expansion/transitions": np.asarray(exp.transitions)}
+    if sp.issparse(exp.support):
+        S = sp.csr_matrix(exp.support)
+        arrays.update({"expansion/support_data": S.data, "expansion/support_indices": S.indices.astype(np.int64),
+                       "expansion/support_indptr": S.indptr.astype(np.int64)})
+    else:
+        arrays["expansion/support"] = np.asarray(exp.support)
+    return meta, arrays
+
+
+def _expansion_from_file(header, arrays, model):
+    """The KernelExpansion of a model file, every field checked against ``model``: its kind
+    (chain or multiclass), K labels and F features per position, finite values, a valid CSR."""
+    import scipy.sparse as sp
+
+    from .oracles.kernel_chain import KERNELS
+    from .solvers.kernel_bcfw import KernelExpansion
+
+    meta = sfio.header_dict(header, "expansion")
+    src = meta.source
+    sfio.check_fields(meta, ["kind", "kernel", "gamma", "degree", "coef0", "support_format"])
+    kind = sfio.header_str_choice(meta, "kind", ("chain", "multiclass"))
+    if kind != getattr(model, "joint_kernel_kind", None):
+        raise ValueError(f"{src}: field 'kind' is {kind!r}, which {type(model).__name__} is not")
+    kernel = sfio.header_str_choice(meta, "kernel", KERNELS)
+    gamma = sfio.header_float(meta, "gamma", lo=0.0)
+    if not gamma > 0.0:
+        raise ValueError(f"{src}: field 'gamma' must be > 0; got {gamma!r}")
+    degree = sfio.header_int(meta, "degree", lo=1, hi=1000)
+    coef0 = sfio.header_float(meta, "coef0")
+    fmt = sfio.header_str_choice(meta, "support_format", ("dense", "csr"))
+    K, F = int(model.n_states), int(model.n_features)
+    coef = sfio.array_field(arrays, "expansion/coef", shape=(None, K))
+    m = coef.shape[0]
+    transitions = sfio.array_field(arrays, "expansion/transitions", shape=(K, K))
+    if kind == "multiclass" and np.any(transitions != 0.0):
+        raise ValueError(f"{arrays.source}: field 'expansion/transitions' must be zero for a multiclass model")
+    wanted = ("expansion/support",) if fmt == "dense" else _EXPANSION_CSR_ARRAYS[1:]
+    sfio.check_fields(sfio.FieldMap({k: v for k, v in arrays.items() if k in _EXPANSION_CSR_ARRAYS}, arrays.source),
+                      wanted)
+    if fmt == "dense":
+        support = sfio.array_field(arrays, "expansion/support", shape=(m, F))
+    else:
+        data = sfio.array_field(arrays, "expansion/support_data", shape=(None,))
+        nnz = data.shape[0]
+        indices = sfio.array_field(arrays, "expansion/support_indices", shape=(nnz,), dtype="i", lo=0, hi=F - 1)
+        indptr = sfio.array_field(arrays, "expansion/support_indptr", shape=(m + 1,), dtype="i", lo=0, hi=nnz)
+        if indptr[0] != 0 or indptr[-1] != nnz or np.any(np.diff(indptr) < 0):
+            raise ValueError(f"{arrays.source}: field 'expansion/support_indptr' is not a CSR row pointer "
+                             f"(0 to {nnz}, non-decreasing)")
+        support = sp.csr_matrix((data, indices, indptr), shape=(m, F))
+        support.sum_duplicates()
+        support.sort_indices()
+    return KernelExpansion(support, coef, transitions, (kernel, gamma, degree, coef0), kind)
 
 
 def _json_scalar(v):

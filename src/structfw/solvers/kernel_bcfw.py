@@ -252,10 +252,16 @@ class KernelExpansion:
             return np.zeros((T, K))
         out = np.empty((T, K))
         step = max(1, self.CHUNK // self.n_support)
-        p2 = squared_norms(positions)
-        for a in range(0, T, step):
-            G = gram(positions[a:a + step], p2[a:a + step], self.support, self.support_sqnorms, *self.spec)
-            out[a:a + step] = G @ self.coef
+        with np.errstate(over="ignore", invalid="ignore"):
+            p2 = squared_norms(positions)
+            for a in range(0, T, step):
+                G = gram(positions[a:a + step], p2[a:a + step], self.support, self.support_sqnorms, *self.spec)
+                out[a:a + step] = G @ self.coef
+        if not np.isfinite(out).all():
+            # argmax over NaN or inf scores would return arbitrary labellings
+            raise ValueError("the kernel expansion's scores overflow on these inputs (kappa or the "
+                             f"coefficients are too large: max |coef| = {np.abs(self.coef).max():.3g}); "
+                             "no prediction is made")
         return out
 
     def decode_all(self, X):
