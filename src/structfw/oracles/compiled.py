@@ -135,14 +135,18 @@ def chain_dense_corner(Xc, starts, Yc, S, F, i, w, merged):
     return chain_dense_corner_unmerged(Xc, starts, Yc, S, F, i, w)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w):
+    """(x, y_i, y_i*) of word i: its positions, true labels and loss-augmented Viterbi labelling."""
+    x = Xc[starts[i]:starts[i + 1]]
+    yt = Yc[starts[i]:starts[i + 1]]
+    return x, yt, chain_oracle_dense(x, w, yt, S, F, np.bool_(True))
+
+
 @njit(cache=True, nogil=True)
 def chain_dense_corner_merged(Xc, starts, Yc, S, F, i, w):
     """:func:`chain_dense_corner` with psi sorted and merged (what corner sets store)."""
-    a = starts[i]
-    b = starts[i + 1]
-    x = Xc[a:b]
-    yt = Yc[a:b]
-    y = chain_oracle_dense(x, w, yt, S, F, np.bool_(True))
+    x, yt, y = chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w)
     idx, val = chain_phi_diff_dense(x, yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
 
@@ -150,11 +154,7 @@ def chain_dense_corner_merged(Xc, starts, Yc, S, F, i, w):
 @njit(cache=True, nogil=True)
 def chain_dense_corner_unmerged(Xc, starts, Yc, S, F, i, w):
     """:func:`chain_dense_corner` with psi as unmerged entries (enough for a step or a dot product)."""
-    a = starts[i]
-    b = starts[i + 1]
-    x = Xc[a:b]
-    yt = Yc[a:b]
-    y = chain_oracle_dense(x, w, yt, S, F, np.bool_(True))
+    x, yt, y = chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w)
     idx, val = chain_psi_entries(x, yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
 
