@@ -18,33 +18,29 @@ from .._linalg import coalesce
 def _viterbi_core(U, w, off, S):
     """argmax_y sum_l U[l, y_l] + sum_l w[off + y_l*S + y_{l+1}]; returns (y, score).
 
-    The forward pass stores only the max-marginal scores (branch-free max, which
-    vectorises); the backtrack recomputes the argmax at the S candidates of each
-    position.  Ties go to the smallest state index.
+    The forward pass stores only the max-marginal scores M[l, b] = U[l, b] + max_a (M[l-1, a]
+    + P[a, b]), each a max *reduction* over a contiguous row of the transposed transitions
+    (copied once per call): a reduction vectorises, where updating a running maximum per b
+    while reading w did not (it ran 2.1x slower on OCR).  The backtrack recomputes the argmax
+    at the S candidates of each position.  Ties go to the smallest state index.
     """
     L = U.shape[0]
     y = np.empty(L, np.int64)
     if L == 0:
         return y, 0.0
+    PT = np.empty((S, S))  # PT[b, a] = P[a, b], the transitions into b
+    for a in range(S):
+        for b in range(S):
+            PT[b, a] = w[off + a * S + b]
     M = np.empty((L, S))
-    prev = np.empty(S)
-    cur = np.empty(S)
     for s in range(S):
-        prev[s] = U[0, s]
-        M[0, s] = prev[s]
+        M[0, s] = U[0, s]
     for l in range(1, L):
-        p0 = prev[0]
         for b in range(S):
-            cur[b] = p0 + w[off + b]
-        for a in range(1, S):
-            sa = prev[a]
-            base = off + a * S
-            for b in range(S):
-                cur[b] = max(cur[b], sa + w[base + b])
-        for b in range(S):
-            v = cur[b] + U[l, b]
-            prev[b] = v
-            M[l, b] = v
+            m = M[l - 1, 0] + PT[b, 0]
+            for a in range(1, S):
+                m = max(m, M[l - 1, a] + PT[b, a])
+            M[l, b] = m + U[l, b]
     best = 0
     for s in range(1, S):
         if M[L - 1, s] > M[L - 1, best]:
@@ -54,9 +50,9 @@ def _viterbi_core(U, w, off, S):
     for l in range(L - 1, 0, -1):
         b = y[l]
         arg = 0
-        bv = M[l - 1, 0] + w[off + b]
+        bv = M[l - 1, 0] + PT[b, 0]
         for a in range(1, S):
-            v = M[l - 1, a] + w[off + a * S + b]
+            v = M[l - 1, a] + PT[b, a]
             if v > bv:
                 bv = v
                 arg = a
