@@ -227,3 +227,14 @@ def test_make_chain_problem_is_learnable():
 def test_make_chain_problem_errors():
     with pytest.raises(ValueError, match="n_features"):
         make_chain_problem(n=5, n_states=10, n_features=20, sparse=True)
+
+
+def test_crossing_interpolates_between_checkpoints_log_linearly():
+    from structfw.bench._common import crossing
+
+    x, gap = [0.0, 1.0, 2.0, 3.0], [1.0, 0.1, 0.01, 0.001]
+    assert crossing(x, gap, 0.01) == pytest.approx(2.0)
+    assert crossing(x, gap, 10 ** -1.5) == pytest.approx(1.5)   # halfway in log(gap)
+    assert crossing(x, gap, 2.0) == 0.0                          # reached at the first checkpoint
+    assert np.isnan(crossing(x, gap, 1e-4))                      # never reached
+    assert crossing([0.0, 1.0, 2.0], [1.0, 0.5, 0.5], 0.5) == pytest.approx(1.0)

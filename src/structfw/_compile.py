@@ -1,4 +1,4 @@
-"""Is this machine's numba cache warm?  (The first run compiles the kernels: ~15 s.)
+"""Is this machine's numba cache warm?  (The first run compiles the kernels: ~8 s for the demo.)
 
 numba caches compiled kernels next to their source (``__pycache__``, or
 ``NUMBA_CACHE_DIR``); an index whose stamp matches the source means the kernel
@@ -16,7 +16,7 @@ KEY_KERNELS = (
     ("structfw.oracles.chain", "chain_oracle_dense"),
 )
 
-FIRST_RUN_MESSAGE = ("compiling numba kernels (first run on this machine only, about 15 s; "
+FIRST_RUN_MESSAGE = ("compiling numba kernels (first run on this machine only, about 10 s; "
                      "`structfw warmup` does it ahead of time) ...")
 
 

@@ -101,6 +101,21 @@ def first_reach(x, y, target):
     return float(x[hit[0]]) if len(hit) else math.nan
 
 
+def crossing(x, gap, target):
+    """x where the gap first reaches the target, interpolated log-linearly between the two
+    checkpoints around it (checkpoints come once a pass: reading x at the first checkpoint
+    below the target would round every run up to whole passes); NaN if never."""
+    x, lg = np.asarray(x, float), np.log(np.maximum(np.asarray(gap, float), 1e-300))
+    hit = np.flatnonzero(lg <= math.log(target))
+    if len(hit) == 0:
+        return math.nan
+    j = hit[0]
+    if j == 0 or lg[j - 1] == lg[j]:
+        return float(x[j])
+    f = (lg[j - 1] - math.log(target)) / (lg[j - 1] - lg[j])
+    return float(x[j - 1] + f * (x[j] - x[j - 1]))
+
+
 def environment():
     import numba
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import bands, environment, pyplot, write_json
+from ._common import bands, crossing, environment, pyplot, write_json
 
 TAUS = (1, 2, 3, 4, 8, 16)  # the issue's set, and 3 = n_jobs + 1 for the asynchronous window
 EXECUTOR_KINDS = ("thread", "process", "ray")
@@ -108,21 +108,6 @@ def fit_run(X, Y, model, executor, tau, asynchronous, seed, target, max_passes, 
                 calls_to_target=crossing(cols["oracle_calls"], gap, target),
                 time_per_call=cols["time_s"][-1] / max(cols["oracle_calls"][-1], 1.0),
                 oracle_frac=cols["oracle_time_frac"][-1])
-
-
-def crossing(x, gap, target):
-    """x where the gap first reaches the target, interpolated log-linearly between the two
-    checkpoints around it (checkpoints come once a pass: reading x at the first checkpoint
-    below the target would round every run up to whole passes); NaN if never."""
-    x, lg = np.asarray(x, float), np.log(np.maximum(np.asarray(gap, float), 1e-300))
-    hit = np.flatnonzero(lg <= math.log(target))
-    if len(hit) == 0:
-        return math.nan
-    j = hit[0]
-    if j == 0 or lg[j - 1] == lg[j]:
-        return float(x[j])
-    f = (lg[j - 1] - math.log(target)) / (lg[j - 1] - lg[j])
-    return float(x[j - 1] + f * (x[j] - x[j - 1]))
 
 
 def configurations(kinds, workers, taus):
