@@ -250,7 +250,7 @@ class StructuredSVM(BaseEstimator):
         est = cls(model, **_params_from_header(header))
         expansion = None
         if "expansion" in header:
-            sfio.check_fields(arrays, ["trace", *_EXPANSION_ARRAYS], optional=_EXPANSION_CSR_ARRAYS)
+            sfio.check_fields(arrays, ["trace", *_EXPANSION_ARRAYS], optional=_ALL_SUPPORT_ARRAYS)
             coef, expansion = None, _expansion_from_file(header, arrays, model)
         else:
             sfio.check_fields(arrays, ["coef", "trace"])
@@ -317,8 +317,9 @@ def _restore_state(est, meta, arrays):
 
 #: the kernel expansion's arrays in a model file (the support rows are dense, or CSR in three arrays)
 _EXPANSION_ARRAYS = ("expansion/coef", "expansion/transitions")
-_EXPANSION_CSR_ARRAYS = ("expansion/support", "expansion/support_data", "expansion/support_indices",
-                         "expansion/support_indptr")
+_SUPPORT_ARRAYS = {"dense": ("expansion/support",),
+                   "csr": ("expansion/support_data", "expansion/support_indices", "expansion/support_indptr")}
+_ALL_SUPPORT_ARRAYS = _SUPPORT_ARRAYS["dense"] + _SUPPORT_ARRAYS["csr"]
 
 
 def _expansion_section(exp):
@@ -358,16 +359,15 @@ def _expansion_from_file(header, arrays, model):
         raise ValueError(f"{src}: field 'gamma' must be > 0; got {gamma!r}")
     degree = sfio.header_int(meta, "degree", lo=1, hi=1000)
     coef0 = sfio.header_float(meta, "coef0")
-    fmt = sfio.header_str_choice(meta, "support_format", ("dense", "csr"))
+    fmt = sfio.header_str_choice(meta, "support_format", tuple(_SUPPORT_ARRAYS))
     K, F = int(model.n_states), int(model.n_features)
     coef = sfio.array_field(arrays, "expansion/coef", shape=(None, K))
     m = coef.shape[0]
     transitions = sfio.array_field(arrays, "expansion/transitions", shape=(K, K))
     if kind == "multiclass" and np.any(transitions != 0.0):
         raise ValueError(f"{arrays.source}: field 'expansion/transitions' must be zero for a multiclass model")
-    wanted = ("expansion/support",) if fmt == "dense" else _EXPANSION_CSR_ARRAYS[1:]
-    sfio.check_fields(sfio.FieldMap({k: v for k, v in arrays.items() if k in _EXPANSION_CSR_ARRAYS}, arrays.source),
-                      wanted)
+    present = sfio.FieldMap({k: v for k, v in arrays.items() if k in _ALL_SUPPORT_ARRAYS}, arrays.source)
+    sfio.check_fields(present, _SUPPORT_ARRAYS[fmt])
     if fmt == "dense":
         support = sfio.array_field(arrays, "expansion/support", shape=(m, F))
     else:

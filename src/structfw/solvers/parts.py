@@ -335,8 +335,7 @@ STEP_PARTS = {"fw": FWStep, "pairwise": PairwiseStep, "away": AwayStep}
 # ============================================================ shared mechanics
 def take(counter, i):
     """Take one of block i's recorded draws; True if there was one."""
-    if counter[i] <= 0:
-        counter.pop(i, None)
+    if not counter[i]:  # a Counter reads a missing key as 0 without inserting it
         return False
     counter[i] -= 1
     if counter[i] == 0:
