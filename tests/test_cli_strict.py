@@ -223,6 +223,29 @@ def test_kernels_cached_reads_the_numba_cache():
     assert _compile.kernels_cached([("structfw.no_such_module", "f")]) is None
 
 
+def test_a_cold_cache_compiles_the_leaf_kernels_in_a_second_process(tmp_path):
+    """On a cold cache the first compiled pass starts a helper that compiles the step kernels
+    (which do not need the oracle) while this process compiles the oracle; afterwards they are
+    cached, and a second call in the same process starts nothing."""
+    import os
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "nbcache"))
+    code = ("from structfw import _compile as c\n"
+            "assert c.kernels_cached(c.LEAF_KERNELS) is False\n"
+            "p = c.compile_leaves_in_background()\n"
+            "assert p and c.compile_leaves_in_background() is p\n"
+            "assert p.wait(timeout=600) == 0\n"
+            "print(c.kernels_cached(c.LEAF_KERNELS), c.compile_leaves_in_background() is p)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]
+    # a warm cache starts no helper
+    again = subprocess.run([sys.executable, "-c", "from structfw import _compile as c; "
+                            "print(c.compile_leaves_in_background())"], capture_output=True, text=True, env=env,
+                           timeout=600)
+    assert again.stdout.strip() == "None", again.stderr
+
+
 @pytest.mark.slow
 def test_warmup_fills_a_fresh_cache(tmp_path):
     """In a fresh numba cache nothing is cached; after `structfw warmup` a fit announces nothing."""

@@ -130,11 +130,20 @@ def chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment):
     return U
 
 
-@njit(cache=True, nogil=True)
+# The dense chain oracle is inlined into the compiled corner kernels, and the unary scores and
+# Viterbi into it: each compiled caller re-optimises the code it links, so every layer of call
+# cost a first run ~0.3-0.7 s of compilation.  The inlined copies keep their fastmath flag (an
+# inlined body takes its caller's flags: chain_oracle_dense has them too, and no arithmetic of
+# its own), so the oracle's arithmetic is unchanged; the other callers keep the plain kernels.
+_unary_dense_inlined = njit(fastmath=True, nogil=True, inline="always")(chain_unary_dense.py_func)
+_viterbi_inlined = njit(fastmath=True, nogil=True, inline="always")(_viterbi_core.py_func)
+
+
+@njit(cache=True, fastmath=True, nogil=True, inline="always")
 def chain_oracle_dense(x, w, y_true, S, F, augment):
     """Loss-augmented (augment=True) or plain Viterbi decoding of a dense chain."""
-    U = chain_unary_dense(x, w, S, F, y_true, augment)
-    y, _ = _viterbi_core(U, w, S * F, S)
+    U = _unary_dense_inlined(x, w, S, F, y_true, augment)
+    y, _ = _viterbi_inlined(U, w, S * F, S)
     return y
 
 
@@ -146,7 +155,7 @@ def chain_oracle_csr(indptr, indices, data, w, y_true, S, F, augment):
     return y
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # inlined, as chain_oracle_dense
 def hamming_loss(a, b):
     """Normalised Hamming loss mean_l [a_l != b_l] (0 for empty labellings)."""
     L = a.shape[0]

@@ -143,7 +143,7 @@ def chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w):
     return x, yt, chain_oracle_dense(x, w, yt, S, F, np.bool_(True))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, fastmath=True, nogil=True)  # the inlined oracle's flags (oracles/chain.py)
 def chain_dense_corner_merged(Xc, starts, Yc, S, F, i, w):
     """:func:`chain_dense_corner` with psi sorted and merged (what corner sets store)."""
     x, yt, y = chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w)
@@ -151,7 +151,7 @@ def chain_dense_corner_merged(Xc, starts, Yc, S, F, i, w):
     return idx, val, hamming_loss(yt, y)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, fastmath=True, nogil=True)  # the inlined oracle's flags (oracles/chain.py)
 def chain_dense_corner_unmerged(Xc, starts, Yc, S, F, i, w):
     """:func:`chain_dense_corner` with psi as unmerged entries (enough for a step or a dot product)."""
     x, yt, y = chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w)
@@ -159,7 +159,7 @@ def chain_dense_corner_unmerged(Xc, starts, Yc, S, F, i, w):
     return idx, val, hamming_loss(yt, y)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # inlined for the first run (oracles/chain.py)
 def chain_psi_entries(x, ya, yb, S, F):
     """phi(x, ya) - phi(x, yb) as unmerged (index, value) entries: x_p in block ya_p and
     -x_p in block yb_p at every position where the labels differ, +-1 on changed transitions."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner
 from .corners import (ALPHA_EPS, corner_key, cs_add, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive,
@@ -31,16 +32,18 @@ _EMPTY_I = np.empty(0, np.int64)
 _EMPTY_V = np.empty(0, np.float64)
 
 
-@njit(cache=True, nogil=True)
-def hinge_pass(kind_oracle, data, n, w):
-    """H_i(y_i*; w) = L_i(y_i*) - <psi_i(y_i*), w> of every block, in one numba call.
-
-    The hinge terms of the primal (eq. (3) of Osokin et al. 2016) and of the block gaps
-    (eq. (6)): all a gap pass needs when no corner is kept, so psi stays unmerged."""
+def hinge_pass(compiled, n, w):
+    """H_i(y_i*; w) = L_i(y_i*) - <psi_i(y_i*), w> of every block, in one numba call: the
+    measuring mode of :func:`plain_fw_chunk`, called with the argument types of a pass so that
+    both share one compiled specialisation."""
+    kind, data = compiled
     H = np.empty(n)
-    for i in range(n):
-        idx, val, L = corner(kind_oracle, data, i, w, False)
-        H[i] = L - sparse_dot_dense(idx, val, w)
+    if n == 0:
+        return H
+    compile_leaves_in_background()
+    none_2d = np.empty((0, 0))
+    plain_fw_chunk(kind, data, int(n), ORDER, _EMPTY_I, _EMPTY_V, _EMPTY_V, _EMPTY_V, w, none_2d, _EMPTY_V,
+                   0.0, 1.0, 0, False, 0, _EMPTY_V, 0, 1.0, 0.0, False, _EMPTY_V, H)
     return H
 
 
@@ -95,8 +98,15 @@ def fw_block_step(w, wi, idx, val, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
 
 @njit(cache=True, nogil=True)
 def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree, w, wi, li, ell, lam, k,
-                   predefined, avg_kind, u, avg_t, avg_c, avg_lbar, check, scratch):
-    """m block iterations of plain BCFW.
+                   predefined, avg_kind, u, avg_t, avg_c, avg_lbar, check, scratch, hinges):
+    """m block iterations of plain BCFW, or (``hinges`` non-empty) the hinge terms of blocks 0..m-1.
+
+    With ``hinges`` of length m the kernel only measures: hinges[i] = H_i(y_i*; w) =
+    L_i(y_i*) - <psi_i(y_i*), w>, the hinge terms of the primal (eq. (3) of Osokin et al.
+    2016) and of the block gaps (eq. (6)) -- all a gap pass needs when no corner is kept
+    (:meth:`structfw.solvers.problem.Problem.batch_hinges`); nothing else is read or changed.
+    One kernel does both jobs because each compiled caller of the oracle re-links and
+    re-optimises it: a separate hinge kernel cost ~1 s of every first run.
 
     Parameters
     ----------
@@ -111,12 +121,18 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
     avg_kind, u, avg_t, avg_c, avg_lbar : the lazy average (see averaging.py)
     check : bool            stop at an oracle labelling with H_i < 0 = H_i(y_i) (not a maximiser)
     scratch : float64[d]    zeros, for merging repeated psi entries
+    hinges : float64[m] or empty   measure instead of stepping (see above)
 
     Returns
     -------
     ell, k, avg_t, avg_c, avg_lbar, steps done, index of an example whose oracle did
     worse than its ground truth (-1 if none: then the chunk stopped before its step)
     """
+    if hinges.shape[0] > 0:
+        for i in range(m):
+            idx, val, L = corner(kind_oracle, data, i, w, False)
+            hinges[i] = L - sparse_dot_dense(idx, val, w)
+        return ell, k, avg_t, avg_c, avg_lbar, m, -1
     n = wi.shape[0]
     inv_ln = 1.0 / (lam * n)
     for s in range(m):

@@ -24,6 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .._compile import compile_leaves_in_background
 from .._linalg import SparseVector, axpy, dot
 from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, AWAY_STEP, BAD, CACHE_HITS, DROP_INACTIVE, ELL, EVICT_OVER,
                         EXPIRE, FW_STEP, GAP, K, MAX_GAP, NEED, ORACLE_CALLS, ORDER, PAIRWISE_STEP, general_chunk,
@@ -713,6 +714,7 @@ class BCFW(Solver):
         u = avg.u if avg is not None else _EMPTY_V
         t, c, lbar = (avg.t, avg.c, avg.lbar) if avg is not None else (0, 1.0, 0.0)
         scratch = np.zeros(problem.d)
+        compile_leaves_in_background()
         done = 0
         while done < n and not flag.requested:
             m = min(self.COMPILED_CHUNK, n - done)
@@ -720,7 +722,7 @@ class BCFW(Solver):
             st.ell, st.k, t, c, lbar, steps, bad = plain_fw_chunk(
                 oracle_kind, data, m, kind, order, draws, sampler.estimates, sampler._tree, st.w, st.wi, st.li,
                 st.ell, problem.lam, st.k, self.step_size == "predefined", avg_kind, u, t, c, lbar,
-                self.check_oracle, scratch)
+                self.check_oracle, scratch, _EMPTY_V)
             ctx.counters["oracle_calls"] += steps + (bad >= 0)
             if bad >= 0:  # the compiled oracle is not a maximiser: the checked Python call names the example
                 problem.oracle(bad, st.w, validate=True)

@@ -192,7 +192,7 @@ class Problem:
             return np.array([r[3] for r in self.batch_oracle(w, validate=validate)])
         from ._fastpass import hinge_pass  # numba kernels load on first use, not on import
 
-        H = hinge_pass(compiled[0], compiled[1], self.n, np.ascontiguousarray(w, np.float64))
+        H = hinge_pass(compiled, self.n, np.ascontiguousarray(w, np.float64))
         if validate and self.n:
             worst = int(np.argmin(H))
             self.check_oracle_value(worst, float(H[worst]))
