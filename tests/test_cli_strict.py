@@ -231,17 +231,18 @@ def test_a_cold_cache_compiles_the_leaf_kernels_in_a_second_process(tmp_path):
 
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "nbcache"))
     code = ("from structfw import _compile as c\n"
+            "from structfw.oracles.compiled import CHAIN_DENSE\n"
             "assert c.kernels_cached(c.LEAF_KERNELS) is False\n"
-            "p = c.compile_leaves_in_background()\n"
-            "assert p and c.compile_leaves_in_background() is p\n"
+            "p = c.compile_leaves_in_background(CHAIN_DENSE)\n"
+            "assert p and c.compile_leaves_in_background(CHAIN_DENSE) is p\n"
             "assert p.wait(timeout=600) == 0\n"
-            "print(c.kernels_cached(c.LEAF_KERNELS), c.compile_leaves_in_background() is p)\n")
+            "print(c.kernels_cached(c.LEAF_KERNELS), c.kernels_cached(c.CHAIN_LEAF_KERNELS))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True"]
     # a warm cache starts no helper
     again = subprocess.run([sys.executable, "-c", "from structfw import _compile as c; "
-                            "print(c.compile_leaves_in_background())"], capture_output=True, text=True, env=env,
+                            "print(c.compile_leaves_in_background(0))"], capture_output=True, text=True, env=env,
                            timeout=600)
     assert again.stdout.strip() == "None", again.stderr
 

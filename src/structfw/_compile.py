@@ -38,15 +38,17 @@ def kernels_cached(kernels=KEY_KERNELS):
 
 # --------------------------------------------------------------------- first-run split
 #: the plain pass's leaf kernels, which do not need the oracle: a second process can compile
-#: them while this one compiles the oracle and the pass around it (docs/install.md, "First run")
-LEAF_KERNELS = (("structfw.solvers._fastpass", "fw_block_step"), ("structfw.solvers._kernels", "dense_dot"),
-                ("structfw.oracles.chain", "chain_oracle_dense"), ("structfw.oracles.chain", "hamming_loss"))
+#: them while this one compiles the oracle and the pass around it (docs/install.md, "First run");
+#: the dense chain model's prediction and loss too when the fit is on dense chains
+LEAF_KERNELS = (("structfw.solvers._fastpass", "fw_block_step"), ("structfw.solvers._kernels", "dense_dot"))
+CHAIN_LEAF_KERNELS = (("structfw.oracles.chain", "chain_oracle_dense"), ("structfw.oracles.chain", "hamming_loss"))
 
 _helper = None
 
 
-def compile_leaves_in_background():
-    """On a cold cache, compile :data:`LEAF_KERNELS` in a second process (once per process).
+def compile_leaves_in_background(kind):
+    """On a cold cache, compile :data:`LEAF_KERNELS` (and :data:`CHAIN_LEAF_KERNELS` for
+    ``kind`` = CHAIN_DENSE, the compiled oracle's kind) in a second process, once per process.
 
     A first fit otherwise compiles one kernel after the other on one core: the chain oracle
     (~2.5 s), the pass around it (~2 s) and the block step (~1 s, which does not depend on
@@ -64,18 +66,19 @@ def compile_leaves_in_background():
     import sys
 
     try:
-        _helper = subprocess.Popen([sys.executable, "-m", "structfw._compile"], stdin=subprocess.DEVNULL,
+        _helper = subprocess.Popen([sys.executable, "-m", "structfw._compile", str(int(kind))], stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except OSError:
         return None
     return _helper
 
 
-def compile_leaves():
-    """Compile (and cache) :data:`LEAF_KERNELS` for the argument types of the plain pass."""
+def compile_leaves(kind):
+    """Compile (and cache) the leaf kernels for the argument types of the plain pass."""
     import numpy as np
 
     from .oracles.chain import chain_oracle_dense, hamming_loss
+    from .oracles.compiled import CHAIN_DENSE
     from .solvers._fastpass import fw_block_step
     from .solvers._kernels import dense_dot
 
@@ -86,6 +89,8 @@ def compile_leaves():
     # the types of plain_fw_chunk's call: a row of the C-contiguous (n, d) w_i, floats, no average
     fw_block_step(w, wi[0], idx, val, 1.0, 0.5, 1.0, -1.0, empty, 0.0, scratch)
     dense_dot(wi[0], w)
+    if kind != CHAIN_DENSE:
+        return
     # the chain model's Python calls (prediction, losses): a word (L, F), int64 labels
     y = np.zeros(2, np.int64)
     chain_oracle_dense(np.zeros((2, F)), w, y, S, F, True)
@@ -93,4 +98,6 @@ def compile_leaves():
 
 
 if __name__ == "__main__":
-    compile_leaves()
+    import sys
+
+    compile_leaves(int(sys.argv[1]))

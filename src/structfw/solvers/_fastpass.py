@@ -40,7 +40,7 @@ def hinge_pass(compiled, n, w):
     H = np.empty(n)
     if n == 0:
         return H
-    compile_leaves_in_background()
+    compile_leaves_in_background(kind)
     none_2d = np.empty((0, 0))
     plain_fw_chunk(kind, data, int(n), ORDER, _EMPTY_I, _EMPTY_V, _EMPTY_V, _EMPTY_V, w, none_2d, _EMPTY_V,
                    0.0, 1.0, 0, False, 0, _EMPTY_V, 0, 1.0, 0.0, False, _EMPTY_V, H)

@@ -714,7 +714,7 @@ class BCFW(Solver):
         u = avg.u if avg is not None else _EMPTY_V
         t, c, lbar = (avg.t, avg.c, avg.lbar) if avg is not None else (0, 1.0, 0.0)
         scratch = np.zeros(problem.d)
-        compile_leaves_in_background()
+        compile_leaves_in_background(oracle_kind)
         done = 0
         while done < n and not flag.requested:
             m = min(self.COMPILED_CHUNK, n - done)
