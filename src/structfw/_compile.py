@@ -66,8 +66,8 @@ def compile_leaves_in_background(kind):
     import sys
 
     try:
-        _helper = subprocess.Popen([sys.executable, "-m", "structfw._compile", str(int(kind))], stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _helper = subprocess.Popen([sys.executable, "-m", "structfw._compile", str(int(kind))],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except OSError:
         return None
     return _helper
