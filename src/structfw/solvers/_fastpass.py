@@ -19,8 +19,8 @@ from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner
 from .corners import (ALPHA_EPS, corner_key, cs_add, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive,
                       cs_entries, cs_evict, cs_expire, cs_find, cs_room)
-from ._kernels import (_dot_and_sqnorm, _scale_into, _scale_into_avg, add_scaled_entries, dense_block_step,
-                       dense_dot, fenwick_add, fenwick_find, fenwick_total, step_along)
+from ._kernels import (_axpy_row, _axpy_row_avg, _dot_and_sqnorm, add_block_entries, dense_block_step,
+                       dense_dot, fenwick_add, fenwick_find, fenwick_total, rescaled_block, step_along)
 
 #: sampler kinds understood by the kernel
 ORDER, GAP, MAX_GAP = 0, 1, 2
@@ -43,7 +43,7 @@ def hinge_pass(compiled, n, w):
     compile_leaves_in_background(kind)
     none_2d = np.empty((0, 0))
     plain_fw_chunk(kind, data, int(n), ORDER, _EMPTY_I, _EMPTY_V, _EMPTY_V, _EMPTY_V, w, none_2d, _EMPTY_V,
-                   0.0, 1.0, 0, False, 0, _EMPTY_V, 0, 1.0, 0.0, False, _EMPTY_V, H)
+                   _EMPTY_V, 0.0, 1.0, 0, False, 0, _EMPTY_V, 0, 1.0, 0.0, False, _EMPTY_V, H)
     return H
 
 
@@ -61,20 +61,23 @@ def _avg_rate(kind, t):
 
 
 @njit(cache=True, nogil=True)
-def fw_block_step(w, wi, idx, val, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
-    """FW step of block i toward w_s = psi/(lam n) with psi given as unmerged entries.
+def fw_block_step(w, vi, ci, idx, val, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
+    """FW step of block i toward w_s = psi/(lam n), w_i stored scaled (w_i = ci * vi).
 
-    The same step as :func:`structfw.solvers._kernels.dense_block_step` with
-    d = w_s - w_i: gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, 1].
-    ||psi||^2 merges repeated indices in ``scratch`` (zero on entry and on exit).
-    Returns (gamma, slope = lam <w, d> - d_l)."""
-    wiw, wiwi = _dot_and_sqnorm(wi, w)
+    The step of :func:`structfw.solvers._kernels.dense_block_step` with d = w_s - w_i,
+    to the bit: gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, 1] (Alg. 1
+    lines 6-7 of Lacoste-Julien et al. 2013); the row is read, only psi's entries of it
+    are written.  psi is given as unmerged entries: ||psi||^2 merges repeated indices in
+    ``scratch`` (zero on entry and on exit).  Returns (gamma, slope = lam <w, d> - d_l, c_i')."""
+    vw, vv = _dot_and_sqnorm(vi, w)
+    wiw = ci * vw
+    wiwi = ci * ci * vv
     pw = 0.0
-    pwi = 0.0
+    pv = 0.0
     for t in range(idx.shape[0]):
         j = idx[t]
         pw += val[t] * w[j]
-        pwi += val[t] * wi[j]
+        pv += val[t] * vi[j]
         scratch[j] += val[t]
     pp = 0.0
     for t in range(idx.shape[0]):
@@ -82,22 +85,22 @@ def fw_block_step(w, wi, idx, val, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
         pp += scratch[j] * scratch[j]
         scratch[j] = 0.0
     slope = lam * (inv_ln * pw - wiw) - dl
-    nrm = wiwi + inv_ln * inv_ln * pp - 2.0 * inv_ln * pwi
+    nrm = wiwi + inv_ln * inv_ln * pp - 2.0 * inv_ln * (ci * pv)
     gamma = step_along(slope, nrm, lam, 1.0, gfixed)
     if gamma == 0.0:
-        return gamma, slope
-    has_u = u.shape[0] > 0
-    c = -gamma
-    if has_u:
-        _scale_into_avg(wi, w, u, c, inv_c)
+        return gamma, slope, ci
+    if u.shape[0] > 0:
+        _axpy_row_avg(vi, w, u, -gamma * ci, inv_c)
     else:
-        _scale_into(wi, w, c)
-    add_scaled_entries(w, wi, u, inv_c, idx, val, gamma * inv_ln)
-    return gamma, slope
+        _axpy_row(vi, w, -gamma * ci)
+    c_new = rescaled_block(vi, (1.0 - gamma) * ci)
+    step = gamma * inv_ln
+    add_block_entries(w, vi, u, inv_c, idx, val, step, step / c_new)
+    return gamma, slope, c_new
 
 
 @njit(cache=True, nogil=True)
-def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree, w, wi, li, ell, lam, k,
+def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree, w, wi, wi_scale, li, ell, lam, k,
                    predefined, avg_kind, u, avg_t, avg_c, avg_lbar, check, scratch, hinges):
     """m block iterations of plain BCFW, or (``hinges`` non-empty) the hinge terms of blocks 0..m-1.
 
@@ -115,7 +118,8 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
     sampling : int          ORDER (blocks from ``order``), GAP (p_i ~ estimates, uniforms ``draws``)
                             or MAX_GAP (the largest estimate)
     estimates, tree : block-gap estimates and their Fenwick tree (updated in place)
-    w, wi, li : w, the (n, d) block parts and l_i (updated in place)
+    w, wi, wi_scale, li : w, the block parts w_i = wi_scale[i] * wi[i] ((n, d) and (n,)) and l_i
+                            (updated in place; see :func:`fw_block_step`)
     ell, lam, k : l, lambda and the block-step counter
     predefined : bool       step 2n/(k+2n) instead of line search
     avg_kind, u, avg_t, avg_c, avg_lbar : the lazy average (see averaging.py)
@@ -159,7 +163,8 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
             if H < -_H_TOL * max(1.0, abs(H)):
                 return ell, k, avg_t, avg_c, avg_lbar, s, i
         dl = L / n - li[i]
-        gamma, slope = fw_block_step(w, wi[i], idx, val, inv_ln, dl, lam, gfixed, u, inv_c, scratch)
+        gamma, slope, wi_scale[i] = fw_block_step(w, wi[i], wi_scale[i], idx, val, inv_ln, dl, lam, gfixed, u,
+                                                  inv_c, scratch)
         li[i] += gamma * dl
         ell += gamma * dl
         if sampling != ORDER:
@@ -216,7 +221,7 @@ DROP_INACTIVE, EVICT_OVER, EXPIRE = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates, tree, w, wi, li, lam,
+def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates, tree, w, wi, wi_scale, li, lam,
                   step_kind, cache, F, nu, track_alpha, predefined, avg_kind, check,
                   oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit):
     """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
@@ -249,7 +254,7 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             i = int(np.argmax(estimates))
         k = it[K]
         mark = k if stamp < 0 else stamp
-        base = lam * dense_dot(wi[i], w) - li[i]
+        base = lam * (wi_scale[i] * dense_dot(wi[i], w)) - li[i]
         # ---- corner source (nothing is changed until the room check has passed)
         slot = -1
         hit = False
@@ -303,13 +308,13 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         if kind != FW_STEP:
             a = cs_away(S, i, w)
             if kind == AWAY_STEP:
-                g_away = lam * (cs_dot(S, i, a, w) * inv_ln - dense_dot(wi[i], w)) + li[i] - loss[i, a] / n
+                g_away = lam * (cs_dot(S, i, a, w) * inv_ln - wi_scale[i] * dense_dot(wi[i], w)) + li[i] - loss[i, a] / n
                 if g_i >= g_away or alpha[i, a] >= 1.0 - ALPHA_EPS:
                     kind = FW_STEP
         if kind == FW_STEP:
             dl = L_s / n - li[i]
-            gamma, slope = dense_block_step(w, wi[i], -1.0, ps_i, ps_v, inv_ln, _EMPTY_I, _EMPTY_V, 0.0, dl,
-                                            lam, 1.0, gfixed, u, inv_c)
+            gamma, slope, wi_scale[i] = dense_block_step(w, wi[i], wi_scale[i], -1.0, ps_i, ps_v, inv_ln,
+                                                         _EMPTY_I, _EMPTY_V, 0.0, dl, lam, 1.0, gfixed, u, inv_c)
             if track_alpha and gamma > 0.0:
                 _scale_alpha(S, i, 1.0 - gamma)
                 alpha[i, slot] += gamma
@@ -317,8 +322,8 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         elif kind == PAIRWISE_STEP:
             pa_i, pa_v = cs_entries(S, i, a)
             dl = (L_s - loss[i, a]) / n
-            gamma, slope = dense_block_step(w, wi[i], 0.0, ps_i, ps_v, inv_ln, pa_i, pa_v, -inv_ln, dl, lam,
-                                            alpha[i, a], gfixed, u, inv_c)
+            gamma, slope, wi_scale[i] = dense_block_step(w, wi[i], wi_scale[i], 0.0, ps_i, ps_v, inv_ln, pa_i,
+                                                         pa_v, -inv_ln, dl, lam, alpha[i, a], gfixed, u, inv_c)
             if gamma > 0.0:
                 alpha[i, a] -= gamma
                 alpha[i, slot] += gamma
@@ -326,8 +331,9 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         else:
             pa_i, pa_v = cs_entries(S, i, a)
             dl = li[i] - loss[i, a] / n
-            gamma, slope = dense_block_step(w, wi[i], 1.0, pa_i, pa_v, -inv_ln, _EMPTY_I, _EMPTY_V, 0.0, dl, lam,
-                                            alpha[i, a] / (1.0 - alpha[i, a]), gfixed, u, inv_c)
+            gamma, slope, wi_scale[i] = dense_block_step(w, wi[i], wi_scale[i], 1.0, pa_i, pa_v, -inv_ln,
+                                                         _EMPTY_I, _EMPTY_V, 0.0, dl, lam,
+                                                         alpha[i, a] / (1.0 - alpha[i, a]), gfixed, u, inv_c)
             if gamma > 0.0:
                 _scale_alpha(S, i, 1.0 + gamma)
                 alpha[i, a] -= gamma

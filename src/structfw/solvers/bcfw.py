@@ -56,7 +56,9 @@ class BCFWState:
     lam : float
     w : ndarray (d,)
     ell : float                l = b^T alpha
-    wi : ndarray (n, d) or list of SparseVector   w_i = A alpha_[i]
+    wi : ndarray (n, d) or list of SparseVector   w_i = A alpha_[i] (dense rows are stored scaled
+                               by the compiled plain pass, w_i = wi_scale[i] * row i; reading ``wi``
+                               rescales the rows first, so every reader sees w_i itself)
     li : ndarray (n,)          l_i = b^T alpha_[i]
     corners : CornerStore or None (with ``alpha`` when ``track_alpha``)
     k : int                    block iterations done (for 2n/(k+2n))
@@ -80,8 +82,9 @@ class BCFWState:
         self.ell = 0.0
         self.dense_blocks = dense_blocks
         if dense_blocks:
-            self.wi = np.zeros((n, d))
-            self.wi.fill(0.0)  # touch the pages now: first-touch faults would otherwise slow the first pass
+            wi = np.zeros((n, d))
+            wi.fill(0.0)  # touch the pages now: first-touch faults would otherwise slow the first pass
+            self.wi = wi
         else:
             self.wi = [SparseVector.zeros(d) for _ in range(n)]
         self.li = np.zeros(n)
@@ -109,6 +112,36 @@ class BCFWState:
         self.mp_work = 0.0            # MP-BCFW, approx_rule='work': the work counter
 
     @property
+    def wi(self):
+        """w_i of every block: the stored rows, or (while they are scaled) their product with
+        the scales, a new array.  To write w_i in place call :meth:`unscaled_blocks`."""
+        if self.wi_scale is not None and self.wi_scaled:
+            return self._wi * self.wi_scale[:, None]
+        return self._wi
+
+    @wi.setter
+    def wi(self, value):
+        self._wi = value
+        self.wi_scale = np.ones(len(value)) if isinstance(value, np.ndarray) else None
+        self.wi_scaled = False
+
+    def scaled_blocks(self):
+        """(rows, scales) with w_i = scales[i] * rows[i], which the dense block steps keep up
+        to date (:func:`structfw.solvers._kernels.dense_block_step`)."""
+        self.wi_scaled = True
+        return self._wi, self.wi_scale
+
+    def unscaled_blocks(self):
+        """The stored w_i with the scales folded into the rows (all 1 afterwards): for code that
+        writes w_i itself.  Folding rounds, so a fit that continues another is not folded."""
+        if self.wi_scale is not None and self.wi_scaled:
+            scaled = np.flatnonzero(self.wi_scale != 1.0)
+            self._wi[scaled] *= self.wi_scale[scaled, None]
+            self.wi_scale[scaled] = 1.0
+            self.wi_scaled = False
+        return self._wi
+
+    @property
     def resumed(self):
         """True once the state has been through a solve (its oracle outputs were checked)."""
         return self.k > 0
@@ -124,7 +157,8 @@ class BCFWState:
         if self.v is not self.w:
             self.v *= r  # Pi(r v) = r Pi(v) for r > 0
         if self.dense_blocks:
-            self.wi *= r
+            self.wi_scale *= r
+            self.wi_scaled = True
         else:
             self.wi = [v * r for v in self.wi]
         if self.avg is not None:
@@ -180,10 +214,10 @@ class BCFWState:
         return -0.5 * self.lam * float(np.dot(self.w, self.w)) + self.ell
 
     def block_w_dot(self, i, w):
-        wi = self.wi[i]
+        """<w_i, w> (without rescaling the stored rows)."""
         if self.dense_blocks:
-            return dense_dot(wi, w)
-        return dot(wi, w)
+            return float(self.wi_scale[i]) * dense_dot(self._wi[i], w)
+        return dot(self._wi[i], w)
 
     def n_active(self):
         if self.corners is None:
@@ -377,8 +411,9 @@ class BCFW(Solver):
         for i, y in enumerate(labellings):
             y, psi, L, _ = problem.oracle_corner(i, y, st.w, validate=True)
             if st.dense_blocks:
-                st.wi[i][:] = 0.0
-                np.add.at(st.wi[i], psi.indices, psi.values * inv)
+                row = st.unscaled_blocks()[i]
+                row[:] = 0.0
+                np.add.at(row, psi.indices, psi.values * inv)
             else:
                 st.wi[i] = psi * inv
             st.li[i] = L / problem.n
@@ -674,6 +709,7 @@ class BCFW(Solver):
         it[K], it[AVG_T] = st.k, (avg.t if avg is not None else 0)
         fl = np.array([st.ell, avg.c if avg is not None else 1.0, avg.lbar if avg is not None else 0.0,
                        st.full_gap])
+        rows, scales = st.scaled_blocks()
         done = 0
         while done < n and not flag.requested:
             m = min(self.COMPILED_CHUNK, n - done)
@@ -685,7 +721,7 @@ class BCFW(Solver):
             while True:
                 s, status = general_chunk(
                     oracle_kind, data, store.arrays, s, m, kind, chunk_order, draws, st.sampler.estimates,
-                    st.sampler._tree, st.w, st.wi, st.li, problem.lam, step_kind, self.cache, self.cache_F,
+                    st.sampler._tree, st.w, rows, scales, st.li, problem.lam, step_kind, self.cache, self.cache_F,
                     self.cache_nu, st.track_alpha, self.step_size == "predefined", avg_kind, self.check_oracle,
                     st.oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit)
                 if status == 0:
@@ -714,13 +750,14 @@ class BCFW(Solver):
         u = avg.u if avg is not None else _EMPTY_V
         t, c, lbar = (avg.t, avg.c, avg.lbar) if avg is not None else (0, 1.0, 0.0)
         scratch = np.zeros(problem.d)
+        rows, scales = st.scaled_blocks()
         compile_leaves_in_background(oracle_kind)
         done = 0
         while done < n and not flag.requested:
             m = min(self.COMPILED_CHUNK, n - done)
             kind, order, draws = self._chunk_plan(st, m)
             st.ell, st.k, t, c, lbar, steps, bad = plain_fw_chunk(
-                oracle_kind, data, m, kind, order, draws, sampler.estimates, sampler._tree, st.w, st.wi, st.li,
+                oracle_kind, data, m, kind, order, draws, sampler.estimates, sampler._tree, st.w, rows, scales, st.li,
                 st.ell, problem.lam, st.k, self.step_size == "predefined", avg_kind, u, t, c, lbar,
                 self.check_oracle, scratch, _EMPTY_V)
             ctx.counters["oracle_calls"] += steps + (bad >= 0)
@@ -746,8 +783,10 @@ class BCFW(Solver):
         ctx.counters["oracle_calls"] += 1
         li = st.li[i]
         dl = L / ctx.n - li
-        gamma, slope = dense_block_step(st.w, st.wi[i], -1.0, psi.indices, psi.values, ctx.inv_ln,
-                                        _EMPTY_I, _EMPTY_V, 0.0, dl, ctx.lam, 1.0, ctx.gfixed, ctx.u, ctx.inv_c)
+        rows, scales = st.scaled_blocks()
+        gamma, slope, scales[i] = dense_block_step(st.w, rows[i], scales[i], -1.0, psi.indices, psi.values,
+                                                   ctx.inv_ln, _EMPTY_I, _EMPTY_V, 0.0, dl, ctx.lam, 1.0, ctx.gfixed,
+                                                   ctx.u, ctx.inv_c)
         st.li[i] = li + gamma * dl
         st.ell += gamma * dl
         if st.sampler.adaptive:

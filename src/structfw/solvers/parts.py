@@ -365,8 +365,9 @@ def apply_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
     i1, v1 = (s1.indices, s1.values) if s1 is not None else (_EMPTY_I, _EMPTY_V)
     i2, v2 = (s2.indices, s2.values) if s2 is not None else (_EMPTY_I, _EMPTY_V)
     if st.dense_blocks:
-        gamma, _ = dense_block_step(st.w, st.wi[i], a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, ctx.gfixed,
-                                    ctx.u, ctx.inv_c)
+        rows, scales = st.scaled_blocks()
+        gamma, _, scales[i] = dense_block_step(st.w, rows[i], scales[i], a, i1, v1, b1, i2, v2, b2, dl, lam, gmax,
+                                               ctx.gfixed, ctx.u, ctx.inv_c)
         return gamma
     # sparse blocks: build d explicitly (its support is that of w_i and the corners)
     d = SparseVector.zeros(st.d)
@@ -395,8 +396,9 @@ def projected_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
     gap are those of the unconstrained engine evaluated at w = Pi(v).  d is built densely:
     constrained models have costly oracles, beside which O(d) per step is nothing."""
     st, problem = ctx.st, ctx.problem
+    rows = st.unscaled_blocks()  # w_i is written in place below
     if st.dense_blocks:
-        d = a * st.wi[i] if a != 0.0 else np.zeros(st.d)
+        d = a * rows[i] if a != 0.0 else np.zeros(st.d)
     else:
         d = st.wi[i].toarray() * a if a != 0.0 else np.zeros(st.d)
     for s, b in ((s1, b1), (s2, b2)):
@@ -411,7 +413,7 @@ def projected_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
     if gamma > 0.0:
         st.v[idx] += gamma * val
         if st.dense_blocks:
-            st.wi[i][idx] += gamma * val
+            rows[i][idx] += gamma * val
         else:
             st.wi[i] = combine(1.0, st.wi[i], gamma, SparseVector(idx, val, st.d))
         if ctx.u.shape[0] > 0:

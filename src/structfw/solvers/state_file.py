@@ -267,11 +267,15 @@ def check_state(state):
 
 
 def _check_bcfw(st, n, d):
+    wi, scale = getattr(st, "_wi", None), getattr(st, "wi_scale", None)
     if st.dense_blocks:
-        if not (isinstance(st.wi, np.ndarray) and st.wi.shape == (n, d) and st.wi.dtype == np.float64):
+        if not (isinstance(wi, np.ndarray) and wi.shape == (n, d) and wi.dtype == np.float64):
             raise ValueError(f"wi must be a float64 array of shape ({n}, {d})")
-    elif not (isinstance(st.wi, list) and len(st.wi) == n and all(isinstance(x, SparseVector) and x.dim == d
-                                                                   for x in st.wi)):
+        if not (isinstance(scale, np.ndarray) and scale.shape == (n,) and scale.dtype == np.float64
+                and np.all(np.isfinite(scale)) and np.all(scale > 0.0)):
+            raise ValueError(f"wi_scale must be a positive float64 array of shape ({n},)")
+    elif not (isinstance(wi, list) and len(wi) == n and all(isinstance(x, SparseVector) and x.dim == d
+                                                             for x in wi)):
         raise ValueError(f"wi must be {n} sparse blocks of dimension {d}")
     for name in ("li", "oracle_gaps"):
         a = getattr(st, name)
