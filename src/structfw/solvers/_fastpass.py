@@ -17,8 +17,8 @@ from numba import njit
 from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner
-from .corners import (ALPHA_EPS, corner_key, cs_add, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive,
-                      cs_entries, cs_evict, cs_expire, cs_find, cs_room)
+from .corners import (ALPHA_EPS, corner_key, cs_add, cs_away, cs_away_and_weighted_score, cs_best, cs_clip, cs_dot,
+                      cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find, cs_room)
 from ._kernels import (_axpy_row, _axpy_row_avg, _dot_and_sqnorm, add_block_entries, dense_block_step,
                        dense_dot, fenwick_add, fenwick_find, fenwick_total, rescaled_block, step_along)
 
@@ -244,6 +244,7 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
     inv_ln = 1.0 / (lam * n)
     keeps = cache or track_alpha or tidy_kind != DROP_INACTIVE
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    needs_gap = cache or sampling != ORDER or step_kind == AWAY_STEP
     for s in range(s0, m):
         if sampling == ORDER:
             i = order[s]
@@ -254,7 +255,19 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             i = int(np.argmax(estimates))
         k = it[K]
         mark = k if stamp < 0 else stamp
-        base = lam * (wi_scale[i] * dense_dot(wi[i], w)) - li[i]
+        # lam <w_i, w> - l_i, the block gap's part from w_i: only the cache rule, the gap sampler
+        # and the away test read g_i.  The dense dot streams the block's row from memory; with
+        # tracked weights it is the weighted score of the active corners, found with the away
+        # corner (the corner added below has no weight, so it changes neither)
+        a = -1
+        wiw = 0.0
+        if needs_gap:
+            if track_alpha:
+                a, score = cs_away_and_weighted_score(S, i, w)
+                wiw = score * inv_ln
+            else:
+                wiw = wi_scale[i] * dense_dot(wi[i], w)
+        base = lam * wiw - li[i]
         # ---- corner source (nothing is changed until the room check has passed)
         slot = -1
         hit = False
@@ -293,7 +306,8 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             last[i, slot] = mark
         else:
             it[ORACLE_CALLS] += 1
-            oracle_gaps[i] = g_i
+            if needs_gap:
+                oracle_gaps[i] = g_i
             if keeps:
                 slot = cs_add(S, i, ps_i, ps_v, L_s, 0.0, mark)
         gfixed = 2.0 * n / (k + 2.0 * n) if predefined else -1.0
@@ -304,11 +318,11 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             rho = _avg_rate(avg_kind, it[AVG_T])
             inv_c = 1.0 / fl[AVG_C]
         kind = step_kind
-        a = -1
         if kind != FW_STEP:
-            a = cs_away(S, i, w)
+            if a < 0:
+                a = cs_away(S, i, w)
             if kind == AWAY_STEP:
-                g_away = lam * (cs_dot(S, i, a, w) * inv_ln - wi_scale[i] * dense_dot(wi[i], w)) + li[i] - loss[i, a] / n
+                g_away = lam * (cs_dot(S, i, a, w) * inv_ln - wiw) + li[i] - loss[i, a] / n
                 if g_i >= g_away or alpha[i, a] >= 1.0 - ALPHA_EPS:
                     kind = FW_STEP
         if kind == FW_STEP:

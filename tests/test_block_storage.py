@@ -1,0 +1,196 @@
+"""How the engine stores its block parts: scaled dense rows w_i = c_i v_i, and the flat corner
+pool (compaction in place, the active set's weighted score)."""
+import numpy as np
+import pytest
+
+import structfw as sf
+from structfw._linalg import SparseVector
+from structfw.solvers import corners
+from structfw.solvers._fastpass import fw_block_step
+from structfw.solvers._kernels import dense_block_step
+
+_EI, _EV = np.empty(0, np.int64), np.empty(0)
+
+
+def _sparse(rng, d, m):
+    idx = np.sort(rng.choice(d, m, replace=False)).astype(np.int64)
+    return idx, rng.normal(size=m)
+
+
+def _reference_step(w, wi, a, s1, b1, s2, b2, dl, lam, gmax):
+    """The line-search step along d = a w_i + b1 s1 + b2 s2 computed densely with numpy."""
+    d = a * wi
+    for (idx, val), b in ((s1, b1), (s2, b2)):
+        np.add.at(d, idx, b * val)
+    nrm = float(d @ d)
+    slope = lam * float(w @ d) - dl
+    gamma = min(max(-slope / (lam * nrm), 0.0), gmax) if nrm > 0 else (gmax if slope < 0 else 0.0)
+    return gamma, w + gamma * d, wi + gamma * d
+
+
+@pytest.mark.parametrize("a, b2, gmax", [(-1.0, 0.0, 1.0), (0.0, -0.3, 0.7), (1.0, 0.0, 4.0)])
+@pytest.mark.parametrize("c", [1.0, 0.37, 2.5e-7])
+def test_a_step_on_a_scaled_row_is_the_step_on_w_i(a, b2, gmax, c):
+    """FW (a = -1), pairwise (a = 0) and away (a = +1) directions: w and c_i' v_i' after the
+    step equal the dense numpy step on w_i = c_i v_i."""
+    rng = np.random.default_rng(7)
+    d, lam = 40, 0.3
+    v = rng.normal(size=d)
+    w = rng.normal(size=d)
+    s1, s2 = _sparse(rng, d, 6), _sparse(rng, d, 5) if b2 else (_EI, _EV)
+    b1 = 0.8
+    # d_l puts the unclipped step at gmax / 2
+    direction = a * c * v
+    for (idx, val), b in ((s1, b1), (s2, b2)):
+        np.add.at(direction, idx, b * val)
+    dl = lam * float(w @ direction) + 0.5 * gmax * lam * float(direction @ direction)
+    gamma_ref, w_ref, wi_ref = _reference_step(w, c * v, a, s1, b1, s2, b2, dl, lam, gmax)
+    w2, v2 = w.copy(), v.copy()
+    gamma, _, c2 = dense_block_step(w2, v2, c, a, *s1, b1, *s2, b2, dl, lam, gmax, -1.0, _EV, 0.0)
+    assert gamma == pytest.approx(gamma_ref, rel=1e-10)
+    assert gamma == pytest.approx(0.5 * gmax, rel=1e-9)
+    np.testing.assert_allclose(w2, w_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(c2 * v2, wi_ref, rtol=1e-10, atol=1e-12)
+    # the row itself is written only at the corners' entries unless the scale was folded in
+    if c2 != 1.0 or c == 1.0 and a == 0.0:
+        touched = np.union1d(s1[0], s2[0])
+        untouched = np.setdiff1d(np.arange(d), touched)
+        np.testing.assert_array_equal(v2[untouched], v[untouched])
+
+
+def test_a_full_fw_step_replaces_the_row():
+    """gamma = 1 (the predefined step at k = 0) sets w_i = w_s: the row is zeroed, c_i = 1."""
+    rng = np.random.default_rng(1)
+    d = 30
+    v, w = rng.normal(size=d), rng.normal(size=d)
+    idx, val = _sparse(rng, d, 4)
+    inv_ln = 0.5
+    gamma, _, c2 = fw_block_step(w, v, 0.3, idx, val, inv_ln, 0.1, 1.0, 1.0, _EV, 0.0, np.zeros(d))
+    assert gamma == 1.0 and c2 == 1.0
+    expected = np.zeros(d)
+    expected[idx] = inv_ln * val
+    np.testing.assert_array_equal(v, expected)
+
+
+def test_a_tiny_scale_is_folded_into_the_row():
+    rng = np.random.default_rng(2)
+    d = 20
+    v, w = rng.normal(size=d), rng.normal(size=d)
+    idx, val = _sparse(rng, d, 3)
+    wi_before = 1e-6 * v
+    gamma, _, c2 = fw_block_step(w, v, 1e-6, idx, val, 1.0, 0.0, 1.0, 1.0 - 1e-7, _EV, 0.0, np.zeros(d))
+    assert c2 == 1.0
+    expected = (1.0 - gamma) * wi_before
+    expected[idx] += gamma * val
+    np.testing.assert_allclose(v, expected, rtol=1e-9, atol=1e-18)
+
+
+@pytest.mark.parametrize("c", [1.0, 0.61])
+def test_the_fw_kernel_is_the_fw_case_of_the_general_step_to_the_bit(c):
+    """The compiled plain pass and the Python parts must give the same iterates."""
+    rng = np.random.default_rng(3)
+    d = 50
+    v, w = rng.normal(size=d), rng.normal(size=d)
+    idx, val = _sparse(rng, d, 8)
+    u1, u2 = rng.normal(size=d), None
+    u2 = u1.copy()
+    out = []
+    for kernel in ("fw", "general"):
+        w_, v_, u_ = w.copy(), v.copy(), (u1 if kernel == "fw" else u2)
+        if kernel == "fw":
+            res = fw_block_step(w_, v_, c, idx, val, 0.7, 0.02, 0.4, -1.0, u_, 0.9, np.zeros(d))
+        else:
+            g, slope, c2 = dense_block_step(w_, v_, c, -1.0, idx, val, 0.7, _EI, _EV, 0.0, 0.02, 0.4, 1.0, -1.0,
+                                            u_, 0.9)
+            res = (g, slope, c2)
+        out.append((res, w_, v_, u_))
+    assert out[0][0] == out[1][0]
+    for a, b in zip(out[0][1:], out[1][1:]):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def ocr30():
+    X, Y = sf.datasets.load_ocr("train")
+    return X[:30], Y[:30]
+
+
+def test_the_state_reads_w_i_through_the_scales(ocr30):
+    X, Y = ocr30
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), lam=0.1, max_passes=3, random_state=0).fit(X, Y)
+    st = svm.state_
+    assert st.wi_scaled and np.any(st.wi_scale != 1.0)
+    wi = st.wi
+    np.testing.assert_allclose(wi, st._wi * st.wi_scale[:, None])
+    np.testing.assert_allclose(wi.sum(axis=0), st.w, atol=1e-12)
+    for i in range(len(X)):
+        assert st.block_w_dot(i, st.w) == pytest.approx(float(wi[i] @ st.w), rel=1e-12)
+    folded = st.unscaled_blocks()
+    np.testing.assert_array_equal(st.wi_scale, 1.0)
+    assert not st.wi_scaled and st.wi is folded
+    np.testing.assert_allclose(folded, wi, rtol=1e-15, atol=1e-18)
+
+
+def test_a_state_file_with_bad_scales_is_refused(ocr30, tmp_path):
+    from structfw.solvers.state_file import check_state
+
+    X, Y = ocr30
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), lam=0.1, max_passes=2, random_state=0).fit(X, Y)
+    st = svm.state_
+    check_state(st)
+    good = st.wi_scale.copy()
+    for bad in (np.zeros(len(X)), np.full(len(X), np.nan), good[:-1]):
+        st.wi_scale = bad
+        with pytest.raises(ValueError, match="wi_scale"):
+            check_state(st)
+    st.wi_scale = good
+
+
+# ------------------------------------------------------------------ the corner pool
+def _store_with_garbage(rng, n=5, d=60):
+    store = corners.CornerStore(n, d, capacity=4, pool=200)
+    kept = {}
+    for rnd in range(6):
+        for i in range(n):
+            idx, val = _sparse(rng, d, int(rng.integers(1, 9)))
+            k = store.add(i, SparseVector(idx, val, d), float(rnd + i), alpha=0.1)
+            if store.size[i] > 2:  # drop the oldest: its entries become garbage in the pool
+                corners.cs_remove(store.arrays, i, 0)
+    for i in range(n):
+        kept[i] = [(store.psi(i, k).indices.copy(), store.psi(i, k).values.copy(), store.loss[i, k])
+                   for k in range(store.size[i])]
+    return store, kept
+
+
+def test_compaction_in_place_keeps_every_corner():
+    rng = np.random.default_rng(4)
+    store, kept = _store_with_garbage(rng)
+    P, live = store.pidx.shape[0], int(store.meta[1])
+    assert store.meta[0] > live  # there is garbage to remove
+    pool = store.pidx
+    store._grow_pool(1)  # live + 1 <= P // 2: compacts without a new pool
+    assert store.pidx is pool and store.pidx.shape[0] == P
+    assert store.meta[0] == live
+    for i, cs in kept.items():
+        assert store.size[i] == len(cs)
+        for k, (idx, val, L) in enumerate(cs):
+            np.testing.assert_array_equal(store.psi(i, k).indices, idx)
+            np.testing.assert_array_equal(store.psi(i, k).values, val)
+            assert store.loss[i, k] == L
+    # corners can still be added and found after the move
+    idx, val, L = kept[0][0]
+    assert store.add(0, SparseVector(idx, val, store.d), L) == 0
+
+
+def test_the_active_sets_weighted_score_is_lam_n_w_i_dot_w(ocr30):
+    """With tracked weights, sum_k alpha_k <psi_k, w> = lam n <w_i, w>, and the away corner is cs_away's."""
+    X, Y = ocr30
+    lam = 0.1
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(step="pairwise"), lam=lam,
+                           max_passes=3, random_state=0).fit(X, Y)
+    st = svm.state_
+    S = st.corners.arrays
+    for i in range(len(X)):
+        away, score = corners.cs_away_and_weighted_score(S, i, st.w)
+        assert away == corners.cs_away(S, i, st.w)
+        assert score == pytest.approx(lam * len(X) * st.block_w_dot(i, st.w), rel=1e-9, abs=1e-12)
