@@ -29,7 +29,7 @@ for step in ("fw", "pairwise"):
         for cache in (False, True):
             make = lambda: BCFW(step=step, sampling=sampling, cache=cache)
             sf.StructuredSVM(model, solver=make(), lam=0.01, max_passes=1, tol=None).fit(X[:30], Y[:30])
-            svm = sf.StructuredSVM(model, solver=make(), lam=0.01, max_passes={passes}, tol=None,
+            svm = sf.StructuredSVM(model, solver=make(), lam=0.01, max_passes={passes}, tol=None, check_every=1,
                                    random_state=0).fit(X, Y)
             t, ep = svm.trace_["time_s"], svm.trace_["engine_passes"]
             per = np.diff(t) / np.maximum(np.diff(ep), 1)
