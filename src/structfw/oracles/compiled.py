@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .chain import (chain_oracle_csr, chain_oracle_dense, chain_phi_diff_csr, chain_phi_diff_dense, edge_label_diff,
+from .chain import (_transition_diff, chain_oracle_csr, chain_oracle_dense, chain_phi_diff_csr, edge_label_diff,
                     hamming_loss)
 from .multiclass import multiclass_oracle, multiclass_phi_diff
 
@@ -100,8 +100,7 @@ def _chain_dense_impl(kind, data, i, w, merged):
 
 
 def _chain_dense_merged_impl(kind, data, i, w, merged):
-    Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x = data
-    return chain_dense_corner_merged(Xc, starts, Yc, S, F, i, w)
+    return chain_dense_corner_merged(*data, i, w)
 
 
 def _chain_dense_unmerged_impl(kind, data, i, w, merged):
@@ -138,7 +137,7 @@ def _corner_by_type(kind, data, i, w, merged):
 def chain_dense_corner(Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x, i, w, merged):
     """Loss-augmented Viterbi on word i, its sparse psi_i(y*) and normalised Hamming loss."""
     if merged:
-        return chain_dense_corner_merged(Xc, starts, Yc, S, F, i, w)
+        return chain_dense_corner_merged(Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x, i, w)
     return chain_dense_corner_unmerged(Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x, i, w)
 
 
@@ -151,11 +150,63 @@ def chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w):
 
 
 @njit(cache=True, fastmath=True, nogil=True)  # the inlined oracle's flags (oracles/chain.py)
-def chain_dense_corner_merged(Xc, starts, Yc, S, F, i, w):
+def chain_dense_corner_merged(Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x, i, w):
     """:func:`chain_dense_corner` with psi sorted and merged (what corner sets store)."""
     x, yt, y = chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w)
-    idx, val = chain_phi_diff_dense(x, yt, y, S, F)
+    idx, val = chain_psi_merged(row_ptr, nz_f, nz_x, starts[i], yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
+
+
+@njit(cache=True, nogil=True)
+def chain_psi_merged(row_ptr, nz_f, nz_x, r0, ya, yb, S, F):
+    """phi(x, ya) - phi(x, yb) with sorted, unique indices and no zeros, from the non-zeros of
+    the positions (rows r0 + p of the CSR arrays) where the labels differ.
+
+    The values of :func:`structfw.oracles.chain.chain_phi_diff_dense` to the bit (the same
+    non-zero terms added in the same order), without its sweeps over all F features of every
+    differing position: 8.7 -> 7.1 us for a corner of an OCR word."""
+    L = ya.shape[0]
+    mark = np.zeros(S, np.bool_)
+    k = 0
+    for p in range(L):
+        a = ya[p]
+        b = yb[p]
+        if a != b:
+            if not mark[a]:
+                mark[a] = True
+                k += 1
+            if not mark[b]:
+                mark[b] = True
+                k += 1
+    out_i = np.empty(k * F + 2 * L, np.int64)
+    out_v = np.empty(k * F + 2 * L)
+    m = 0
+    if k > 0:
+        acc = np.zeros(F)
+        for s in range(S):
+            if not mark[s]:
+                continue
+            for p in range(L):
+                a = ya[p]
+                b = yb[p]
+                if a == b:
+                    continue
+                if a == s:
+                    for t in range(row_ptr[r0 + p], row_ptr[r0 + p + 1]):
+                        acc[nz_f[t]] += nz_x[t]
+                elif b == s:
+                    for t in range(row_ptr[r0 + p], row_ptr[r0 + p + 1]):
+                        acc[nz_f[t]] -= nz_x[t]
+            base = s * F
+            for f in range(F):
+                # written always, kept only when non-zero: no unpredictable branch per feature
+                v = acc[f]
+                out_i[m] = base + f
+                out_v[m] = v
+                m += v != 0.0
+                acc[f] = 0.0
+    m = _transition_diff(ya, yb, S, S * F, out_i, out_v, m)
+    return out_i[:m], out_v[:m]
 
 
 @njit(cache=True, fastmath=True, nogil=True)  # the inlined oracle's flags (oracles/chain.py)
