@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import structfw as sf
-from structfw._linalg import SparseVector
+from structfw._linalg import SparseVector, sparse_dot_dense
 from structfw.solvers import corners
 from structfw.solvers._fastpass import fw_block_step
 from structfw.solvers._kernels import dense_block_step
@@ -65,7 +65,8 @@ def test_a_full_fw_step_replaces_the_row():
     v, w = rng.normal(size=d), rng.normal(size=d)
     idx, val = _sparse(rng, d, 4)
     inv_ln = 0.5
-    gamma, _, c2 = fw_block_step(w, v, 0.3, idx, val, inv_ln, 0.1, 1.0, 1.0, _EV, 0.0, np.zeros(d))
+    gamma, _, c2 = fw_block_step(w, v, 0.3, idx, val, val @ w[idx], inv_ln, 0.1, 1.0, 1.0, _EV, 0.0,
+                                 np.zeros(d))
     assert gamma == 1.0 and c2 == 1.0
     expected = np.zeros(d)
     expected[idx] = inv_ln * val
@@ -78,7 +79,8 @@ def test_a_tiny_scale_is_folded_into_the_row():
     v, w = rng.normal(size=d), rng.normal(size=d)
     idx, val = _sparse(rng, d, 3)
     wi_before = 1e-6 * v
-    gamma, _, c2 = fw_block_step(w, v, 1e-6, idx, val, 1.0, 0.0, 1.0, 1.0 - 1e-7, _EV, 0.0, np.zeros(d))
+    gamma, _, c2 = fw_block_step(w, v, 1e-6, idx, val, val @ w[idx], 1.0, 0.0, 1.0, 1.0 - 1e-7, _EV, 0.0,
+                                 np.zeros(d))
     assert c2 == 1.0
     expected = (1.0 - gamma) * wi_before
     expected[idx] += gamma * val
@@ -98,7 +100,8 @@ def test_the_fw_kernel_is_the_fw_case_of_the_general_step_to_the_bit(c):
     for kernel in ("fw", "general"):
         w_, v_, u_ = w.copy(), v.copy(), (u1 if kernel == "fw" else u2)
         if kernel == "fw":
-            res = fw_block_step(w_, v_, c, idx, val, 0.7, 0.02, 0.4, -1.0, u_, 0.9, np.zeros(d))
+            pw = sparse_dot_dense(idx, val, w_)
+            res = fw_block_step(w_, v_, c, idx, val, pw, 0.7, 0.02, 0.4, -1.0, u_, 0.9, np.zeros(d))
         else:
             g, slope, c2 = dense_block_step(w_, v_, c, -1.0, idx, val, 0.7, _EI, _EV, 0.0, 0.02, 0.4, 1.0, -1.0,
                                             u_, 0.9)

@@ -61,22 +61,22 @@ def _avg_rate(kind, t):
 
 
 @njit(cache=True, nogil=True)
-def fw_block_step(w, vi, ci, idx, val, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
+def fw_block_step(w, vi, ci, idx, val, pw, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
     """FW step of block i toward w_s = psi/(lam n), w_i stored scaled (w_i = ci * vi).
 
     The step of :func:`structfw.solvers._kernels.dense_block_step` with d = w_s - w_i,
     to the bit: gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, 1] (Alg. 1
     lines 6-7 of Lacoste-Julien et al. 2013); the row is read, only psi's entries of it
     are written.  psi is given as unmerged entries: ||psi||^2 merges repeated indices in
-    ``scratch`` (zero on entry and on exit).  Returns (gamma, slope = lam <w, d> - d_l, c_i')."""
+    ``scratch`` (zero on entry and on exit).  ``pw`` = <psi, w>, which the caller computes
+    (:func:`structfw._linalg.sparse_dot_dense`) to check the oracle anyway.
+    Returns (gamma, slope = lam <w, d> - d_l, c_i')."""
     vw, vv = _dot_and_sqnorm(vi, w)
     wiw = ci * vw
     wiwi = ci * ci * vv
-    pw = 0.0
     pv = 0.0
     for t in range(idx.shape[0]):
         j = idx[t]
-        pw += val[t] * w[j]
         pv += val[t] * vi[j]
         scratch[j] += val[t]
     pp = 0.0
@@ -158,13 +158,14 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
             rho = _avg_rate(avg_kind, avg_t)
             inv_c = 1.0 / avg_c
         idx, val, L = corner(kind_oracle, data, i, w, False)
+        pw = sparse_dot_dense(idx, val, w)
         if check:
-            H = L - sparse_dot_dense(idx, val, w)
+            H = L - pw
             if H < -_H_TOL * max(1.0, abs(H)):
                 return ell, k, avg_t, avg_c, avg_lbar, s, i
         dl = L / n - li[i]
-        gamma, slope, wi_scale[i] = fw_block_step(w, wi[i], wi_scale[i], idx, val, inv_ln, dl, lam, gfixed, u,
-                                                  inv_c, scratch)
+        gamma, slope, wi_scale[i] = fw_block_step(w, wi[i], wi_scale[i], idx, val, pw, inv_ln, dl, lam, gfixed,
+                                                  u, inv_c, scratch)
         li[i] += gamma * dl
         ell += gamma * dl
         if sampling != ORDER:
