@@ -197,3 +197,17 @@ def test_the_active_sets_weighted_score_is_lam_n_w_i_dot_w(ocr30):
         away, score = corners.cs_away_and_weighted_score(S, i, st.w)
         assert away == corners.cs_away(S, i, st.w)
         assert score == pytest.approx(lam * len(X) * st.block_w_dot(i, st.w), rel=1e-9, abs=1e-12)
+
+
+def test_a_state_file_keeps_only_the_used_part_of_the_corner_pool(ocr30, tmp_path):
+    X, Y = ocr30
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(step="pairwise"), lam=0.1,
+                           max_passes=2, random_state=0).fit(X, Y)
+    store = svm.state_.corners
+    top = int(store.meta[0])
+    loaded = sf.load(svm.save(tmp_path / "m", state=True)).state_.corners
+    assert loaded.pidx.shape[0] == loaded.pval.shape[0] == top
+    for i in range(len(X)):
+        for a, b in zip(store[i].psi, loaded[i].psi):
+            np.testing.assert_array_equal(a.indices, b.indices)
+            np.testing.assert_array_equal(a.values, b.values)

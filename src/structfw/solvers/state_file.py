@@ -122,6 +122,12 @@ class _Encoder:
 
 
 def _fields(o):
+    if isinstance(o, CornerStore):
+        # the pool up to its top only: the rest is garbage or reserved, never written memory
+        f = dict(vars(o))
+        top = int(o.meta[0])
+        f["pidx"], f["pval"] = o.pidx[:top], o.pval[:top]
+        return f
     if hasattr(o, "__dict__"):
         return dict(vars(o))
     return {k: getattr(o, k) for k in type(o).__slots__}
