@@ -241,16 +241,13 @@ def _transition_diff(ya, yb, S, off, out_i, out_v, m):
     return _append_coalesced_small(ti, tv, n, out_i, out_v, m)
 
 
-@njit(cache=True, nogil=True)
-def unary_diff_dense(x, ya, yb, S, F, extra):
-    """Unary part of phi(x, ya) - phi(x, yb) for dense per-position features x (P, F):
-    sum over positions p where ya != yb of x_p in block ya_p minus x_p in block yb_p
-    (labels < 0 mean "absent").  Returns buffers with room for ``extra`` more entries
-    and the number m of (sorted, non-zero) entries written."""
-    P = x.shape[0]
+@njit(cache=True, nogil=True, inline="always")
+def differing_states(ya, yb, S):
+    """(mark, k): mark[s] for the k states that ya or yb takes where they differ (labels < 0,
+    "absent", are not states)."""
     mark = np.zeros(S, np.bool_)
     k = 0
-    for p in range(P):
+    for p in range(ya.shape[0]):
         a = ya[p]
         b = yb[p]
         if a != b:
@@ -260,6 +257,17 @@ def unary_diff_dense(x, ya, yb, S, F, extra):
             if b >= 0 and not mark[b]:
                 mark[b] = True
                 k += 1
+    return mark, k
+
+
+@njit(cache=True, nogil=True)
+def unary_diff_dense(x, ya, yb, S, F, extra):
+    """Unary part of phi(x, ya) - phi(x, yb) for dense per-position features x (P, F):
+    sum over positions p where ya != yb of x_p in block ya_p minus x_p in block yb_p
+    (labels < 0 mean "absent").  Returns buffers with room for ``extra`` more entries
+    and the number m of (sorted, non-zero) entries written."""
+    P = x.shape[0]
+    mark, k = differing_states(ya, yb, S)
     out_i = np.empty(k * F + extra, np.int64)
     out_v = np.empty(k * F + extra)
     m = 0

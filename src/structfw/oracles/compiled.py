@@ -25,8 +25,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .chain import (_transition_diff, chain_oracle_csr, chain_oracle_dense, chain_phi_diff_csr, edge_label_diff,
-                    hamming_loss)
+from .chain import (_transition_diff, chain_oracle_csr, chain_oracle_dense, chain_phi_diff_csr, differing_states,
+                    edge_label_diff, hamming_loss)
 from .multiclass import multiclass_oracle, multiclass_phi_diff
 
 #: the kinds of compiled corner kernel
@@ -166,18 +166,7 @@ def chain_psi_merged(row_ptr, nz_f, nz_x, r0, ya, yb, S, F):
     non-zero terms added in the same order), without its sweeps over all F features of every
     differing position: 8.7 -> 7.1 us for a corner of an OCR word."""
     L = ya.shape[0]
-    mark = np.zeros(S, np.bool_)
-    k = 0
-    for p in range(L):
-        a = ya[p]
-        b = yb[p]
-        if a != b:
-            if not mark[a]:
-                mark[a] = True
-                k += 1
-            if not mark[b]:
-                mark[b] = True
-                k += 1
+    mark, k = differing_states(ya, yb, S)
     out_i = np.empty(k * F + 2 * L, np.int64)
     out_v = np.empty(k * F + 2 * L)
     m = 0
