@@ -56,9 +56,10 @@ class BCFWState:
     lam : float
     w : ndarray (d,)
     ell : float                l = b^T alpha
-    wi : ndarray (n, d) or list of SparseVector   w_i = A alpha_[i] (dense rows are stored scaled
-                               by the compiled plain pass, w_i = wi_scale[i] * row i; reading ``wi``
-                               rescales the rows first, so every reader sees w_i itself)
+    wi : ndarray (n, d) or list of SparseVector   w_i = A alpha_[i] (read only while dense rows are
+                               scaled: it is then their product with the scales, a new array)
+    wi_scale : ndarray (n,) or None   dense rows are stored scaled, w_i = wi_scale[i] * row i
+                               (:meth:`scaled_blocks`; :meth:`unscaled_blocks` folds them for writers)
     li : ndarray (n,)          l_i = b^T alpha_[i]
     corners : CornerStore or None (with ``alpha`` when ``track_alpha``)
     k : int                    block iterations done (for 2n/(k+2n))
