@@ -185,16 +185,7 @@ def cs_best(S, i, w):
 @njit(cache=True, nogil=True)
 def cs_away(S, i, w):
     """argmin over the active set of H_i(y; w): the away corner of pairwise and away steps."""
-    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
-    best = -1
-    hb = 0.0
-    for k in range(size[i]):
-        if alpha[i, k] > ALPHA_EPS:
-            h = loss[i, k] - cs_dot(S, i, k, w)
-            if best < 0 or h < hb:
-                best = k
-                hb = h
-    return best
+    return cs_away_and_weighted_score(S, i, w)[0]
 
 
 @njit(cache=True, nogil=True)
@@ -202,7 +193,8 @@ def cs_away_and_weighted_score(S, i, w):
     """(:func:`cs_away`, sum_k alpha_k <psi_k, w>) in one sweep over the active set.
 
     With tracked weights w_i = sum_k alpha_k psi_k / (lam n), so the second value is
-    lam n <w_i, w>: the block gap's part from w_i without reading the dense row of w_i."""
+    lam n <w_i, w>: the block gap's part from w_i without reading the dense row of w_i.
+    Ties go to the first slot."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     best = -1
     hb = 0.0
