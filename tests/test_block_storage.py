@@ -186,7 +186,8 @@ def test_compaction_in_place_keeps_every_corner():
 
 
 def test_the_active_sets_weighted_score_is_lam_n_w_i_dot_w(ocr30):
-    """With tracked weights, sum_k alpha_k <psi_k, w> = lam n <w_i, w>, and the away corner is cs_away's."""
+    """With tracked weights, sum_k alpha_k <psi_k, w> = lam n <w_i, w>; the away corner is cs_away's, and
+    its score is <psi_a, w> to the bit (a step along it reuses it)."""
     X, Y = ocr30
     lam = 0.1
     svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(step="pairwise"), lam=lam,
@@ -194,8 +195,12 @@ def test_the_active_sets_weighted_score_is_lam_n_w_i_dot_w(ocr30):
     st = svm.state_
     S = st.corners.arrays
     for i in range(len(X)):
-        away, score = corners.cs_away_and_weighted_score(S, i, st.w)
+        away, score, away_score = corners.cs_away_and_weighted_score(S, i, st.w)
         assert away == corners.cs_away(S, i, st.w)
+        assert away_score == corners.cs_dot(S, i, away, st.w)
+        best, H, best_score = corners.cs_best(S, i, st.w)
+        assert best_score == corners.cs_dot(S, i, best, st.w)
+        assert H == max(S[2][i, k] - corners.cs_dot(S, i, k, st.w) for k in range(S[0][i]))
         assert score == pytest.approx(lam * len(X) * st.block_w_dot(i, st.w), rel=1e-9, abs=1e-12)
 
 

@@ -17,10 +17,10 @@ from numba import njit
 from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner
-from .corners import (ALPHA_EPS, corner_key, cs_add, cs_away, cs_away_and_weighted_score, cs_best, cs_clip, cs_dot,
-                      cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find, cs_room)
-from ._kernels import (_axpy_row, _axpy_row_avg, _dot_and_sqnorm, add_block_entries, dense_block_step,
-                       dense_dot, fenwick_add, fenwick_find, fenwick_total, rescaled_block, step_along)
+from .corners import (ALPHA_EPS, corner_key, cs_away_and_weighted_score, cs_best, cs_clip, cs_drop_inactive,
+                      cs_entries, cs_evict, cs_expire, cs_find, cs_put, cs_room)
+from ._kernels import (_axpy_row, _axpy_row_avg, _dot_and_sqnorm, add_block_entries, dense_dot, fenwick_add,
+                       fenwick_find, fenwick_total, rescaled_block, scored_block_step, step_along)
 
 #: sampler kinds understood by the kernel
 ORDER, GAP, MAX_GAP = 0, 1, 2
@@ -261,10 +261,11 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         # tracked weights it is the weighted score of the active corners, found with the away
         # corner (the corner added below has no weight, so it changes neither)
         a = -1
+        sa = 0.0  # <psi_a, w> of the away corner a, once found
         wiw = 0.0
         if needs_gap:
             if track_alpha:
-                a, score = cs_away_and_weighted_score(S, i, w)
+                a, score, sa = cs_away_and_weighted_score(S, i, w)
                 wiw = score * inv_ln
             else:
                 wiw = wi_scale[i] * dense_dot(wi[i], w)
@@ -273,28 +274,32 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         slot = -1
         hit = False
         g_i = 0.0
+        ss = 0.0  # <psi_s, w> of the corner s moved toward
         if approx:
-            slot, H = cs_best(S, i, w)
+            slot, H, ss = cs_best(S, i, w)
             hit = True
             g_i = base + H / n
         elif cache and size[i] > 0:
-            c, H = cs_best(S, i, w)
+            c, H, sc = cs_best(S, i, w)
             ghat = base + H / n
             if ghat >= max(F * oracle_gaps[i], nu / n * fl[FULL_GAP]):
                 hit = True
                 slot = c
+                ss = sc
                 g_i = ghat
         if hit:
             ps_i, ps_v = cs_entries(S, i, slot)
             L_s = loss[i, slot]
         else:
             ps_i, ps_v, L_s = corner(kind_oracle, data, i, w, True)
-            H = L_s - sparse_dot_dense(ps_i, ps_v, w)
+            ss = sparse_dot_dense(ps_i, ps_v, w)
+            H = L_s - ss
             if check and H < -_H_TOL * max(1.0, abs(H)):
                 it[BAD] = i
                 return s, 2
             if keeps:
-                slot = cs_find(S, i, corner_key(ps_i, ps_v, L_s), ps_i, ps_v, L_s)
+                h_s = corner_key(ps_i, ps_v, L_s)
+                slot = cs_find(S, i, h_s, ps_i, ps_v, L_s)
                 if slot < 0 and cs_room(S, i, ps_i.shape[0]) != 0:
                     it[BAD] = i
                     it[NEED] = ps_i.shape[0]
@@ -310,7 +315,7 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             if needs_gap:
                 oracle_gaps[i] = g_i
             if keeps:
-                slot = cs_add(S, i, ps_i, ps_v, L_s, 0.0, mark)
+                slot = cs_put(S, i, h_s, slot, ps_i, ps_v, L_s, 0.0, mark)
         gfixed = 2.0 * n / (k + 2.0 * n) if predefined else -1.0
         rho = 0.0
         inv_c = 0.0
@@ -321,15 +326,16 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         kind = step_kind
         if kind != FW_STEP:
             if a < 0:
-                a = cs_away(S, i, w)
+                a, _, sa = cs_away_and_weighted_score(S, i, w)
             if kind == AWAY_STEP:
-                g_away = lam * (cs_dot(S, i, a, w) * inv_ln - wiw) + li[i] - loss[i, a] / n
+                g_away = lam * (sa * inv_ln - wiw) + li[i] - loss[i, a] / n
                 if g_i >= g_away or alpha[i, a] >= 1.0 - ALPHA_EPS:
                     kind = FW_STEP
         if kind == FW_STEP:
             dl = L_s / n - li[i]
-            gamma, slope, wi_scale[i] = dense_block_step(w, wi[i], wi_scale[i], -1.0, ps_i, ps_v, inv_ln,
-                                                         _EMPTY_I, _EMPTY_V, 0.0, dl, lam, 1.0, gfixed, u, inv_c)
+            gamma, slope, wi_scale[i] = scored_block_step(w, wi[i], wi_scale[i], -1.0, ps_i, ps_v, inv_ln, ss,
+                                                          _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl, lam, 1.0, gfixed, u,
+                                                          inv_c)
             if track_alpha and gamma > 0.0:
                 _scale_alpha(S, i, 1.0 - gamma)
                 alpha[i, slot] += gamma
@@ -337,8 +343,8 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         elif kind == PAIRWISE_STEP:
             pa_i, pa_v = cs_entries(S, i, a)
             dl = (L_s - loss[i, a]) / n
-            gamma, slope, wi_scale[i] = dense_block_step(w, wi[i], wi_scale[i], 0.0, ps_i, ps_v, inv_ln, pa_i,
-                                                         pa_v, -inv_ln, dl, lam, alpha[i, a], gfixed, u, inv_c)
+            gamma, slope, wi_scale[i] = scored_block_step(w, wi[i], wi_scale[i], 0.0, ps_i, ps_v, inv_ln, ss, pa_i,
+                                                          pa_v, -inv_ln, sa, dl, lam, alpha[i, a], gfixed, u, inv_c)
             if gamma > 0.0:
                 alpha[i, a] -= gamma
                 alpha[i, slot] += gamma
@@ -346,9 +352,9 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         else:
             pa_i, pa_v = cs_entries(S, i, a)
             dl = li[i] - loss[i, a] / n
-            gamma, slope, wi_scale[i] = dense_block_step(w, wi[i], wi_scale[i], 1.0, pa_i, pa_v, -inv_ln,
-                                                         _EMPTY_I, _EMPTY_V, 0.0, dl, lam,
-                                                         alpha[i, a] / (1.0 - alpha[i, a]), gfixed, u, inv_c)
+            gamma, slope, wi_scale[i] = scored_block_step(w, wi[i], wi_scale[i], 1.0, pa_i, pa_v, -inv_ln, sa,
+                                                          _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl, lam,
+                                                          alpha[i, a] / (1.0 - alpha[i, a]), gfixed, u, inv_c)
             if gamma > 0.0:
                 _scale_alpha(S, i, 1.0 + gamma)
                 alpha[i, a] -= gamma

@@ -131,13 +131,22 @@ def dense_block_step(w, vi, ci, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed
         along d).
     c_i' : float
     """
+    return scored_block_step(w, vi, ci, a, i1, v1, b1, sparse_dot_dense(i1, v1, w), i2, v2, b2,
+                             sparse_dot_dense(i2, v2, w), dl, lam, gmax, gfixed, u, inv_c)
+
+
+@njit(cache=True, nogil=True)
+def scored_block_step(w, vi, ci, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u, inv_c):
+    """:func:`dense_block_step` for a caller that has scored the corners, s1w = <s1, w> and
+    s2w = <s2, w> (the oracle check, the best-corner search and the away search do), so
+    they are not gathered from w again; the same arithmetic to the bit."""
     wd = 0.0
     ww = 0.0
     if a != 0.0:
         vw, vv = _dot_and_sqnorm(vi, w)
         wd = a * (ci * vw)
         ww = ci * ci * vv
-    wd += b1 * sparse_dot_dense(i1, v1, w) + b2 * sparse_dot_dense(i2, v2, w)
+    wd += b1 * s1w + b2 * s2w
     nrm = a * a * ww + b1 * b1 * np.dot(v1, v1) + b2 * b2 * np.dot(v2, v2)
     if a != 0.0:
         nrm += 2.0 * a * b1 * (ci * sparse_dot_dense(i1, v1, vi)) + 2.0 * a * b2 * (ci * sparse_dot_dense(i2, v2, vi))

@@ -96,9 +96,15 @@ def cs_room(S, i, m):
 def cs_add(S, i, idx, val, L, a0, stamp):
     """Slot of corner (idx, val, L) in block i, added with weight a0 if absent (its last use
     becomes ``stamp`` either way).  The caller made room (:func:`cs_room`)."""
-    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     h = corner_key(idx, val, L)
-    k = cs_find(S, i, h, idx, val, L)
+    return cs_put(S, i, h, cs_find(S, i, h, idx, val, L), idx, val, L, a0, stamp)
+
+
+@njit(cache=True, nogil=True)
+def cs_put(S, i, h, k, idx, val, L, a0, stamp):
+    """:func:`cs_add` for a caller that has hashed the corner (``h``) and looked it up
+    (``k``, -1 if absent): hashing a corner costs about as much as scoring it."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     if k >= 0:
         last[i, k] = stamp
         return k
@@ -170,16 +176,20 @@ def cs_expire(S, i, oldest):
 
 @njit(cache=True, nogil=True)
 def cs_best(S, i, w):
-    """(slot, H) of argmax over block i's corners of H_i(y; w) = L_i(y) - <w, psi_i(y)>."""
+    """(slot, H, score) of argmax over block i's corners of H_i(y; w) = L_i(y) - <w, psi_i(y)>,
+    with the corner's score <psi_i(y), w> (a block step along it needs it again)."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     best = -1
     hb = 0.0
+    sb = 0.0
     for k in range(size[i]):
-        h = loss[i, k] - cs_dot(S, i, k, w)
+        score = cs_dot(S, i, k, w)
+        h = loss[i, k] - score
         if best < 0 or h > hb:
             best = k
             hb = h
-    return best, hb
+            sb = score
+    return best, hb, sb
 
 
 @njit(cache=True, nogil=True)
@@ -190,14 +200,17 @@ def cs_away(S, i, w):
 
 @njit(cache=True, nogil=True)
 def cs_away_and_weighted_score(S, i, w):
-    """(:func:`cs_away`, sum_k alpha_k <psi_k, w>) in one sweep over the active set.
+    """(:func:`cs_away`, sum_k alpha_k <psi_k, w>, the away corner's score) in one sweep over
+    the active set.
 
     With tracked weights w_i = sum_k alpha_k psi_k / (lam n), so the second value is
     lam n <w_i, w>: the block gap's part from w_i without reading the dense row of w_i.
+    The third is <psi_a, w>, which a pairwise or away step along psi_a needs again.
     Ties go to the first slot."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     best = -1
     hb = 0.0
+    sb = 0.0
     total = 0.0
     for k in range(size[i]):
         if alpha[i, k] > ALPHA_EPS:
@@ -207,7 +220,8 @@ def cs_away_and_weighted_score(S, i, w):
             if best < 0 or h < hb:
                 best = k
                 hb = h
-    return best, total
+                sb = score
+    return best, total, sb
 
 
 @njit(cache=True, nogil=True)

@@ -181,7 +181,7 @@ class GapCache(ExactOracle):
         st, n = ctx.st, ctx.n
         if st.corners.size[i] == 0:
             return True
-        _, H = cs_best(st.corners.arrays, i, st.w)
+        _, H, _ = cs_best(st.corners.arrays, i, st.w)
         ghat = ctx.lam * st.block_w_dot(i, st.w) - st.li[i] + H / n
         return ghat < max(self.F * st.oracle_gaps[i], self.nu / n * st.full_gap)
 
@@ -205,7 +205,7 @@ class GapCache(ExactOracle):
             return self.call_oracle(ctx, i, base)
         drawn_hit = take(ctx.drawn_hits, i)
         if store.size[i] > 0:
-            c, H = cs_best(store.arrays, i, st.w)
+            c, H, _ = cs_best(store.arrays, i, st.w)
             ghat = base + H / n
             if drawn_hit or ghat >= max(self.F * st.oracle_gaps[i], self.nu / n * st.full_gap):
                 ctx.counters["cache_hits"] += 1
@@ -247,7 +247,7 @@ class WorkingSet(ExactOracle):
             st.corners.last[i, slot] = ctx.stamp
             return slot, psi, L, g, hit
         store = st.corners
-        c, H = cs_best(store.arrays, i, st.w)
+        c, H, _ = cs_best(store.arrays, i, st.w)
         store.last[i, c] = ctx.stamp
         return c, corner_vector(st, i, c), store.loss[i, c], base + H / ctx.n, True
 
