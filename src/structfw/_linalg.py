@@ -129,6 +129,25 @@ def sparse_dot_sparse(ia, va, ib, vb):
     return s
 
 
+@njit(cache=True, nogil=True)
+def sparse_dot_sparse_scattered(ia, va, ib, vb, scratch):
+    """:func:`sparse_dot_sparse` through a dense ``scratch`` (zeros of the full length, zero
+    again on return; empty: the merge is used): a scattered into it, b gathered against it.
+    The same products added in the same (index) order, so the same value to the bit; the
+    merge's unpredictable three-way branch cost 1.8 us for two corners of ~200 entries,
+    the scatter 0.45 us.  ``a`` needs unique indices."""
+    if scratch.shape[0] == 0:
+        return sparse_dot_sparse(ia, va, ib, vb)
+    for p in range(ia.shape[0]):
+        scratch[ia[p]] = va[p]
+    s = 0.0
+    for q in range(ib.shape[0]):
+        s += vb[q] * scratch[ib[q]]
+    for p in range(ia.shape[0]):
+        scratch[ia[p]] = 0.0
+    return s
+
+
 @njit(cache=True)
 def sparse_axpy_dense(c, idx, val, w):
     """w += c * v in place, v sparse."""

@@ -246,6 +246,7 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
     keeps = cache or track_alpha or tidy_kind != DROP_INACTIVE
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     needs_gap = cache or sampling != ORDER or step_kind == AWAY_STEP
+    scratch = np.zeros(w.shape[0]) if step_kind == PAIRWISE_STEP else np.empty(0)
     for s in range(s0, m):
         if sampling == ORDER:
             i = order[s]
@@ -335,7 +336,7 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             dl = L_s / n - li[i]
             gamma, slope, wi_scale[i] = scored_block_step(w, wi[i], wi_scale[i], -1.0, ps_i, ps_v, inv_ln, ss,
                                                           _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl, lam, 1.0, gfixed, u,
-                                                          inv_c)
+                                                          inv_c, scratch)
             if track_alpha and gamma > 0.0:
                 _scale_alpha(S, i, 1.0 - gamma)
                 alpha[i, slot] += gamma
@@ -344,7 +345,8 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             pa_i, pa_v = cs_entries(S, i, a)
             dl = (L_s - loss[i, a]) / n
             gamma, slope, wi_scale[i] = scored_block_step(w, wi[i], wi_scale[i], 0.0, ps_i, ps_v, inv_ln, ss, pa_i,
-                                                          pa_v, -inv_ln, sa, dl, lam, alpha[i, a], gfixed, u, inv_c)
+                                                          pa_v, -inv_ln, sa, dl, lam, alpha[i, a], gfixed, u, inv_c,
+                                                          scratch)
             if gamma > 0.0:
                 alpha[i, a] -= gamma
                 alpha[i, slot] += gamma
@@ -354,7 +356,8 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             dl = li[i] - loss[i, a] / n
             gamma, slope, wi_scale[i] = scored_block_step(w, wi[i], wi_scale[i], 1.0, pa_i, pa_v, -inv_ln, sa,
                                                           _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl, lam,
-                                                          alpha[i, a] / (1.0 - alpha[i, a]), gfixed, u, inv_c)
+                                                          alpha[i, a] / (1.0 - alpha[i, a]), gfixed, u, inv_c,
+                                                          scratch)
             if gamma > 0.0:
                 _scale_alpha(S, i, 1.0 + gamma)
                 alpha[i, a] -= gamma

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._linalg import sparse_dot_dense, sparse_dot_sparse
+from .._linalg import sparse_dot_dense, sparse_dot_sparse_scattered
 
 
 @njit(cache=True, fastmath=True, nogil=True)
@@ -132,14 +132,16 @@ def dense_block_step(w, vi, ci, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed
     c_i' : float
     """
     return scored_block_step(w, vi, ci, a, i1, v1, b1, sparse_dot_dense(i1, v1, w), i2, v2, b2,
-                             sparse_dot_dense(i2, v2, w), dl, lam, gmax, gfixed, u, inv_c)
+                             sparse_dot_dense(i2, v2, w), dl, lam, gmax, gfixed, u, inv_c, np.empty(0))
 
 
 @njit(cache=True, nogil=True)
-def scored_block_step(w, vi, ci, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u, inv_c):
+def scored_block_step(w, vi, ci, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u, inv_c, scratch):
     """:func:`dense_block_step` for a caller that has scored the corners, s1w = <s1, w> and
     s2w = <s2, w> (the oracle check, the best-corner search and the away search do), so
-    they are not gathered from w again; the same arithmetic to the bit."""
+    they are not gathered from w again, and that lends a zero ``scratch`` of w's length for
+    <s1, s2> (:func:`structfw._linalg.sparse_dot_sparse_scattered`); the same arithmetic
+    to the bit."""
     wd = 0.0
     ww = 0.0
     if a != 0.0:
@@ -150,7 +152,7 @@ def scored_block_step(w, vi, ci, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, g
     nrm = a * a * ww + b1 * b1 * np.dot(v1, v1) + b2 * b2 * np.dot(v2, v2)
     if a != 0.0:
         nrm += 2.0 * a * b1 * (ci * sparse_dot_dense(i1, v1, vi)) + 2.0 * a * b2 * (ci * sparse_dot_dense(i2, v2, vi))
-    nrm += 2.0 * b1 * b2 * sparse_dot_sparse(i1, v1, i2, v2)
+    nrm += 2.0 * b1 * b2 * sparse_dot_sparse_scattered(i1, v1, i2, v2, scratch)
     slope = lam * wd - dl
     gamma = step_along(slope, nrm, lam, gmax, gfixed)
     if gamma == 0.0:
