@@ -149,6 +149,46 @@ def test_a_state_file_with_bad_scales_is_refused(ocr30, tmp_path):
     st.wi_scale = good
 
 
+def test_pairwise_passes_leave_the_rows_stale_and_reading_rebuilds_them(ocr30, tmp_path):
+    """Compiled pairwise passes skip the writes into w_i's rows; w_i is then A alpha_[i], and any
+    read (wi, scaled_blocks, unscaled_blocks) rebuilds the rows from the tracked weights."""
+    from structfw.solvers.state_file import check_state
+
+    X, Y = ocr30
+    lam = 0.1
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(step="pairwise"), lam=lam,
+                           max_passes=3, random_state=0).fit(X, Y)
+    st = svm.state_
+    assert st.rows_stale
+    # the flag and the stale rows travel through a state file unchanged
+    loaded = sf.load(svm.save(tmp_path / "m", state=True)).state_
+    assert loaded.rows_stale
+    np.testing.assert_array_equal(loaded._wi, st._wi)
+    dots = [st.block_w_dot(i, st.w) for i in range(len(X))]  # from the weights, rows untouched
+    assert st.rows_stale
+    wi = st.wi
+    assert not st.rows_stale and not st.wi_scaled
+    S = st.corners.arrays
+    for i in range(len(X)):
+        expect = np.zeros(st.d)
+        for k in range(S[0][i]):
+            idx, val = corners.cs_entries(S, i, k)
+            np.add.at(expect, idx, S[3][i, k] * val / (lam * len(X)))
+        np.testing.assert_allclose(wi[i], expect, rtol=1e-12, atol=1e-15)
+        assert dots[i] == pytest.approx(float(wi[i] @ st.w), rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(wi.sum(axis=0), st.w, atol=1e-12)
+    # the loaded state rebuilds the same rows, and continues the fit
+    np.testing.assert_allclose(loaded.unscaled_blocks(), wi, rtol=1e-15, atol=0)
+    # a state that cannot rebuild its rows is refused
+    plain = sf.StructuredSVM(sf.models.ChainModel(26, 128), lam=lam, max_passes=1, random_state=0).fit(X, Y).state_
+    plain.rows_stale = True
+    with pytest.raises(ValueError, match="rows_stale"):
+        check_state(plain)
+    plain.rows_stale = 1
+    with pytest.raises(ValueError, match="rows_stale must be a bool"):
+        check_state(plain)
+
+
 # ------------------------------------------------------------------ the corner pool
 def _store_with_garbage(rng, n=5, d=60):
     store = corners.CornerStore(n, d, capacity=4, pool=200)

@@ -245,6 +245,9 @@ def test_compiled_corner_sets_give_the_python_parts_iterates(kw, ocr60, monkeypa
     np.testing.assert_allclose(runs[0].coef_, runs[1].coef_, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(runs[0].trace_["cache_hits"], runs[1].trace_["cache_hits"])
     np.testing.assert_array_equal(runs[0].trace_["oracle_calls"], runs[1].trace_["oracle_calls"])
+    # the compiled pairwise passes left their rows stale: rebuilt from alpha they are the kept ones
+    assert runs[0].state_.rows_stale == (kw.get("step") == "pairwise")
+    np.testing.assert_allclose(runs[0].state_.wi, runs[1].state_.wi, rtol=1e-9, atol=1e-12)
     a, b = runs[0].state_.corners, runs[1].state_.corners
     np.testing.assert_array_equal(a.size, b.size)
     for i in range(len(X)):

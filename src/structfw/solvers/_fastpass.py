@@ -224,7 +224,7 @@ DROP_INACTIVE, EVICT_OVER, EXPIRE = 0, 1, 2
 @njit(cache=True, nogil=True)
 def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates, tree, w, wi, wi_scale, li, lam,
                   step_kind, cache, F, nu, track_alpha, predefined, avg_kind, check,
-                  oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit):
+                  oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit, keep_rows):
     """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
 
     The same iteration as the Python parts (:mod:`structfw.solvers.parts`): corner source
@@ -235,7 +235,9 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
     inactive; evict the longest-unused over ``limit`` corners; or expire corners last used
     before ``limit``), sampler (not in approximate passes) and average updates.  Corners
     used or added are stamped with ``stamp`` (the block step k when stamp < 0).
-    ``it`` and ``fl`` hold the integer and float state (slots K.., ELL..).
+    ``it`` and ``fl`` hold the integer and float state (slots K.., ELL..).  Without
+    ``keep_rows`` (pairwise steps with tracked weights, which never read w_i) the rows of
+    ``wi`` are not written: the caller marks them stale.
 
     Returns (s, status): status 0 when the chunk is done; 1 when block ``it[BAD]`` or the
     pool needs room before step s (nothing of step s was done: grow and call again from
@@ -247,6 +249,7 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     needs_gap = cache or sampling != ORDER or step_kind == AWAY_STEP
     scratch = np.zeros(w.shape[0]) if step_kind == PAIRWISE_STEP else np.empty(0)
+    no_row = np.empty(0)
     for s in range(s0, m):
         if sampling == ORDER:
             i = order[s]
@@ -344,7 +347,8 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         elif kind == PAIRWISE_STEP:
             pa_i, pa_v = cs_entries(S, i, a)
             dl = (L_s - loss[i, a]) / n
-            gamma, slope, wi_scale[i] = scored_block_step(w, wi[i], wi_scale[i], 0.0, ps_i, ps_v, inv_ln, ss, pa_i,
+            vi = wi[i] if keep_rows else no_row
+            gamma, slope, wi_scale[i] = scored_block_step(w, vi, wi_scale[i], 0.0, ps_i, ps_v, inv_ln, ss, pa_i,
                                                           pa_v, -inv_ln, sa, dl, lam, alpha[i, a], gfixed, u, inv_c,
                                                           scratch)
             if gamma > 0.0:

@@ -83,13 +83,16 @@ def rescaled_block(vi, c_new):
 @njit(cache=True, nogil=True, inline="always")
 def add_block_entries(w, vi, u, inv_c, idx, val, cw, cv):
     """w += cw s and v_i += cv s for s given by entries (idx, val) (repeats add up); the lazy
-    average buffer (if any: u non-empty) gets -inv_c times w's change."""
+    average buffer (if any: u non-empty) gets -inv_c times w's change.  An empty v_i is a
+    row not kept (see :func:`structfw.solvers._fastpass.general_chunk`)."""
     has_u = u.shape[0] > 0
+    has_v = vi.shape[0] > 0
     for t in range(idx.shape[0]):
         j = idx[t]
         step = cw * val[t]
         w[j] += step
-        vi[j] += cv * val[t]
+        if has_v:
+            vi[j] += cv * val[t]
         if has_u:
             u[j] -= inv_c * step
 

@@ -225,6 +225,22 @@ def cs_away_and_weighted_score(S, i, w):
 
 
 @njit(cache=True, nogil=True)
+def cs_weighted_rows(S, rows, c):
+    """rows[i] = c sum_k alpha_ik psi_i(y_k) for every block: w_i = A alpha_[i] with
+    c = 1/(lam n), rebuilt from the tracked weights (rows the pairwise steps left stale)."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    for i in range(size.shape[0]):
+        row = rows[i]
+        row[:] = 0.0
+        for k in range(size[i]):
+            a = alpha[i, k]
+            if a > 0.0:
+                b = start[i, k]
+                for t in range(b, b + nnz[i, k]):
+                    row[pidx[t]] += (c * a) * pval[t]
+
+
+@njit(cache=True, nogil=True)
 def cs_clip(S, i):
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     for k in range(size[i]):

@@ -283,6 +283,11 @@ def _check_bcfw(st, n, d):
     elif not (isinstance(wi, list) and len(wi) == n and all(isinstance(x, SparseVector) and x.dim == d
                                                              for x in wi)):
         raise ValueError(f"wi must be {n} sparse blocks of dimension {d}")
+    stale = getattr(st, "rows_stale", False)
+    if not isinstance(stale, bool):
+        raise ValueError("rows_stale must be a bool")
+    if stale and not (st.dense_blocks and st.track_alpha and st.corners is not None):
+        raise ValueError("rows_stale needs dense rows and tracked corner weights to rebuild them from")
     for name in ("li", "oracle_gaps"):
         a = getattr(st, name)
         if not (isinstance(a, np.ndarray) and a.shape == (n,)):
