@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 import structfw as sf
-from structfw._linalg import SparseVector, sparse_dot_dense
+from structfw._linalg import SparseVector, sparse_dot_dense, sparse_dot_sparse, sparse_dot_sparse_scattered
 from structfw.solvers import corners
 from structfw.solvers._fastpass import fw_block_step
-from structfw.solvers._kernels import dense_block_step
+from structfw.solvers._kernels import dense_block_step, scored_block_step
 
 _EI, _EV = np.empty(0, np.int64), np.empty(0)
 
@@ -110,6 +110,44 @@ def test_the_fw_kernel_is_the_fw_case_of_the_general_step_to_the_bit(c):
     assert out[0][0] == out[1][0]
     for a, b in zip(out[0][1:], out[1][1:]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_scattered_sparse_dot_is_the_merge_to_the_bit():
+    rng = np.random.default_rng(3)
+    d = 300
+    scratch = np.zeros(d)
+    for _ in range(200):
+        a = _sparse(rng, d, int(rng.integers(0, 60)))
+        b = _sparse(rng, d, int(rng.integers(0, 60)))
+        if rng.random() < 0.5 and len(a[0]):  # share some indices
+            common = rng.choice(a[0], min(len(a[0]), 10), replace=False)
+            idx = np.unique(np.r_[b[0], common]).astype(np.int64)
+            b = idx, rng.normal(size=idx.size)
+        assert sparse_dot_sparse_scattered(*a, *b, scratch) == sparse_dot_sparse(*a, *b)
+        assert not scratch.any()
+        assert sparse_dot_sparse_scattered(*a, *b, np.empty(0)) == sparse_dot_sparse(*a, *b)
+
+
+def test_a_step_given_the_corners_scores_is_the_step_that_computes_them():
+    rng = np.random.default_rng(4)
+    d = 80
+    for a in (-1.0, 0.0, 1.0):
+        w = rng.normal(size=d)
+        vi = rng.normal(size=d)
+        s1, s2 = _sparse(rng, d, 12), _sparse(rng, d, 9)
+        args = (0.7, 0.5, -0.4)
+        out = []
+        for scored in (False, True):
+            w_, v_ = w.copy(), vi.copy()
+            if scored:
+                r = scored_block_step(w_, v_, 1.3, a, *s1, args[1], sparse_dot_dense(*s1, w), *s2, args[2],
+                                      sparse_dot_dense(*s2, w), 0.02, 0.4, 1.0, -1.0, _EV, 0.0, np.zeros(d))
+            else:
+                r = dense_block_step(w_, v_, 1.3, a, *s1, args[1], *s2, args[2], 0.02, 0.4, 1.0, -1.0, _EV, 0.0)
+            out.append((r, w_, v_))
+        assert out[0][0] == out[1][0]
+        np.testing.assert_array_equal(out[0][1], out[1][1])
+        np.testing.assert_array_equal(out[0][2], out[1][2])
 
 
 @pytest.fixture(scope="module")
