@@ -173,6 +173,12 @@ def test_speed_runs(tmp_path):
     assert doc["per_call_us"]["loss_augmented_decode"] > 0 and doc["per_call_us"]["psi"] > 0
     for r in doc["runs"].values():
         assert len(r["per_pass_s"]) == 2 and 0 <= r["test_error"] <= 1
+    for key in ("variants_ocr", "variants_sparse_chain"):
+        rows = doc[key]["variants"]
+        assert len(rows) == 8 and rows["BCFW"]["ratio_to_plain"] == rows["BCFW"]["total_ratio_to_plain"] == 1.0
+        for r in rows.values():
+            assert r["total_s"] >= r["first_pass_s"] > 0
+            assert r["total_ratio_to_plain"] == pytest.approx(r["total_s"] / rows["BCFW"]["total_s"])
 
 
 def test_cli_commands(tmp_path):
