@@ -17,8 +17,8 @@ from numba import njit
 from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner
-from .corners import (ALPHA_EPS, corner_key, cs_away_and_weighted_score, cs_best, cs_clip, cs_drop_inactive,
-                      cs_entries, cs_evict, cs_expire, cs_find, cs_put, cs_room)
+from .corners import (ALPHA_EPS, corner_key, cs_away_and_weighted_score, cs_best, cs_best_and_away, cs_clip,
+                      cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find, cs_put, cs_room)
 from ._kernels import (_axpy_row, _axpy_row_avg, _dot_and_sqnorm, add_block_entries, dense_dot, fenwick_add,
                        fenwick_find, fenwick_total, rescaled_block, scored_block_step, step_along)
 
@@ -267,12 +267,25 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         a = -1
         sa = 0.0  # <psi_a, w> of the away corner a, once found
         wiw = 0.0
-        if needs_gap:
+        # the best corner of the set (approximate pass, cache) and the away corner (tracked
+        # weights) come from one sweep over the corners when both are wanted: scoring a corner
+        # gathers its ~200 entries from w
+        wants_best = approx or (cache and size[i] > 0)
+        both = wants_best and track_alpha and (needs_gap or step_kind != FW_STEP)
+        best = -1
+        Hb = 0.0
+        sb = 0.0
+        if both:
+            best, Hb, sb, a, score, sa = cs_best_and_away(S, i, w)
+            wiw = score * inv_ln
+        elif needs_gap:
             if track_alpha:
                 a, score, sa = cs_away_and_weighted_score(S, i, w)
                 wiw = score * inv_ln
             else:
                 wiw = wi_scale[i] * dense_dot(wi[i], w)
+        if wants_best and best < 0:
+            best, Hb, sb = cs_best(S, i, w)
         base = lam * wiw - li[i]
         # ---- corner source (nothing is changed until the room check has passed)
         slot = -1
@@ -280,11 +293,11 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         g_i = 0.0
         ss = 0.0  # <psi_s, w> of the corner s moved toward
         if approx:
-            slot, H, ss = cs_best(S, i, w)
+            slot, H, ss = best, Hb, sb
             hit = True
             g_i = base + H / n
         elif cache and size[i] > 0:
-            c, H, sc = cs_best(S, i, w)
+            c, H, sc = best, Hb, sb
             ghat = base + H / n
             if ghat >= max(F * oracle_gaps[i], nu / n * fl[FULL_GAP]):
                 hit = True

@@ -241,6 +241,35 @@ def cs_weighted_rows(S, rows, c):
 
 
 @njit(cache=True, nogil=True)
+def cs_best_and_away(S, i, w):
+    """:func:`cs_best` and :func:`cs_away_and_weighted_score` in one sweep over block i's
+    corners, each scored once: (best, H_best, <psi_best, w>, away, sum_k alpha_k <psi_k, w>,
+    <psi_away, w>), the same values and ties as the two sweeps."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    best = -1
+    hb = 0.0
+    sb = 0.0
+    away = -1
+    ha = 0.0
+    sa = 0.0
+    total = 0.0
+    for k in range(size[i]):
+        score = cs_dot(S, i, k, w)
+        h = loss[i, k] - score
+        if best < 0 or h > hb:
+            best = k
+            hb = h
+            sb = score
+        if alpha[i, k] > ALPHA_EPS:
+            total += alpha[i, k] * score
+            if away < 0 or h < ha:
+                away = k
+                ha = h
+                sa = score
+    return best, hb, sb, away, total, sa
+
+
+@njit(cache=True, nogil=True)
 def cs_clip(S, i):
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     for k in range(size[i]):
