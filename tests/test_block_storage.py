@@ -227,6 +227,18 @@ def test_pairwise_passes_leave_the_rows_stale_and_reading_rebuilds_them(ocr30, t
         check_state(plain)
 
 
+def test_a_warm_start_with_fw_steps_rebuilds_the_stale_rows_first(ocr30):
+    """FW steps read w_i and stop tracking the weights: the rows are rebuilt while they still are."""
+    X, Y = ocr30
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(step="pairwise"), lam=0.1,
+                           max_passes=2, random_state=0, warm_start=True).fit(X, Y)
+    assert svm.state_.rows_stale
+    svm.set_params(solver__step="fw", solver__cache=True).fit(X, Y)
+    st = svm.state_
+    assert not st.rows_stale and not st.track_alpha
+    np.testing.assert_allclose(st.wi.sum(axis=0), st.w, atol=1e-12)
+
+
 # ------------------------------------------------------------------ the corner pool
 def _store_with_garbage(rng, n=5, d=60):
     store = corners.CornerStore(n, d, capacity=4, pool=200)

@@ -43,6 +43,16 @@ STEP_SIZES = ("linesearch", "predefined")
 BCFW_AVERAGINGS = (None, "weighted", "suffix")
 
 
+def ground_truth_corners(n, d, capacity, weighted):
+    """Corner sets holding only the ground truth's corner psi_i(y_i) = 0, L_i(y_i) = 0 (slot 0),
+    where alpha^(0) sits (weight 1 when the weights are tracked)."""
+    store = CornerStore(n, d, capacity=capacity)
+    zero = SparseVector.zeros(d)
+    for i in range(n):
+        store.add(i, zero, 0.0, alpha=1.0 if weighted else 0.0)
+    return store
+
+
 class BCFWState:
     """Complete state of the block-coordinate engine: everything needed to continue a run.
 
@@ -78,7 +88,7 @@ class BCFWState:
     #: states saved before the flag existed kept their rows
     rows_stale = False
 
-    def __init__(self, problem, dense_blocks, track_alpha, keep_corners, corner_capacity=8):
+    def __init__(self, problem, dense_blocks, track_alpha, keep_corners, corner_capacity=8, lazy_rows=False):
         n, d = problem.n, problem.d
         self.lam = problem.lam
         self.n, self.d = n, d
@@ -90,19 +100,14 @@ class BCFWState:
         self.dense_blocks = dense_blocks
         if dense_blocks:
             wi = np.zeros((n, d))
-            wi.fill(0.0)  # touch the pages now: first-touch faults would otherwise slow the first pass
+            if not lazy_rows:
+                wi.fill(0.0)  # touch the pages now: first-touch faults would otherwise slow the first pass
             self.wi = wi
         else:
             self.wi = [SparseVector.zeros(d) for _ in range(n)]
         self.li = np.zeros(n)
         self.track_alpha = track_alpha
-        self.corners = None
-        if keep_corners:
-            # alpha^(0) sits on the ground truth corner psi_i(y_i) = 0, L_i(y_i) = 0 (slot 0)
-            self.corners = CornerStore(n, d, capacity=corner_capacity)
-            zero = SparseVector.zeros(d)
-            for i in range(n):
-                self.corners.add(i, zero, 0.0, alpha=1.0 if track_alpha else 0.0)
+        self.corners = ground_truth_corners(n, d, corner_capacity, track_alpha) if keep_corners else None
         self.truth = (problem.truth_keys, problem.Y)
         self.k = 0
         self.passes = 0
@@ -113,6 +118,9 @@ class BCFWState:
         self.full_gap = np.inf        # g at the last full gap pass (cache rule)
         self.needs_refresh = True
         self.fingerprint = problem.fingerprint
+        # w_i = A alpha_[i] = 0 at the start: a state whose passes will not keep the rows (see
+        # BCFW.new_state) starts with them stale, and they are then never touched (OCR: 200 MB)
+        self.rows_stale = bool(lazy_rows)
         self.avg2 = None              # MP-BCFW: the average over approximate steps
         self.mp_iter = 0              # MP-BCFW: outer iterations done (planes are stamped with it)
         self.mp_approx_passes = 0     # MP-BCFW: approximate passes of the last outer iteration
@@ -416,8 +424,11 @@ class BCFW(Solver):
         dense = self.block_storage == "dense" or (
             self.block_storage == "auto" and problem.n * problem.d * 8 <= self.max_dense_bytes)
         track = self.step in ("pairwise", "away")
+        # compiled pairwise passes never read or write the rows (_compiled_general_pass)
+        lazy = (dense and self.step == "pairwise" and not problem.approximate and not problem.constrained
+                and self.minibatch == 1 and problem.compiled_oracle() is not None)
         st = BCFWState(problem, dense, track_alpha=track, keep_corners=track or self.cache or self.multi_plane,
-                       corner_capacity=self.cache_size + 2 if self.cache else 8)
+                       corner_capacity=self.cache_size + 2 if self.cache else 8, lazy_rows=lazy)
         st.rng = np.random.default_rng(rng)
         st.sampler = BlockSampler(self.sampling, problem.n, st.rng)
         self._new_averages(st)
@@ -481,7 +492,9 @@ class BCFW(Solver):
         if st.lam != problem.lam:
             st.rescale_lam(problem.lam)
         if (self.cache or needs_alpha or self.multi_plane) and st.corners is None:
-            st.corners = BCFWState(problem, st.dense_blocks, False, True).corners
+            st.corners = ground_truth_corners(problem.n, problem.d, 8, False)
+        if not needs_alpha:
+            st._rebuild_stale_rows()  # while the weights the rows are rebuilt from are still tracked
         st.track_alpha = needs_alpha
         if st.sampler is None or st.sampler.kind != self.sampling:
             st.sampler = BlockSampler(self.sampling, problem.n, st.rng)
