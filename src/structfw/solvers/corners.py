@@ -178,18 +178,8 @@ def cs_expire(S, i, oldest):
 def cs_best(S, i, w):
     """(slot, H, score) of argmax over block i's corners of H_i(y; w) = L_i(y) - <w, psi_i(y)>,
     with the corner's score <psi_i(y), w> (a block step along it needs it again)."""
-    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
-    best = -1
-    hb = 0.0
-    sb = 0.0
-    for k in range(size[i]):
-        score = cs_dot(S, i, k, w)
-        h = loss[i, k] - score
-        if best < 0 or h > hb:
-            best = k
-            hb = h
-            sb = score
-    return best, hb, sb
+    r = _scan(S, i, w, True, False)
+    return r[0], r[1], r[2]
 
 
 @njit(cache=True, nogil=True)
@@ -207,21 +197,8 @@ def cs_away_and_weighted_score(S, i, w):
     lam n <w_i, w>: the block gap's part from w_i without reading the dense row of w_i.
     The third is <psi_a, w>, which a pairwise or away step along psi_a needs again.
     Ties go to the first slot."""
-    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
-    best = -1
-    hb = 0.0
-    sb = 0.0
-    total = 0.0
-    for k in range(size[i]):
-        if alpha[i, k] > ALPHA_EPS:
-            score = cs_dot(S, i, k, w)
-            total += alpha[i, k] * score
-            h = loss[i, k] - score
-            if best < 0 or h < hb:
-                best = k
-                hb = h
-                sb = score
-    return best, total, sb
+    r = _scan(S, i, w, False, True)
+    return r[3], r[4], r[5]
 
 
 @njit(cache=True, nogil=True)
@@ -245,6 +222,14 @@ def cs_best_and_away(S, i, w):
     """:func:`cs_best` and :func:`cs_away_and_weighted_score` in one sweep over block i's
     corners, each scored once: (best, H_best, <psi_best, w>, away, sum_k alpha_k <psi_k, w>,
     <psi_away, w>), the same values and ties as the two sweeps."""
+    return _scan(S, i, w, True, True)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scan(S, i, w, want_best, want_away):
+    """The sweep behind the three above: the best corner over all of block i's corners, the
+    away corner and the weighted score over the active ones (only those are scored when the
+    best is not wanted)."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     best = -1
     hb = 0.0
@@ -254,13 +239,16 @@ def cs_best_and_away(S, i, w):
     sa = 0.0
     total = 0.0
     for k in range(size[i]):
+        active = alpha[i, k] > ALPHA_EPS
+        if not (want_best or active):
+            continue
         score = cs_dot(S, i, k, w)
         h = loss[i, k] - score
-        if best < 0 or h > hb:
+        if want_best and (best < 0 or h > hb):
             best = k
             hb = h
             sb = score
-        if alpha[i, k] > ALPHA_EPS:
+        if want_away and active:
             total += alpha[i, k] * score
             if away < 0 or h < ha:
                 away = k
