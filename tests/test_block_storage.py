@@ -291,7 +291,7 @@ def test_the_active_sets_weighted_score_is_lam_n_w_i_dot_w(ocr30):
         best, H, best_score = corners.cs_best(S, i, st.w)
         assert best_score == corners.cs_dot(S, i, best, st.w)
         assert H == max(S[2][i, k] - corners.cs_dot(S, i, k, st.w) for k in range(S[0][i]))
-        assert corners.cs_best_and_away(S, i, st.w) == (best, H, best_score, away, score, away_score)
+        assert corners.cs_scan(S, i, st.w, True, True) == (best, H, best_score, away, score, away_score)
         assert score == pytest.approx(lam * len(X) * st.block_w_dot(i, st.w), rel=1e-9, abs=1e-12)
 
 

@@ -17,8 +17,8 @@ from numba import njit
 from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner
-from .corners import (ALPHA_EPS, corner_key, cs_away_and_weighted_score, cs_best, cs_best_and_away, cs_clip,
-                      cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find, cs_put, cs_room)
+from .corners import (ALPHA_EPS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find,
+                      cs_put, cs_room, cs_scan)
 from ._kernels import (_axpy_row, _axpy_row_avg, _dot_and_sqnorm, add_block_entries, dense_dot, fenwick_add,
                        fenwick_find, fenwick_total, rescaled_block, scored_block_step, step_along)
 
@@ -260,32 +260,20 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             i = int(np.argmax(estimates))
         k = it[K]
         mark = k if stamp < 0 else stamp
-        # lam <w_i, w> - l_i, the block gap's part from w_i: only the cache rule, the gap sampler
-        # and the away test read g_i.  The dense dot streams the block's row from memory; with
-        # tracked weights it is the weighted score of the active corners, found with the away
-        # corner (the corner added below has no weight, so it changes neither)
-        a = -1
-        sa = 0.0  # <psi_a, w> of the away corner a, once found
-        wiw = 0.0
-        # the best corner of the set (approximate pass, cache) and the away corner (tracked
-        # weights) come from one sweep over the corners when both are wanted: scoring a corner
-        # gathers its ~200 entries from w
+        # the best corner of the set (approximate pass, cache) and the away corner (pairwise,
+        # away) come from one sweep, each corner scored once (it gathers ~200 entries from w).
+        # lam <w_i, w> - l_i, the block gap's part from w_i, is read only by the cache rule, the
+        # gap sampler and the away test: the dense dot streams the block's row from memory; with
+        # tracked weights it is the weighted score of the active corners, from the same sweep
+        # (the corner added below has no weight, so it changes neither)
         wants_best = approx or (cache and size[i] > 0)
-        both = wants_best and track_alpha and (needs_gap or step_kind != FW_STEP)
-        best = -1
-        Hb = 0.0
-        sb = 0.0
-        if both:
-            best, Hb, sb, a, score, sa = cs_best_and_away(S, i, w)
-            wiw = score * inv_ln
-        elif needs_gap:
-            if track_alpha:
-                a, score, sa = cs_away_and_weighted_score(S, i, w)
-                wiw = score * inv_ln
-            else:
-                wiw = wi_scale[i] * dense_dot(wi[i], w)
-        if wants_best and best < 0:
-            best, Hb, sb = cs_best(S, i, w)
+        wants_away = step_kind != FW_STEP or (track_alpha and needs_gap)
+        best, Hb, sb, a, score, sa = -1, 0.0, 0.0, -1, 0.0, 0.0
+        if wants_best or wants_away:
+            best, Hb, sb, a, score, sa = cs_scan(S, i, w, wants_best, wants_away)
+        wiw = 0.0
+        if needs_gap:
+            wiw = score * inv_ln if track_alpha else wi_scale[i] * dense_dot(wi[i], w)
         base = lam * wiw - li[i]
         # ---- corner source (nothing is changed until the room check has passed)
         slot = -1
@@ -342,8 +330,6 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             inv_c = 1.0 / fl[AVG_C]
         kind = step_kind
         if kind != FW_STEP:
-            if a < 0:
-                a, _, sa = cs_away_and_weighted_score(S, i, w)
             if kind == AWAY_STEP:
                 g_away = lam * (sa * inv_ln - wiw) + li[i] - loss[i, a] / n
                 if g_i >= g_away or alpha[i, a] >= 1.0 - ALPHA_EPS:

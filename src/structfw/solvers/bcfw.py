@@ -425,8 +425,7 @@ class BCFW(Solver):
             self.block_storage == "auto" and problem.n * problem.d * 8 <= self.max_dense_bytes)
         track = self.step in ("pairwise", "away")
         # compiled pairwise passes never read or write the rows (_compiled_general_pass)
-        lazy = (dense and self.step == "pairwise" and not problem.approximate and not problem.constrained
-                and self.minibatch == 1 and problem.compiled_oracle() is not None)
+        lazy = self.step == "pairwise" and self._compilable(problem, dense) and problem.compiled_oracle() is not None
         st = BCFWState(problem, dense, track_alpha=track, keep_corners=track or self.cache or self.multi_plane,
                        corner_capacity=self.cache_size + 2 if self.cache else 8, lazy_rows=lazy)
         st.rng = np.random.default_rng(rng)
@@ -478,7 +477,7 @@ class BCFW(Solver):
             st = self.new_state(problem, rng)
         st.fingerprint = problem.fingerprint
         self._ctx = BlockContext(problem, st, *self._parts())
-        if self._compilable(problem, st):
+        if self._compilable(problem, st.dense_blocks):
             problem.compiled_oracle()  # pack the data now, before the clock starts
         return st
 
@@ -644,12 +643,12 @@ class BCFW(Solver):
         n = problem.n
         predefined = self.step_size == "predefined"
         plain = self.step == "fw" and not self.cache and not self.multi_plane
-        compiled = problem.compiled_oracle() if self._compilable(problem, st) else None
+        compiled = problem.compiled_oracle() if self._compilable(problem, st.dense_blocks) else None
         if compiled is not None:
             if plain:
                 return self._compiled_pass(ctx, compiled, flag)
             return self._compiled_general_pass(ctx, compiled, flag, order, approx, avg)
-        fast = plain and self._compilable(problem, st) and not ctx.validate
+        fast = plain and self._compilable(problem, st.dense_blocks) and not ctx.validate
         ctx.u = avg.u if avg is not None else _EMPTY_V
         ctx.inv_c = 0.0
         tau = self.minibatch if not approx else 1
@@ -712,10 +711,10 @@ class BCFW(Solver):
     #: block iterations per compiled call: Ctrl-C is polled between chunks
     COMPILED_CHUNK = 1024
 
-    def _compilable(self, problem, st):
+    def _compilable(self, problem, dense_blocks):
         """The compiled passes need dense w_i, an exact oracle compiled by the model, no projection,
         no minibatch (minibatches are for costly oracles, which are not compiled)."""
-        return st.dense_blocks and not problem.approximate and not problem.constrained and self.minibatch == 1
+        return dense_blocks and not problem.approximate and not problem.constrained and self.minibatch == 1
 
     def _chunk_plan(self, st, m):
         """(sampling code, block order, uniform draws) for the next m steps."""

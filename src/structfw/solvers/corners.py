@@ -178,7 +178,7 @@ def cs_expire(S, i, oldest):
 def cs_best(S, i, w):
     """(slot, H, score) of argmax over block i's corners of H_i(y; w) = L_i(y) - <w, psi_i(y)>,
     with the corner's score <psi_i(y), w> (a block step along it needs it again)."""
-    r = _scan(S, i, w, True, False)
+    r = cs_scan(S, i, w, True, False)
     return r[0], r[1], r[2]
 
 
@@ -197,7 +197,7 @@ def cs_away_and_weighted_score(S, i, w):
     lam n <w_i, w>: the block gap's part from w_i without reading the dense row of w_i.
     The third is <psi_a, w>, which a pairwise or away step along psi_a needs again.
     Ties go to the first slot."""
-    r = _scan(S, i, w, False, True)
+    r = cs_scan(S, i, w, False, True)
     return r[3], r[4], r[5]
 
 
@@ -217,19 +217,14 @@ def cs_weighted_rows(S, rows, c):
                     row[pidx[t]] += (c * a) * pval[t]
 
 
-@njit(cache=True, nogil=True)
-def cs_best_and_away(S, i, w):
-    """:func:`cs_best` and :func:`cs_away_and_weighted_score` in one sweep over block i's
-    corners, each scored once: (best, H_best, <psi_best, w>, away, sum_k alpha_k <psi_k, w>,
-    <psi_away, w>), the same values and ties as the two sweeps."""
-    return _scan(S, i, w, True, True)
-
-
 @njit(cache=True, nogil=True, inline="always")
-def _scan(S, i, w, want_best, want_away):
-    """The sweep behind the three above: the best corner over all of block i's corners, the
-    away corner and the weighted score over the active ones (only those are scored when the
-    best is not wanted)."""
+def cs_scan(S, i, w, want_best, want_away):
+    """One sweep over block i's corners, each scored once: (best, H_best, <psi_best, w>, away,
+    sum_k alpha_k <psi_k, w>, <psi_away, w>) -- the best corner over all corners (when
+    ``want_best``), the away corner and the weighted score over the active ones (when
+    ``want_away``; only the active corners are scored when the best is not wanted).  A step
+    that needs both (cache or approximate pass with pairwise/away steps) scores each corner
+    once instead of twice."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     best = -1
     hb = 0.0
