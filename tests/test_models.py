@@ -61,6 +61,25 @@ def test_chain_oracles_vs_brute_force(L):
             assert val == pytest.approx(best, abs=1e-10)
 
 
+@pytest.mark.parametrize("S", [1, 2, 3, 4, 5])
+def test_chain_unary_scores_two_states_per_sweep(S):
+    """The unary kernel scores states in pairs (an odd S's last one twice): every S, every
+    word length, with and without the loss augmentation, against x W^T."""
+    from structfw.oracles import chain_unary_dense
+
+    rng = np.random.default_rng(S)
+    F = 7
+    for L in range(0, 4):
+        x = rng.standard_normal((L, F))
+        w = rng.standard_normal(S * F + S * S)
+        y_true = rng.integers(0, S, L)
+        expected = x @ w[:S * F].reshape(S, F).T
+        np.testing.assert_allclose(chain_unary_dense(x, w, S, F, y_true, False), expected, atol=1e-12)
+        if L:
+            expected += (np.arange(S)[None, :] != y_true[:, None]) / L
+        np.testing.assert_allclose(chain_unary_dense(x, w, S, F, y_true, True), expected, atol=1e-12)
+
+
 def test_viterbi_kernels_vs_brute_force():
     rng = np.random.default_rng(0)
     for L in range(1, 6):

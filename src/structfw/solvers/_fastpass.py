@@ -20,7 +20,7 @@ from ..oracles.compiled import corner
 from .corners import (ALPHA_EPS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find,
                       cs_put, cs_room, cs_scan)
 from ._kernels import (_axpy_row, _axpy_row_avg, _dot_and_sqnorm, add_block_entries, dense_dot, fenwick_add,
-                       fenwick_find, fenwick_total, rescaled_block, scored_block_step, step_along)
+                       fenwick_find, fenwick_total, first_argmax, rescaled_block, scored_block_step, step_along)
 
 #: sampler kinds understood by the kernel
 ORDER, GAP, MAX_GAP = 0, 1, 2
@@ -149,7 +149,7 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
             else:
                 i = fenwick_find(tree, draws[s] * total)
         else:
-            i = int(np.argmax(estimates))
+            i = first_argmax(estimates)
         gfixed = 2.0 * n / (k + 2.0 * n) if predefined else -1.0
         rho = 0.0
         inv_c = 0.0
@@ -257,7 +257,7 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             total = fenwick_total(tree)
             i = min(int(draws[s] * n), n - 1) if total <= 0.0 else fenwick_find(tree, draws[s] * total)
         else:
-            i = int(np.argmax(estimates))
+            i = first_argmax(estimates)
         k = it[K]
         mark = k if stamp < 0 else stamp
         # the best corner of the set (approximate pass, cache) and the away corner (pairwise,

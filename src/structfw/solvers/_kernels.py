@@ -292,3 +292,15 @@ def fenwick_total(tree):
         s += tree[j]
         j -= j & (-j)
     return s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def first_argmax(values):
+    """Index of the largest value, the first on ties (as np.argmax on NaN-free values): the
+    max-gap sampler's block.  A loop rather than np.argmax, whose two overload layers cost
+    every compiled pass ~0.15 s of a first run."""
+    best = 0
+    for j in range(1, values.shape[0]):
+        if values[j] > values[best]:
+            best = j
+    return best
