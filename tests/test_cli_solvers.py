@@ -31,6 +31,26 @@ def test_train_with_mpbcfw_and_the_mpbcfw_bench(tmp_path):
     assert (tmp_path / "mpbcfw.json").exists() and (tmp_path / "mpbcfw.md").exists()
 
 
+def test_mpbcfw_bench_gives_bcfw_its_own_budget(tmp_path):
+    """--bcfw-passes: BCFW and BCFW-avg run that many passes (and set g_B), the others --passes."""
+    import json
+
+    r = CliRunner().invoke(main, ["bench", "mpbcfw", "--dataset", "digits", "--passes", "2", "--bcfw-passes", "5",
+                                  "--seeds", "1", "--subsample", "60", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "mpbcfw.json").read_text())
+    assert doc["bcfw_passes"] == 5 and doc["passes"] == 2
+    runs = doc["datasets"]["digits"]["runs"]
+    for label, want in (("BCFW", 5), ("BCFW-avg", 5), ("MP-BCFW", 2), ("MP-BCFW-avg", 2), ("BCPFW-gap-cache", 2)):
+        assert runs[label][0]["columns"]["engine_passes"][-1] >= want
+        assert runs[label][0]["columns"]["oracle_calls"][-1] <= want * 60 + 1e-9, label
+    assert runs["BCFW"][0]["columns"]["oracle_calls"][-1] == 5 * 60
+    assert "5 BCFW passes, 2 for the others" in (tmp_path / "mpbcfw.md").read_text()
+    r = CliRunner().invoke(main, ["bench", "mpbcfw", "--dataset", "digits", "--bcfw-passes", "0",
+                                  "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "--bcfw-passes" in r.output
+
+
 def test_train_on_the_segmentation_tasks():
     for data in ("seg-binary", "seg-multi"):
         r = CliRunner().invoke(main, ["train", "--data", data, "--passes", "1", "--quiet", "--lam", "0.01"])
