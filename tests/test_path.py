@@ -7,7 +7,7 @@ import pytest
 
 import structfw as sf
 from structfw.path import RegularizationPath, regularization_path
-from structfw.solvers import BCFW, FW, Monitor, Problem, StopRule
+from structfw.solvers import BCFW, FW, MPBCFW, Monitor, Problem, StopRule
 
 from toy import exact_optimum, make_toy, primal
 
@@ -29,7 +29,9 @@ def toy():
 
 
 @pytest.mark.parametrize("solver", [None, BCFW(), BCFW(step="away", sampling="perm"),
-                                    BCFW(sampling="uniform", cache=True)], ids=["default", "fw", "away", "cache"])
+                                    BCFW(sampling="uniform", cache=True), MPBCFW(approx_rule="work"),
+                                    MPBCFW(step="pairwise", sampling="gap")],
+                         ids=["default", "fw", "away", "cache", "mpbcfw", "mpbcfw-pairwise-gap"])
 def test_path_is_eps_approximate_against_exact_qp(toy, solver):
     model, X, Y = toy
     eps = 0.1
