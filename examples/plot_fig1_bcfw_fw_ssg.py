@@ -29,7 +29,9 @@ for name, solver in runs.items():
 # a reference optimum: the best dual value any run reached, after a longer BCPFW-gap run
 ref = sf.StructuredSVM(model, solver=sf.solvers.BCFW(step="pairwise", sampling="gap"), lam=0.01,
                        max_passes=60, tol=1e-6, random_state=0).fit(X, Y)
-d_best = max(np.nanmax(ref.trace_["dual"]), *(np.nanmax(t["dual"]) for t in traces.values()))
+# (SSG has no dual: its trace's dual column is NaN throughout and takes no part)
+duals = [ref.trace_["dual"]] + [t["dual"] for t in traces.values() if np.isfinite(t["dual"]).any()]
+d_best = max(np.nanmax(d) for d in duals)
 
 fig, ax = plt.subplots(figsize=(5, 3.5))
 for name, tr in traces.items():

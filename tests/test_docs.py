@@ -1,0 +1,62 @@
+"""What the documentation site shows: no raw Sphinx roles, no machine paths, one copy of the ten lines."""
+import ast
+import importlib.util
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("doc_checks", ROOT / "docs" / "hooks" / "checks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _docstrings():
+    for path in sorted((ROOT / "src" / "structfw").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=False)
+                if doc:
+                    yield f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 1)}", doc
+
+
+def test_no_sphinx_roles_in_docstrings():
+    """mkdocstrings renders docstrings as Markdown, where ":class:`X`" is literal text."""
+    role = _hooks().RAW_ROLE
+    found = [where for where, doc in _docstrings() if role.search(doc)]
+    assert not found, f"raw Sphinx roles (write `Name` in backticks) in: {found[:10]}"
+
+
+def test_the_docs_build_fails_on_a_raw_role_or_a_machine_path(tmp_path):
+    from mkdocs.exceptions import PluginError
+
+    hooks = _hooks()
+    hooks.on_config({"config_file_path": str(tmp_path / "mkdocs.yml")})
+    page = SimpleNamespace(file=SimpleNamespace(src_path="reference/x.md"))
+    assert hooks.on_page_content("<p>see <code>Trace</code></p>", page, {}, None)
+    with pytest.raises(PluginError, match="raw Sphinx role"):
+        hooks.on_page_content("<p>see :class:`Trace`</p>", page, {}, None)
+    with pytest.raises(PluginError, match="machine's path"):
+        hooks.on_page_content(f"<pre>{tmp_path}/examples/plot_x.py:3: UserWarning</pre>", page, {}, None)
+
+
+def test_the_ten_lines_have_one_copy():
+    """The docs include the README's section rather than keeping copies that drift apart."""
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count("[start:ten-lines]") == 1 and readme.count("[end:ten-lines]") == 1
+    for page in ("index.md", "guide/estimator.md"):
+        text = (ROOT / "docs" / page).read_text()
+        assert '--8<-- "README.md:ten-lines"' in text
+        assert "sf.datasets.load_ocr(\"train\")" not in text, page
+
+
+def test_docs_name_no_missing_design_file():
+    for path in list((ROOT / "docs").rglob("*.md")) + list((ROOT / "src").rglob("*.py")):
+        assert "DESIGN.md" not in path.read_text(), path
