@@ -2,19 +2,33 @@
 
 Gap passes, batch FW steps, minibatches, cutting-plane rounds, test-loss checkpoints
 and prediction go through it, so they run serially, on local threads or processes, or
-on a Ray cluster (:mod:`structfw.executor_ray`) without the solvers changing.  A data
-set is *bound* once (:meth:`SerialExecutor.bind`): the model and the examples go to the
+on a Ray cluster (`structfw.executor_ray`) without the solvers changing.  A data
+set is *bound* once (`SerialExecutor.bind`): the model and the examples go to the
 workers once, and every later call sends only block indices and w.  An example whose
-oracle raises is named in the error (:class:`ExampleError`), wherever it ran.
+oracle raises is named in the error (`ExampleError`), wherever it ran.
 
-Besides the blocking calls, :meth:`SerialExecutor.submit` starts one oracle call and
+Besides the blocking calls, `SerialExecutor.submit` starts one oracle call and
 returns a future: the asynchronous minibatch engine keeps a window of them in flight.
+
+Every executor is a context manager, and `SerialExecutor.close` ends its workers
+on every exit path: after a normal end it lets idle workers finish, and when calls are
+still running (an exception, a second Ctrl-C, an oracle timeout) it terminates the
+worker processes at once.  Worker processes also die with their parent (Linux: a
+parent-death signal), so a SIGTERM or SIGKILL of the parent leaves no orphans.
 """
 from __future__ import annotations
 
+import ctypes
 import itertools
+import math
 import os
+import queue
+import signal
+import sys
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
@@ -26,6 +40,62 @@ _KEYS = itertools.count()
 
 class ExampleError(RuntimeError):
     """An oracle or decoder raised on one example; the message names it."""
+
+
+class OracleTimeout(ExampleError, TimeoutError):
+    """An oracle call did not return within its ``oracle_timeout``; the message names its examples.
+
+    Attributes
+    ----------
+    indices : list of int
+        The examples of the call that timed out (one of them hung).
+    """
+
+    def __init__(self, message, indices=()):
+        super().__init__(message)
+        self.indices = [int(i) for i in indices]
+
+
+def check_oracle_timeout(oracle_timeout):
+    """oracle_timeout as a float, or None, after checking it is None or a finite number > 0."""
+    if oracle_timeout is None:
+        return None
+    if isinstance(oracle_timeout, (bool, np.bool_)) or not isinstance(oracle_timeout, (int, float, np.integer,
+                                                                                       np.floating)):
+        raise ValueError(f"oracle_timeout must be None or a number of seconds > 0; got {oracle_timeout!r}")
+    if not (math.isfinite(oracle_timeout) and oracle_timeout > 0):
+        raise ValueError(f"oracle_timeout must be None or a finite number of seconds > 0; got {oracle_timeout!r}")
+    return float(oracle_timeout)
+
+
+def _wait(future, oracle_timeout, indices, inflight):
+    """future.result(), raising OracleTimeout when the call overstays (oracle_timeout None: wait for ever).
+
+    A call on k examples is given k * oracle_timeout seconds, counted from the later of
+    its submission and the last call of the executor that finished: a call queued
+    behind others on busy workers is not timed out for its wait, only the pool making
+    no progress is."""
+    if oracle_timeout is None:
+        return future.result()
+    limit = oracle_timeout * max(len(indices), 1)
+    while True:
+        remaining = inflight.deadline(future, limit) - time.monotonic()
+        try:
+            return future.result(timeout=max(remaining, 0.0))
+        except FuturesTimeout:
+            if future.done():  # the oracle itself raised a TimeoutError (not wrapped): not ours to rename
+                raise
+        if time.monotonic() >= inflight.deadline(future, limit):  # else another call finished meanwhile
+            raise _timeout_error(oracle_timeout, limit, indices) from None
+
+
+def _timeout_error(oracle_timeout, limit, indices):
+    blocks = [int(i) for i in indices]
+    which = (f"example {blocks[0]}" if len(blocks) == 1 else
+             f"one of examples {blocks[:10]}{'...' if len(blocks) > 10 else ''}")
+    return OracleTimeout(f"the oracle did not return within {limit:g} s (oracle_timeout={oracle_timeout:g} s per "
+                         f"example, {len(blocks)} in the call): {which} hung; the workers are ended when the "
+                         f"executor closes", blocks)
 
 
 def _run(data, augmented, indices, w):
@@ -42,8 +112,40 @@ def _run(data, augmented, indices, w):
     return out
 
 
-def _init_worker(bound):
+def _init_worker(bound, parent):
+    # Ctrl-C goes to the whole foreground process group: the parent decides (it ends the fit at a
+    # safe point, or on a second Ctrl-C ends us through close), a worker must not die of it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a forked worker inherits the parent's Python handlers, which run only between bytecodes: the
+    # default action ends the worker even inside a compiled oracle that holds the GIL
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent(parent)
     _WORKER_DATA.update(bound)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent):
+    """Linux: have the kernel send SIGTERM to this worker when its parent dies (even by SIGKILL).
+
+    Chosen over a watchdog thread polling os.getppid(): the kernel signal needs no thread,
+    has no polling delay, and ends a worker stuck in a compiled oracle that holds the GIL
+    (where a watchdog thread could never run).  The signal follows the parent *thread* that
+    started the worker: the pools are started and closed by the thread of one fit; a worker
+    lost when that thread ends is replaced like any dead worker (its calls are sent again).
+    Elsewhere nothing is done: orphans then end when their parent's pipe closes, or not at all.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM), 0, 0, 0) != 0:
+            return
+    except (OSError, AttributeError):  # no libc symbols (unusual builds): keep the worker anyway
+        return
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
 
 
 def _run_in_worker(key, augmented, indices, w):
@@ -51,12 +153,26 @@ def _run_in_worker(key, augmented, indices, w):
 
 
 class SerialExecutor:
-    """Runs oracles in the calling process, one example after another."""
+    """Runs oracles in the calling process, one example after another.
+
+    A serial oracle cannot be pre-empted: while it runs compiled code (a numba kernel
+    holds the thread) neither a timeout nor Ctrl-C can stop it; a pure-Python oracle
+    stops on a second Ctrl-C (`structfw._interrupt`).  Use a worker executor with
+    ``oracle_timeout`` to bound its time.
+    """
 
     n_jobs = 1
+    oracle_timeout = None
 
     def __init__(self):
         self._data = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     def bind(self, model, X, Y=None):
         """Make (model, X, Y) resident where the oracles run; returns a handle for the calls."""
@@ -92,7 +208,35 @@ class SerialExecutor:
         return _run(self._data[key], augmented, idx, w)
 
     def close(self):
+        """Drop the bound data sets and end the workers (also what leaving a ``with`` block does)."""
         self._data = {}
+
+
+class _Inflight:
+    """An executor's futures that have not finished (close() must not wait for them), with the clock
+    of the oracle timeout: when each was submitted and when the last one finished."""
+
+    def __init__(self):
+        self._started = {}
+        self.last_done = time.monotonic()
+
+    def add(self, future):
+        self._started[future] = time.monotonic()
+        future.add_done_callback(self._done)  # runs at once if already done
+        return future
+
+    def _done(self, future):
+        self.last_done = time.monotonic()
+        self._started.pop(future, None)
+
+    def deadline(self, future, limit):
+        return max(self._started.get(future, 0.0), self.last_done) + limit
+
+    def any(self):
+        return any(not f.done() for f in list(self._started))
+
+    def clear(self):
+        self._started.clear()
 
 
 class ProcessExecutor(SerialExecutor):
@@ -101,12 +245,32 @@ class ProcessExecutor(SerialExecutor):
     The data travel once, when the pool starts (a data set bound later restarts the
     pool); each call sends index ranges and w.  Worth it when one oracle call costs
     much more than sending w (graph cuts, large grids), not for OCR's Viterbi.
+
+    Parameters
+    ----------
+    n_jobs : int
+        Worker processes.
+    oracle_timeout : float or None
+        Seconds one example's oracle may take: a call on k examples that has not
+        returned after k * oracle_timeout seconds raises `OracleTimeout`, naming
+        its examples.  The time counts from the later of the call's submission and the
+        last call that finished, so a call waiting for a busy worker is not timed out;
+        the first call on a new worker also loads the compiled oracle (allow for it).
+        None waits for ever.
+
+    Notes
+    -----
+    `close` (or leaving a ``with`` block) terminates workers whose calls are still
+    running (a hung oracle, an aborted fit); the workers ignore Ctrl-C (the parent
+    handles it) and, on Linux, die with their parent.
     """
 
-    def __init__(self, n_jobs):
+    def __init__(self, n_jobs, oracle_timeout=None):
         super().__init__()
         self.n_jobs = int(n_jobs)
+        self.oracle_timeout = check_oracle_timeout(oracle_timeout)
         self._pool = None
+        self._inflight = _Inflight()
 
     def bind(self, model, X, Y=None):
         key = super().bind(model, X, Y)
@@ -115,7 +279,8 @@ class ProcessExecutor(SerialExecutor):
 
     def _workers(self):
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.n_jobs, initializer=_init_worker, initargs=(dict(self._data),))
+            self._pool = ProcessPoolExecutor(self.n_jobs, initializer=_init_worker,
+                                             initargs=(dict(self._data), os.getpid()))
         return self._pool
 
     def submit(self, key, w, indices):
@@ -137,10 +302,41 @@ class ProcessExecutor(SerialExecutor):
             self._pool = None
         return self._workers()
 
-    def _shutdown(self):
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+    def _shutdown(self, hurry=False):
+        """End the pool: idle workers finish; with ``hurry`` and calls still running, they are terminated."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if hurry and self._inflight.any():
+            _terminate_pool(pool)
+        else:
+            pool.shutdown()
+        self._inflight.clear()
+
+    def close(self):
+        """End the workers (terminating those still running a call) and drop the data sets."""
+        self._shutdown(hurry=True)
+        super().close()
+
+
+def _terminate_pool(pool):
+    """Stop a process pool whose workers may be running calls that will never return."""
+    # ProcessPoolExecutor has no public way to end busy workers before Python 3.14
+    # (terminate_workers); its process table is the only handle on them
+    terminate = getattr(pool, "terminate_workers", None)
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    if terminate is not None:
+        terminate()
+    else:
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+    for p in processes:
+        p.join(5.0)
+        if p.is_alive():  # SIGTERM blocked or ignored by the oracle's own code
+            p.kill()
+            p.join(5.0)
 
 
 #: how many times one call is sent again after its worker process died
@@ -153,25 +349,89 @@ class _ResentCall:
     def __init__(self, executor, args):
         self.executor, self.args = executor, args
         self.pool = executor._workers()
-        self.future = self.pool.submit(_run_in_worker, *args)
+        self.future = executor._inflight.add(self.pool.submit(_run_in_worker, *args))
+
+    def _wait(self):
+        return _wait(self.future, self.executor.oracle_timeout, self.args[2], self.executor._inflight)
 
     def result(self):
         for _ in range(MAX_RESENDS):
             try:
-                return self.future.result()
+                return self._wait()
             except BrokenProcessPool:
                 self.pool = self.executor._restart(self.pool)
-                self.future = self.pool.submit(_run_in_worker, *self.args)
+                self.future = self.executor._inflight.add(self.pool.submit(_run_in_worker, *self.args))
         try:
-            return self.future.result()
+            return self._wait()
         except BrokenProcessPool:
             blocks = [int(i) for i in self.args[2]]
             raise RuntimeError(f"worker processes died {MAX_RESENDS + 1} times running the oracles of examples "
                                f"{blocks[:10]}{'...' if len(blocks) > 10 else ''}; giving up") from None
 
-    def close(self):
-        self._shutdown()
-        super().close()
+
+class _DaemonThreadPool:
+    """A minimal thread pool of daemon threads.
+
+    concurrent.futures' ThreadPoolExecutor joins its threads when the interpreter exits, so
+    one oracle that never returns would keep the process alive after the fit was aborted
+    (second Ctrl-C, oracle timeout).  A thread cannot be killed; a daemon thread at least
+    does not hold the exit."""
+
+    def __init__(self, n_threads):
+        self._queue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"structfw-oracle-{k}", daemon=True)
+                         for k in range(n_threads)]
+        for t in self._threads:
+            t.start()
+
+    def _work(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            self._run(*item)
+            item = None  # no reference to w or a result while idle
+
+    @staticmethod
+    def _run(future, fn, args):
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            result = fn(*args)
+        except BaseException as exc:  # delivered by result(), like ThreadPoolExecutor
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    def submit(self, fn, *args):
+        future = Future()
+        self._queue.put((future, fn, args))
+        return future
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        if cancel_futures:
+            try:
+                while True:
+                    item = self._queue.get_nowait()
+                    if item is not None:
+                        item[0].cancel()
+            except queue.Empty:
+                pass
+        for _ in self._threads:
+            self._queue.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
+
+
+class _TimedCall:
+    """One call on a thread pool; result() waits at most the executor's oracle timeout."""
+
+    def __init__(self, executor, future, indices):
+        self.executor, self.future, self.indices = executor, future, indices
+
+    def result(self):
+        return _wait(self.future, self.executor.oracle_timeout, self.indices, self.executor._inflight)
 
 
 class ThreadExecutor(SerialExecutor):
@@ -180,39 +440,53 @@ class ThreadExecutor(SerialExecutor):
     Worth it when the oracle releases the GIL: the numba kernels (``nogil=True``: chain
     Viterbi, the Boykov-Kolmogorov min cut of the graph-cut models) do; pure-Python oracles
     do not, and then processes are the choice.
+
+    Parameters
+    ----------
+    n_jobs : int
+        Worker threads.
+    oracle_timeout : float or None
+        Seconds one example's oracle may take (see `ProcessExecutor`); the call
+        then raises `OracleTimeout`.  A thread cannot be killed: the hung oracle
+        keeps its thread until it returns (the threads are daemons, so it does not hold
+        the interpreter's exit); use processes for oracles that may hang.
     """
 
-    def __init__(self, n_jobs):
+    def __init__(self, n_jobs, oracle_timeout=None):
         super().__init__()
         self.n_jobs = int(n_jobs)
+        self.oracle_timeout = check_oracle_timeout(oracle_timeout)
         self._pool = None
+        self._inflight = _Inflight()
 
     def _workers(self):
-        from concurrent.futures import ThreadPoolExecutor
-
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.n_jobs)
+            self._pool = _DaemonThreadPool(self.n_jobs)
         return self._pool
 
     def submit(self, key, w, indices):
-        return self._workers().submit(_run, self._data[key], True, indices, w)
+        future = self._inflight.add(self._workers().submit(_run, self._data[key], True, indices, w))
+        return _TimedCall(self, future, indices)
 
     def _map(self, key, augmented, indices, w):
         pool = self._workers()
         idx = np.arange(self._size(key)) if indices is None else np.asarray(indices, np.int64)
         bounds = np.linspace(0, len(idx), self.n_jobs + 1).astype(int)
         data = self._data[key]
-        futures = [pool.submit(_run, data, augmented, idx[a:b], w)
-                   for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        calls = [(self._inflight.add(pool.submit(_run, data, augmented, idx[a:b], w)), idx[a:b])
+                 for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
         out = []
-        for f in futures:
-            out.extend(f.result())
+        for f, part in calls:
+            out.extend(_wait(f, self.oracle_timeout, part, self._inflight))
         return out
 
     def close(self):
+        """End the threads; calls still running are not waited for (their threads end when they return)."""
         if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            busy = self._inflight.any()
+            pool.shutdown(wait=not busy, cancel_futures=True)
+            self._inflight.clear()
         super().close()
 
 
@@ -240,23 +514,42 @@ def check_n_jobs(n_jobs):
     return n_jobs
 
 
-def get_executor(n_jobs=None, backend="process"):
+def get_executor(n_jobs=None, backend="process", oracle_timeout=None):
     """The executor for ``n_jobs`` workers of kind ``backend``.
 
-    ``n_jobs``: None or 1 serial (except with Ray: one actor), ``k > 1`` k workers,
-    ``-1`` one per CPU (of the Ray cluster with Ray).  ``backend``: "process",
-    "thread", "ray" (the local cluster, started if none runs, or the one named by the
-    ``RAY_ADDRESS`` environment variable) or "ray:ADDRESS"."""
+    Parameters
+    ----------
+    n_jobs : int or None
+        None or 1 serial (except with Ray: one actor), ``k > 1`` k workers, ``-1`` one per
+        CPU (of the Ray cluster with Ray).
+    backend : str
+        "process", "thread", "ray" (the local cluster, started if none runs, or the one
+        named by the ``RAY_ADDRESS`` environment variable) or "ray:ADDRESS".
+    oracle_timeout : float or None
+        Seconds one example's oracle may take on a worker; a call that takes longer
+        raises `OracleTimeout` naming its examples.  A serial in-process oracle
+        cannot be pre-empted (a numba kernel holds the thread), so with a timeout the
+        oracles always run on workers: one, for ``n_jobs`` None or 1.  Without one, a
+        second Ctrl-C is the way out of a hung oracle.
+
+    Returns
+    -------
+    SerialExecutor
+        Or a subclass; a context manager whose exit ends its workers.
+    """
     kind, address = parse_executor(backend)
     check_n_jobs(n_jobs)
+    oracle_timeout = check_oracle_timeout(oracle_timeout)
     if kind == "ray":
         from .executor_ray import RayExecutor
 
-        return RayExecutor(n_jobs, address)
-    if n_jobs is None or n_jobs == 1:
-        return SerialExecutor()
+        return RayExecutor(n_jobs, address, oracle_timeout=oracle_timeout)
     if n_jobs == -1:
         n_jobs = os.cpu_count() or 1
-    if n_jobs == 1:
-        return SerialExecutor()
-    return ThreadExecutor(n_jobs) if kind == "thread" else ProcessExecutor(n_jobs)
+    if n_jobs is None or n_jobs == 1:
+        if oracle_timeout is None:
+            return SerialExecutor()
+        n_jobs = 1
+    if kind == "thread":
+        return ThreadExecutor(n_jobs, oracle_timeout)
+    return ProcessExecutor(n_jobs, oracle_timeout)

@@ -11,7 +11,24 @@ The actors outlive one fit (they keep their imported modules and loaded numba
 kernels, which take seconds to load in a new process); a fit's data leave them when
 its executor closes.  An actor that dies is recreated, the live data sets are bound
 to it again and its calls are sent again; an oracle that raises is named by its
-example (:class:`structfw.executor.ExampleError`).
+example (`structfw.executor.ExampleError`).
+
+How the actors end:
+
+- an executor closed while its calls still run (an exception, a second Ctrl-C, an
+  ``oracle_timeout``) kills the actors running them (a hung oracle cannot be cancelled
+  inside an actor); the next call starts new ones;
+- `shutdown` kills them all;
+- when this process exits, or dies by SIGTERM or SIGKILL, Ray ends the actors it owns
+  (they are not detached), and a local cluster that ``ray.init`` started here ends with
+  this process on exit and SIGTERM.  That is Ray's doing, not structfw's, and it has a
+  gap: after a SIGKILL, Ray (2.60, Linux) leaves the local cluster's dashboard and
+  runtime-env agents running (``ray stop`` ends them).  A cluster started with
+  ``ray start`` keeps running, by design.
+
+Ray looks at signals while it waits about once a second, so two Ctrl-C within that
+second count as one: the second Ctrl-C that aborts a fit (`structfw._interrupt`)
+must come at least a second after the first.
 """
 from __future__ import annotations
 
@@ -20,7 +37,7 @@ import os
 
 import numpy as np
 
-from .executor import _KEYS, ExampleError, SerialExecutor, _run
+from .executor import _KEYS, ExampleError, SerialExecutor, _run, _timeout_error, check_oracle_timeout
 
 #: how many times one call is sent again after its actor died
 MAX_RESENDS = 3
@@ -83,24 +100,39 @@ def _new_actor():
 
 
 def _actors(m):
-    """The first m actors of the pool (started as needed)."""
+    """The first m actors of the pool (started as needed, also in the places of killed ones)."""
     while len(_ACTORS) < m:
         _ACTORS.append(_new_actor())
+    for j in range(m):
+        if _ACTORS[j] is None:
+            _ACTORS[j] = _new_actor()
     return _ACTORS[:m]
 
 
 def _replace_actor(j, dead):
     """Actor j died: a new one with every live data set (unless a previous call replaced it)."""
-    if _ACTORS[j] is dead:
+    if _ACTORS[j] is dead or _ACTORS[j] is None:
         _ACTORS[j] = _new_actor()
     return _ACTORS[j]
+
+
+def _kill_actor(actor):
+    """Kill a pool actor (it may be running an oracle that never returns); its place is refilled on demand."""
+    for j, a in enumerate(_ACTORS):
+        if a is actor:
+            _ACTORS[j] = None
+    try:
+        _ray().kill(actor)
+    except Exception:  # already dead, or the cluster is gone: nothing left to end
+        pass
 
 
 def shutdown():
     """Stop this process's actors (they otherwise live until the interpreter exits)."""
     ray = _ray()
     for actor in _ACTORS:
-        ray.kill(actor)
+        if actor is not None:
+            ray.kill(actor)
     _ACTORS.clear()
     _BOUND.clear()
 
@@ -108,16 +140,29 @@ def shutdown():
 class _Call:
     """One oracle call on actor j; result() waits for it and sends it again if the actor died."""
 
-    def __init__(self, j, key, augmented, indices, w_ref):
+    def __init__(self, j, key, augmented, indices, w_ref, oracle_timeout=None, inflight=None):
         self.j, self.args = j, (key, augmented, indices, w_ref)
+        self.oracle_timeout = oracle_timeout
         self.actor = _ACTORS[j]
         self.ref = self.actor.run.remote(*self.args)
+        self.inflight = inflight if inflight is not None else set()
+        self.inflight.add(self)
 
     def result(self):
+        out = self._result()
+        # only a call that returned is surely over; close() asks Ray about the others (a timed-out or
+        # abandoned call may still run, and then its actor is killed)
+        self.inflight.discard(self)
+        return out
+
+    def _result(self):
         ray = _ray()
+        limit = None if self.oracle_timeout is None else self.oracle_timeout * max(len(self.args[2]), 1)
         for _ in range(MAX_RESENDS + 1):
             try:
-                return ray.get(self.ref)
+                return ray.get(self.ref, timeout=limit)
+            except ray.exceptions.GetTimeoutError:
+                raise _timeout_error(self.oracle_timeout, limit, self.args[2]) from None
             except ray.exceptions.RayActorError:
                 self.actor = _replace_actor(self.j, self.actor)
                 self.ref = self.actor.run.remote(*self.args)
@@ -141,9 +186,14 @@ class RayExecutor(SerialExecutor):
     address : str or None
         The cluster to join (``"auto"``, ``"ray://head:10001"``, ...); None: the one
         named by RAY_ADDRESS, else a local cluster started on this machine.
+    oracle_timeout : float or None
+        Seconds one example's oracle may take: a call on k examples not back after
+        k * oracle_timeout seconds raises `structfw.executor.OracleTimeout`
+        naming its examples, and `close` then kills its actor.
     """
 
-    def __init__(self, n_jobs=None, address=None):
+    def __init__(self, n_jobs=None, address=None, oracle_timeout=None):
+        oracle_timeout = check_oracle_timeout(oracle_timeout)
         cpus = connect(address)
         if n_jobs is None or n_jobs == -1:
             n_jobs = max(cpus, 1)
@@ -155,6 +205,8 @@ class RayExecutor(SerialExecutor):
         self.address = address
         self._keys = {}  # key -> number of examples (the data live in the object store)
         self._next = 0  # round robin for single calls
+        self.oracle_timeout = oracle_timeout
+        self._inflight = set()  # calls whose result was not taken yet
 
     def bind(self, model, X, Y=None):
         """Put (model, X, Y) into the object store once and on every actor; a handle for the calls."""
@@ -171,7 +223,7 @@ class RayExecutor(SerialExecutor):
         j = self._next % self.n_jobs
         self._next += 1
         _actors(self.n_jobs)
-        return _Call(j, key, True, np.asarray(indices, np.int64), w)
+        return _Call(j, key, True, np.asarray(indices, np.int64), w, self.oracle_timeout, self._inflight)
 
     def _size(self, key):
         return self._keys[key]
@@ -181,7 +233,7 @@ class RayExecutor(SerialExecutor):
         _actors(self.n_jobs)
         w_ref = _ray().put(np.asarray(w))  # sent once, read by every actor
         bounds = np.linspace(0, len(idx), self.n_jobs + 1).astype(int)
-        calls = [_Call(j, key, augmented, idx[a:b], w_ref)
+        calls = [_Call(j, key, augmented, idx[a:b], w_ref, self.oracle_timeout, self._inflight)
                  for j, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])) if b > a]
         out = []
         for call in calls:
@@ -189,12 +241,33 @@ class RayExecutor(SerialExecutor):
         return out
 
     def close(self):
-        """Drop this executor's data sets from the actors (the actors stay for the next fit)."""
+        """Drop this executor's data sets from the actors; kill the actors of calls still running.
+
+        After a normal end the actors stay for the next fit; a call still running (an
+        exception, a second Ctrl-C or a timeout left it) may never return, so its actor
+        is killed."""
+        self._kill_busy_actors()
         keys = list(self._keys)
         for key in keys:
             _BOUND.pop(key, None)
         if keys:
             for actor in _ACTORS:
-                actor.unbind.remote(keys)
+                if actor is not None:
+                    actor.unbind.remote(keys)
         self._keys = {}
         super().close()
+
+    def _kill_busy_actors(self):
+        calls = list(self._inflight)
+        self._inflight.clear()
+        if not calls:
+            return
+        ray = _ray()
+        try:
+            ready, _ = ray.wait([c.ref for c in calls], num_returns=len(calls), timeout=0)
+        except Exception:  # the cluster is gone: so are its actors
+            return
+        ready = set(ready)
+        for call in calls:
+            if call.ref not in ready:
+                _kill_actor(call.actor)
