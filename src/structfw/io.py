@@ -1,20 +1,20 @@
-"""Model files: one versioned format for every estimator (DESIGN.md section 5).
+"""Model files: one versioned format for every estimator (docs/design.md, "State, warm starts and exact resume").
 
-A model file is an ``.npz`` archive (written with :func:`numpy.savez`, uncompressed)
+A model file is an ``.npz`` archive (written with `numpy.savez`, uncompressed)
 holding
 
 * ``header``: a JSON object as a 0-d unicode array, with the keys ``format``
-  (:data:`FORMAT`), ``version`` (:data:`VERSION`), ``kind`` (the estimator class name)
+  (`FORMAT`), ``version`` (`VERSION`), ``kind`` (the estimator class name)
   and the estimator's own fields;
 * plain numeric arrays (bool, integer or floating dtypes), and optionally long JSON
   texts (0-d unicode arrays, e.g. a convergence trace).
 
-Model files are untrusted input.  :func:`read_model_file` never unpickles, never
+Model files are untrusted input.  `read_model_file` never unpickles, never
 trusts a size it has not bounded, and turns every way a file can be broken
 (truncated, corrupted, empty, another format, a pickle-bearing archive, an object or
 structured dtype, a huge declared shape, duplicated or unexpected members, an
-over-deep or non-standard JSON header) into a :class:`ValueError` naming the file and
-the problem.  The small validators below (:func:`header_int`, :func:`array_field`, ...)
+over-deep or non-standard JSON header) into a `ValueError` naming the file and
+the problem.  The small validators below (`header_int`, `array_field`, ...)
 let each estimator check every field against the model it builds, with errors that
 name the file and the field.  No field is ever used as a path, and estimators take no
 execution setting (n_jobs, executors, verbosity) from a file.
@@ -22,8 +22,8 @@ execution setting (n_jobs, executors, verbosity) from a file.
 Optional solver state (warm starts)
 -----------------------------------
 A file may carry a solver-state section: JSON meta under the header key ``state``
-and arrays named ``state/<name>``.  :func:`pack_state` builds it for
-:func:`write_model_file` and :func:`unpack_state` returns it validated as generic
+and arrays named ``state/<name>``.  `pack_state` builds it for
+`write_model_file` and `unpack_state` returns it validated as generic
 data (a dict and finite numeric arrays); what the arrays mean is for the solver that
 wrote them to check.
 """
@@ -37,9 +37,12 @@ import struct
 import tempfile
 import zlib
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO, Any, NoReturn
 
 import numpy as np
+import numpy.typing as npt
 
 #: Value of the header key ``format`` of every structfw model file.
 FORMAT = "structfw-model"
@@ -54,23 +57,25 @@ MAX_HEADER_CHARS = 1 << 22
 MAX_TEXT_CHARS = 1 << 28
 #: Name of the solver-state section (header key, and prefix of its arrays).
 STATE_KEY = "state"
+#: Bytes read at a time into an array (bounds the temporary memory of a read).
+_CHUNK = 1 << 24
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.]+(/[A-Za-z0-9_.]+)?$")
 _NUMERIC_KINDS = "biuf"
 _MISSING = object()
 
 
-class FieldMap(dict):
+class FieldMap(dict[str, Any]):
     """A dict of fields read from a model file; ``source`` names the file (and the
     enclosing field) in error messages."""
 
-    def __init__(self, data, source):
+    def __init__(self, data: Mapping[str, Any], source: str) -> None:
         super().__init__(data)
         self.source = source
 
 
 # --------------------------------------------------------------------------- paths
-def model_path(path):
+def model_path(path: str | os.PathLike[str]) -> Path:
     """The path a model file is written to / read from: ``path`` with ``.npz``
     appended unless it already ends in ``.npz`` (so ``save("m")`` then ``load("m")``
     use ``m.npz``, as do ``save("m.npz")`` and ``load("m.npz")``)."""
@@ -79,15 +84,16 @@ def model_path(path):
 
 
 # --------------------------------------------------------------------------- writing
-def write_model_file(path, kind, header, arrays, texts=None):
+def write_model_file(path: str | os.PathLike[str], kind: str, header: Mapping[str, Any],
+                     arrays: Mapping[str, npt.ArrayLike], texts: Mapping[str, str] | None = None) -> Path:
     """Write a model file atomically (temporary file in the same directory + rename).
 
     Parameters
     ----------
     path : str or path-like
-        Destination; ``.npz`` is appended when missing (see :func:`model_path`).
+        Destination; ``.npz`` is appended when missing (see `model_path`).
     kind : str
-        The estimator class name, checked by :func:`read_model_file`.
+        The estimator class name, checked by `read_model_file`.
     header : dict
         JSON-able fields (no NaN/inf: write None for a missing number).
     arrays : dict of str -> ndarray
@@ -101,12 +107,13 @@ def write_model_file(path, kind, header, arrays, texts=None):
         The file written.
     """
     path = model_path(path)
-    doc = {"format": FORMAT, "version": VERSION, "kind": str(kind)}
+    doc: dict[str, Any] = {"format": FORMAT, "version": VERSION, "kind": str(kind)}
     for key, value in header.items():
         if key in doc:
             raise ValueError(f"header key {key!r} is reserved")
         doc[key] = value
-    members = {"header": np.array(json.dumps(doc, allow_nan=False))}
+    # Any: numpy's stub of savez(**kwds) would read an ndarray value as its allow_pickle flag
+    members: dict[str, Any] = {"header": np.array(json.dumps(doc, allow_nan=False))}
     for name, arr in arrays.items():
         arr = np.asarray(arr)
         if not _NAME_RE.match(name) or name == "header":
@@ -135,14 +142,16 @@ def write_model_file(path, kind, header, arrays, texts=None):
     return path
 
 
-def pack_state(meta, arrays):
-    """Solver-state section for :func:`write_model_file`: returns
+def pack_state(meta: Mapping[str, Any],
+               arrays: Mapping[str, npt.NDArray[Any]]) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
+    """Solver-state section for `write_model_file`: returns
     ``(header_fields, array_fields)`` to merge into the header and the arrays."""
     return {STATE_KEY: dict(meta)}, {f"{STATE_KEY}/{k}": v for k, v in arrays.items()}
 
 
 # --------------------------------------------------------------------------- reading
-def read_model_file(path, kind, max_member_bytes=MAX_MEMBER_BYTES):
+def read_model_file(path: str | os.PathLike[str], kind: str,
+                    max_member_bytes: int = MAX_MEMBER_BYTES) -> tuple[FieldMap, FieldMap]:
     """Read and structurally validate a model file of estimator ``kind``.
 
     Returns
@@ -151,7 +160,7 @@ def read_model_file(path, kind, max_member_bytes=MAX_MEMBER_BYTES):
         The JSON header (``format``, ``version`` and ``kind`` checked and removed).
     arrays : FieldMap
         Every other member: numeric ndarrays, and texts as 0-d unicode arrays
-        (read them with :func:`text_field`).
+        (read them with `text_field`).
 
     Raises
     ------
@@ -191,7 +200,7 @@ def read_model_file(path, kind, max_member_bytes=MAX_MEMBER_BYTES):
     if header.get("format") != FORMAT:
         raise ValueError(f"{src} is not a structfw model file "
                          f"(format {_short(header.get('format'))!r})")
-    version = header.get("version")
+    version: Any = header.get("version")  # a JSON value, checked next
     if not _is_int(version) or version < 1:
         raise ValueError(f"{src}: field 'version' must be an integer >= 1")
     if version > VERSION:
@@ -205,7 +214,7 @@ def read_model_file(path, kind, max_member_bytes=MAX_MEMBER_BYTES):
     return FieldMap(header, src), FieldMap(members, src)
 
 
-def _existing(path):
+def _existing(path: str | os.PathLike[str]) -> Path:
     p = model_path(path)
     if p.exists():
         return p
@@ -215,12 +224,12 @@ def _existing(path):
     raise FileNotFoundError(f"no model file at {p}")
 
 
-def _short(x, n=80):
+def _short(x: object, n: int = 80) -> str:
     s = str(x)
     return s if len(s) <= n else s[:n] + "..."
 
 
-def _read_members(path, src, max_member_bytes):
+def _read_members(path: Path, src: str, max_member_bytes: int) -> dict[str, npt.NDArray[Any]]:
     out = {}
     size = path.stat().st_size
     with zipfile.ZipFile(path) as zf:
@@ -249,7 +258,7 @@ def _read_members(path, src, max_member_bytes):
     return out
 
 
-def _read_npy(fp, member_bytes, src, key):
+def _read_npy(fp: IO[bytes], member_bytes: int, src: str, key: str) -> npt.NDArray[Any]:
     """One .npy member, checking the dtype and shape before reading any data."""
     try:
         version = np.lib.format.read_magic(fp)
@@ -277,15 +286,25 @@ def _read_npy(fp, member_bytes, src, key):
     if nbytes > member_bytes:
         raise ValueError(f"{src}: member {key!r} declares shape {shape} ({nbytes} bytes) "
                          f"but holds at most {member_bytes} bytes: truncated or corrupted")
-    data = fp.read(nbytes)
-    if len(data) != nbytes:
-        raise ValueError(f"{src}: member {key!r} is truncated")
-    arr = np.frombuffer(data, dtype=dtype, count=count)
+    # read straight into the array, in chunks: a whole-member bytes object plus the array
+    # would double the peak memory of a load (a BCFW state is n * d * 8 bytes)
+    arr = np.empty(count, dtype=dtype)
+    # ndarray has the buffer protocol; its stub declares no __buffer__ before Python 3.12
+    view = memoryview(arr.view(np.uint8))  # type: ignore[arg-type]
+    done = 0
+    while done < nbytes:
+        # a ZipExtFile (io.BufferedIOBase), which typeshed types as IO[bytes]
+        got = fp.readinto(view[done:done + _CHUNK])  # type: ignore[attr-defined]
+        if not got:
+            raise ValueError(f"{src}: member {key!r} is truncated")
+        done += got
     arr = arr.reshape(shape, order="F" if fortran else "C")
-    return np.array(arr, dtype=dtype.newbyteorder("="), order="C")
+    if not dtype.isnative:
+        arr = arr.astype(dtype.newbyteorder("="))
+    return arr if arr.flags.c_contiguous else np.array(arr, order="C")  # (ascontiguousarray makes 0-d 1-d)
 
 
-def _parse_header(arr, src):
+def _parse_header(arr: npt.NDArray[Any], src: str) -> dict[str, Any]:
     if arr.dtype.kind != "U" or arr.shape != ():
         raise ValueError(f"{src}: 'header' must be a JSON text")
     text = str(arr[()])
@@ -297,11 +316,11 @@ def _parse_header(arr, src):
     return doc
 
 
-def _reject_constant(name):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def _loads(text, src, field):
+def _loads(text: str, src: str, field: str) -> Any:
     """Strict JSON: no NaN/Infinity; over-deep nesting is a ValueError (the C decoder
     raises RecursionError at the interpreter's limit, never overflows the stack)."""
     try:
@@ -310,17 +329,18 @@ def _loads(text, src, field):
         raise ValueError(f"{src}: {field!r} is not valid JSON ({_short(exc)})") from None
 
 
-def loads_json(text, source, field):
+def loads_json(text: str, source: str, field: str) -> Any:
     """Parse a JSON text read from a model file (same rules as the header)."""
     return _loads(text, source, field)
 
 
-def unpack_state(header, arrays):
-    """The solver-state section of a file read by :func:`read_model_file`, or None.
+def unpack_state(header: dict[str, Any], arrays: dict[str, Any]) -> tuple[FieldMap, FieldMap] | None:
+    """The solver-state section of a file read by `read_model_file`, or None.
 
     Returns ``(meta, state_arrays)``: the JSON meta (a dict) and the arrays named
-    ``state/<name>`` (keys without the prefix), all numeric and without NaN.  The section
-    is removed from ``header`` and ``arrays``.
+    ``state/<name>`` (keys without the prefix), all numeric.  The section is removed from
+    ``header`` and ``arrays``.  Values are the solver's to check: it knows which field an
+    array is and what range it has (`structfw.solvers.state_file.check_state`).
     """
     src = getattr(header, "source", "model file")
     names = [k for k in arrays if k.startswith(STATE_KEY + "/")]
@@ -331,27 +351,25 @@ def unpack_state(header, arrays):
     meta = header.pop(STATE_KEY)
     if not isinstance(meta, dict):
         raise ValueError(f"{src}: field 'state' must be a JSON object")
-    out = {}
+    out: dict[str, npt.NDArray[Any]] = {}
     for k in names:
         a = arrays.pop(k)
         if a.dtype.kind not in _NUMERIC_KINDS:
             raise ValueError(f"{src}: field {k!r} must be numeric")
-        if a.dtype.kind == "f" and np.isnan(a).any():  # inf is legitimate (a block never visited)
-            raise ValueError(f"{src}: field {k!r} contains NaN")
         out[k[len(STATE_KEY) + 1:]] = a
     return FieldMap(meta, f"{src} [state]"), FieldMap(out, f"{src} [state]")
 
 
 # --------------------------------------------------------------------------- validators
-def _src(mapping):
+def _src(mapping: object) -> str:
     return getattr(mapping, "source", "model file")
 
 
-def _is_int(v):
+def _is_int(v: object) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-def _get(mapping, name, default):
+def _get(mapping: Mapping[str, Any], name: str, default: Any) -> Any:
     if name in mapping:
         return mapping[name]
     if default is not _MISSING:
@@ -359,7 +377,7 @@ def _get(mapping, name, default):
     raise ValueError(f"{_src(mapping)}: missing field {name!r}")
 
 
-def check_fields(mapping, required, optional=()):
+def check_fields(mapping: Mapping[str, Any], required: Sequence[str], optional: Sequence[str] = ()) -> None:
     """Raise unless ``mapping`` has every ``required`` key and no key outside
     ``required`` + ``optional``."""
     keys = set(mapping)
@@ -371,7 +389,8 @@ def check_fields(mapping, required, optional=()):
         raise ValueError(f"{_src(mapping)}: unexpected field(s) {[_short(e, 40) for e in extra[:5]]}")
 
 
-def header_int(header, name, lo=None, hi=None, default=_MISSING):
+def header_int(header: Mapping[str, Any], name: str, lo: int | None = None, hi: int | None = None,
+               default: Any = _MISSING) -> int:
     """An integer field in [lo, hi]."""
     v = _get(header, name, default)
     if not _is_int(v):
@@ -381,7 +400,8 @@ def header_int(header, name, lo=None, hi=None, default=_MISSING):
     return int(v)
 
 
-def header_float(header, name, lo=None, hi=None, allow_none=False, default=_MISSING):
+def header_float(header: Mapping[str, Any], name: str, lo: float | None = None, hi: float | None = None,
+                 allow_none: bool = False, default: Any = _MISSING) -> float:
     """A finite number in [lo, hi] (integers accepted); None (-> NaN) if ``allow_none``."""
     v = _get(header, name, default)
     if v is None and allow_none:
@@ -396,14 +416,14 @@ def header_float(header, name, lo=None, hi=None, allow_none=False, default=_MISS
     return v
 
 
-def header_bool(header, name, default=_MISSING):
+def header_bool(header: Mapping[str, Any], name: str, default: Any = _MISSING) -> bool:
     v = _get(header, name, default)
     if not isinstance(v, bool):
         raise ValueError(f"{_src(header)}: field {name!r} must be true or false, got {_short(v)!r}")
     return v
 
 
-def header_str(header, name, max_len=256, default=_MISSING):
+def header_str(header: Mapping[str, Any], name: str, max_len: int = 256, default: Any = _MISSING) -> str:
     v = _get(header, name, default)
     if not isinstance(v, str) or len(v) > max_len:
         raise ValueError(f"{_src(header)}: field {name!r} must be a string of at most "
@@ -411,7 +431,7 @@ def header_str(header, name, max_len=256, default=_MISSING):
     return v
 
 
-def header_str_choice(header, name, choices, default=_MISSING):
+def header_str_choice(header: Mapping[str, Any], name: str, choices: Sequence[str], default: Any = _MISSING) -> str:
     """A string among ``choices``."""
     v = _get(header, name, default)
     if not isinstance(v, str) or v not in choices:
@@ -420,15 +440,16 @@ def header_str_choice(header, name, choices, default=_MISSING):
     return v
 
 
-def header_dict(header, name, default=_MISSING):
-    """A JSON-object field, as a :class:`FieldMap` whose errors name ``name`` too."""
+def header_dict(header: Mapping[str, Any], name: str, default: Any = _MISSING) -> FieldMap:
+    """A JSON-object field, as a `FieldMap` whose errors name ``name`` too."""
     v = _get(header, name, default)
     if not isinstance(v, dict):
         raise ValueError(f"{_src(header)}: field {name!r} must be a JSON object, got {_short(v)!r}")
     return FieldMap(v, f"{_src(header)} [{name}]")
 
 
-def header_list(header, name, max_len=None, default=_MISSING):
+def header_list(header: Mapping[str, Any], name: str, max_len: int | None = None,
+                default: Any = _MISSING) -> list[Any]:
     v = _get(header, name, default)
     if not isinstance(v, list) or (max_len is not None and len(v) > max_len):
         raise ValueError(f"{_src(header)}: field {name!r} must be a list"
@@ -436,7 +457,7 @@ def header_list(header, name, max_len=None, default=_MISSING):
     return v
 
 
-def text_field(arrays, name, max_chars=MAX_TEXT_CHARS):
+def text_field(arrays: Mapping[str, Any], name: str, max_chars: int = MAX_TEXT_CHARS) -> str:
     """A text member (0-d unicode array) as a str."""
     a = _get(arrays, name, _MISSING)
     if not isinstance(a, np.ndarray) or a.dtype.kind != "U" or a.shape != ():
@@ -447,7 +468,9 @@ def text_field(arrays, name, max_chars=MAX_TEXT_CHARS):
     return s
 
 
-def array_field(arrays, name, shape=None, dtype="f", finite=True, lo=None, hi=None):
+def array_field(arrays: Mapping[str, Any], name: str, shape: Sequence[int | None] | None = None,
+                dtype: npt.DTypeLike = "f", finite: bool = True, lo: float | None = None,
+                hi: float | None = None) -> npt.NDArray[Any]:
     """A numeric array member, checked and returned as a writable C array.
 
     Parameters

@@ -1,6 +1,6 @@
 """The convergence record every solver fills (docs/design.md, "Passes and oracle calls").
 
-A :class:`Trace` holds one row per checkpoint.  Indexing by a column name gives
+A `Trace` holds one row per checkpoint.  Indexing by a column name gives
 a numpy array; the record saves to and loads from JSON and CSV.
 """
 from __future__ import annotations
@@ -8,9 +8,13 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, NoReturn, Self, overload
 
 import numpy as np
+import numpy.typing as npt
 
 #: Columns every solver records (``dual`` is NaN where a solver has none).
 CORE_COLUMNS = ("passes", "oracle_calls", "time_s", "primal", "dual", "gap")
@@ -34,56 +38,75 @@ class Trace:
     when available ``test_loss``, ``monitor_calls``, ``cache_hits``,
     ``active_corners``, ``oracle_time_frac``.
 
+    A fit resumed with ``warm_start=True`` continues the counts of the fit it resumes:
+    its ``passes``, ``engine_passes``, ``oracle_calls``, ``monitor_calls``, ``cache_hits``
+    and ``time_s`` start from that fit's last entry, and ``meta["resumed_from"]`` holds
+    the offsets.
+
     Attributes
     ----------
     meta : dict
         Run description (solver, lam, n, ...), saved along with the columns.
     """
 
-    def __init__(self, meta=None):
+    def __init__(self, meta: Mapping[str, Any] | None = None) -> None:
         self.meta = dict(meta or {})
-        self._rows: list[dict] = []
+        self._rows: list[dict[str, float]] = []
 
     # -- recording
-    def append(self, **row):
+    def append(self, **row: float | None) -> None:
         self._rows.append({k: float(v) if v is not None else math.nan for k, v in row.items()})
+
+    def shift(self, offsets: Mapping[str, float]) -> None:
+        """Add ``offsets[col]`` to every entry of each column ``col`` (a resumed fit's counts
+        continue those of the fit it resumes: ``StructuredSVM(warm_start=True)``)."""
+        for row in self._rows:
+            for col, off in offsets.items():
+                if col in row:
+                    row[col] += float(off)
 
     # -- access
     @property
-    def columns(self):
-        cols = []
+    def columns(self) -> list[str]:
+        cols: list[str] = []
         for r in self._rows:
             for k in r:
                 if k not in cols:
                     cols.append(k)
         return cols
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._rows)
 
-    def __getitem__(self, name):
+    @overload
+    def __getitem__(self, name: int | np.integer[Any]) -> dict[str, float]: ...
+
+    @overload
+    def __getitem__(self, name: str) -> npt.NDArray[np.float64]: ...
+
+    def __getitem__(self, name: int | np.integer[Any] | str) -> dict[str, float] | npt.NDArray[np.float64]:
         if isinstance(name, (int, np.integer)):
             return dict(self._rows[name])
         if name not in self.columns:
             raise KeyError(f"trace has no column {name!r}; columns are {self.columns}")
         return np.array([r.get(name, math.nan) for r in self._rows], dtype=float)
 
-    def __contains__(self, name):
+    def __contains__(self, name: object) -> bool:
         return name in self.columns
 
-    def last(self, name, default=math.nan):
+    def last(self, name: str, default: float = math.nan) -> float:
         if not self._rows:
             return default
         return self._rows[-1].get(name, default)
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, list[float]]:
         return {c: self[c].tolist() for c in self.columns}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Trace({len(self)} checkpoints, columns={self.columns})"
 
     # -- persistence
-    def to_json(self, path=None):
+    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
         """Serialise to a JSON string; also write it to ``path`` when given."""
         doc = {"meta": self.meta, "columns": {c: [_json_float(x) for x in self[c]] for c in self.columns}}
         text = json.dumps(doc, indent=1)
@@ -92,24 +115,30 @@ class Trace:
         return text
 
     @classmethod
-    def from_json(cls, source):
-        """Load from a JSON string or a path to a JSON file."""
+    def from_json(cls, source: str | os.PathLike[str]) -> Self:
+        """Load from a JSON string or a path to a JSON file.
+
+        The document is checked as by `from_json_text`; a corrupt or ragged file is a
+        ValueError naming the file and the problem."""
         text = str(source)
+        name = "trace JSON text"
         if not text.lstrip().startswith("{"):
-            text = Path(source).read_text()
-        doc = json.loads(text)
-        tr = cls(doc.get("meta"))
-        cols = doc["columns"]
-        n = len(next(iter(cols.values()))) if cols else 0
-        for t in range(n):
-            tr.append(**{c: (math.nan if cols[c][t] is None else cols[c][t]) for c in cols})
-        return tr
+            name = str(source)
+            try:
+                text = Path(source).read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{name}: not a JSON trace (not UTF-8 text: {exc.reason} at byte {exc.start})") \
+                    from None
+        try:
+            return cls.from_json_text(text)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
 
     @classmethod
-    def from_json_text(cls, text, max_rows=10_000_000):
-        """Parse the JSON text written by :meth:`to_json`, and only text.
+    def from_json_text(cls, text: str, max_rows: int = 10_000_000) -> Self:
+        """Parse the JSON text written by `to_json`, and only text.
 
-        Unlike :meth:`from_json`, never reads a file, whatever the string looks
+        Unlike `from_json`, never reads a file, whatever the string looks
         like: for model files and other untrusted input.  The document is checked
         field by field: an object with ``meta`` (an object of JSON values) and
         ``columns`` (an object mapping names to equally long lists of numbers or
@@ -123,7 +152,7 @@ class Trace:
             raise ValueError(f"trace is not valid JSON ({str(exc)[:80]})") from None
         if not isinstance(doc, dict) or set(doc) - {"meta", "columns"} or "columns" not in doc:
             raise ValueError("trace JSON must be an object with keys 'meta' and 'columns'")
-        meta = doc.get("meta") or {}
+        meta = {} if doc.get("meta") is None else doc["meta"]
         cols = doc["columns"]
         if not isinstance(meta, dict):
             raise ValueError("trace 'meta' must be a JSON object")
@@ -137,6 +166,8 @@ class Trace:
             for v in values:
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                     raise ValueError(f"trace column {name[:40]!r} holds a non-number")
+                if isinstance(v, float) and not math.isfinite(v):  # 1e999 parses as inf; to_json writes null
+                    raise ValueError(f"trace column {name[:40]!r} holds a number out of float range")
             lengths.add(len(values))
         if len(lengths) > 1:
             raise ValueError("trace columns have different lengths")
@@ -149,7 +180,7 @@ class Trace:
             raise ValueError("trace holds a number out of float range") from None
         return tr
 
-    def to_csv(self, path):
+    def to_csv(self, path: str | os.PathLike[str]) -> None:
         cols = self.columns
         with open(path, "w", newline="") as fh:
             wr = csv.writer(fh)
@@ -158,16 +189,44 @@ class Trace:
                 wr.writerow([repr(r.get(c, math.nan)) for c in cols])
 
     @classmethod
-    def from_csv(cls, path):
+    def from_csv(cls, path: str | os.PathLike[str], max_rows: int = 10_000_000) -> Self:
+        """Load a CSV written by `to_csv`: a header row of distinct column names, then one
+        row of numbers per checkpoint with exactly one field per column.
+
+        Anything else -- an empty file, a ragged or non-numeric row, binary content -- is a
+        ValueError naming the file, the line and the problem."""
+        src = str(path)
         tr = cls()
-        with open(path, newline="") as fh:
-            rd = csv.reader(fh)
-            header = next(rd)
-            for row in rd:
-                tr.append(**{c: float(v) for c, v in zip(header, row)})
+        try:
+            with open(path, newline="", encoding="utf-8") as fh:
+                rows = csv.reader(fh)
+                header = next(rows, None)
+                if not header:
+                    raise ValueError(f"{src}: empty; expected a header row of column names")
+                if any(not c for c in header) or len(set(header)) != len(header):
+                    raise ValueError(f"{src}: line 1 must name distinct, non-empty columns")
+                for row in rows:
+                    if not row:
+                        continue  # a blank line
+                    line = rows.line_num
+                    if len(row) != len(header):
+                        raise ValueError(f"{src}: line {line} has {len(row)} fields; the header names "
+                                         f"{len(header)} columns")
+                    if len(tr) >= max_rows:
+                        raise ValueError(f"{src}: more than {max_rows} rows")
+                    values = {}
+                    for c, v in zip(header, row):
+                        try:
+                            values[c] = float(v)
+                        except ValueError:
+                            raise ValueError(f"{src}: line {line}, column {c[:40]!r}: {v[:40]!r} is not a "
+                                             "number") from None
+                    tr._rows.append(values)
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise ValueError(f"{src}: not a trace CSV ({type(exc).__name__}: {str(exc)[:80]})") from None
         return tr
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write JSON or CSV according to the file suffix."""
         path = Path(path)
         if path.suffix.lower() == ".csv":
@@ -176,14 +235,14 @@ class Trace:
             self.to_json(path)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str | os.PathLike[str]) -> Self:
         path = Path(path)
         return cls.from_csv(path) if path.suffix.lower() == ".csv" else cls.from_json(path)
 
 
-def _reject_json_constant(name):
+def _reject_json_constant(name: str) -> NoReturn:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def _json_float(x):
+def _json_float(x: float) -> float | None:
     return None if not math.isfinite(x) else float(x)

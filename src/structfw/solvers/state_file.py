@@ -1,35 +1,41 @@
 """A solver's complete state as plain data, for the optional warm-start section of a model file.
 
-:func:`encode_state` turns a state object graph (a :class:`~structfw.solvers.BCFWState`
+`encode_state` turns a state object graph (a `BCFWState`
 with its corner store, sampler, averages and random generator; or an FW / SSG /
 cutting-plane / online-EG state) into a JSON tree and a dict of numeric arrays;
-:func:`decode_state` rebuilds it.  Nothing is executed from a file: only classes of
-:data:`STATE_CLASSES` are rebuilt (``object.__new__`` plus attribute assignment),
+`decode_state` rebuilds it.  Nothing is executed from a file: only classes of
+`STATE_CLASSES` are rebuilt (``object.__new__`` plus attribute assignment),
 random generators only of numpy's own bit generators, every other node is a number,
 a string, bytes, a list or an array.  Aliasing is kept (``v is w`` when there is no
 projection; the sampler draws from the state's own generator), so a loaded state
 continues the run exactly like the one in memory.
 
-A digest over the tree and the arrays detects a damaged section; the rebuilt state
-is then checked against the structure the compiled kernels index
-(:func:`check_state`), so a forged section is a ValueError, never an out-of-bounds
-read.
+A digest over the tree and the arrays detects a damaged section, not a forged one (anyone
+can recompute it); the rebuilt state is therefore checked field by field
+(`check_state`): exact dtypes and shapes against (n, d) and the model, indices in
+range, finite values in the ranges the math gives, the identities the solvers maintain
+(w = sum_i w_i, l = sum_i l_i, convex weights) and every counter a later allocation is
+sized from.  A forged section is a ValueError naming the field, never an out-of-bounds
+read, a NaN fit or a huge allocation.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 
 import numpy as np
 
 from .._linalg import SparseVector
-from .averaging import LazyAverage
+from ._kernels import fenwick_build
+from .averaging import AVERAGINGS, LazyAverage
 from .bcfw import BCFWState
 from .corners import CornerStore
 from .cutting_plane import CuttingPlaneState
 from .fw import FWState
 from .online_eg import OnlineEGState
-from .sampling import BlockSampler
+from .problem import _nonneg_set
+from .sampling import SAMPLINGS, BlockSampler
 from .ssg import SSGState
 
 #: the classes a file may name, by their qualified names
@@ -54,7 +60,7 @@ def state_digest(root, arrays):
     for name in sorted(arrays):
         a = np.ascontiguousarray(arrays[name])
         h.update(f"{name}|{a.dtype.str}|{a.shape}".encode())
-        h.update(a.tobytes())
+        h.update(a.reshape(-1).view(np.uint8))  # the bytes of tobytes(), without copying them
     return h.hexdigest()
 
 
@@ -144,32 +150,67 @@ def _jsonable_rng_state(st):
 
 
 # --------------------------------------------------------------------------- decoding
-def decode_state(tree, arrays, source="state"):
-    """Rebuild the state of :func:`encode_state`; ValueError naming ``source`` on any problem."""
+def decode_state(tree, arrays, source="state", model=None, owned=False):
+    """Rebuild the state of `encode_state` and check it (`check_state`).
+
+    Parameters
+    ----------
+    tree, arrays
+        The section as `encode_state` returned it (read back from a file).
+    source : str
+        Names the file and section in error messages.
+    model : StructuredModel, optional
+        The model the state is for: its dimension and positivity constraints are checked too.
+    owned : bool
+        The arrays were read for this call (from a file) and may become the state's own;
+        otherwise each is copied.
+
+    Raises
+    ------
+    ValueError
+        On any problem, naming ``source``, the field and what was expected.
+    """
     try:
         if not isinstance(tree, dict) or "root" not in tree or "digest" not in tree:
             raise ValueError("expected the fields 'root' and 'digest'")
         if state_digest(tree["root"], dict(arrays)) != tree["digest"]:
             raise ValueError("digest mismatch: the section is damaged or was edited")
-        dec = _Decoder(arrays)
+        dec = _Decoder(arrays, owned=owned)
         state = dec.node(tree["root"], 0)
-        check_state(state)
+        unused = sorted(set(arrays) - dec.used)
+        if unused:
+            raise ValueError(f"arrays {unused[:3]} belong to no field")
+        d = nonneg = None
+        if model is not None:
+            d = int(model.size_joint_feature)
+            nonneg = _nonneg_set(model, d)[0]
+        check_state(state, d=d, nonneg=nonneg)
         return state
     except ValueError as exc:
         raise ValueError(f"{source}: invalid solver state: {exc}") from None
-    except (KeyError, TypeError, AttributeError, IndexError, OverflowError) as exc:
-        raise ValueError(f"{source}: invalid solver state: malformed ({type(exc).__name__}: {exc})") from None
+    except (KeyError, TypeError, AttributeError, IndexError, ArithmeticError, RecursionError, MemoryError,
+            UnicodeError) as exc:
+        raise ValueError(f"{source}: invalid solver state: malformed ({type(exc).__name__}: {str(exc)[:120]})") \
+            from None
 
 
 class _Decoder:
-    def __init__(self, arrays):
+    def __init__(self, arrays, owned=False):
         self.arrays = arrays
+        self.owned = owned
         self.made = {}
+        self.used = set()
 
     def array(self, name):
         if not isinstance(name, str) or name not in self.arrays:
-            raise ValueError(f"missing array {name!r}")
-        return np.array(self.arrays[name], copy=True)
+            raise ValueError(f"missing array {str(name)[:40]!r}")
+        if name in self.used:  # two fields would share one array: a reference is the only way to alias
+            raise ValueError(f"array {name!r} is named by two fields")
+        self.used.add(name)
+        a = self.arrays[name]
+        # each array goes to one field, so the one read from the file is used, not a copy (a BCFW
+        # state is n * d * 8 bytes); a caller's own arrays (a state copied in memory) are copied
+        return a if self.owned and a.flags.writeable and a.flags.c_contiguous else np.array(a, copy=True)
 
     def node(self, nd, depth):
         if depth > _MAX_DEPTH:
@@ -230,10 +271,12 @@ class _Decoder:
 
     def _ragged(self, nd):
         lens = self.array(nd["lens"])
-        if lens.dtype.kind != "i" or lens.ndim != 1 or np.any(lens < 0):
-            raise ValueError("ragged lengths must be non-negative integers")
-        ends = np.cumsum(lens)
         vals = self.array(nd["v"])
+        if lens.dtype.kind != "i" or lens.ndim != 1 or np.any(lens < 0) or \
+                (lens.size and lens.max() > vals.shape[0]):
+            raise ValueError("ragged lengths must be non-negative integers within the values stored")
+        # each length is at most the values' count, so the running sum cannot wrap around
+        ends = np.cumsum(lens)
         if vals.ndim != 1 or vals.shape[0] != (ends[-1] if len(ends) else 0):
             raise ValueError("ragged values do not match their lengths")
         starts = ends - lens
@@ -253,75 +296,533 @@ class _Decoder:
 def _rng_state_from_json(st):
     if isinstance(st, dict):
         if "__array__" in st:
-            return np.array(st["__array__"], dtype=np.dtype(st["dtype"]))
+            dtype = np.dtype(str(st["dtype"]))
+            if dtype.kind not in "iu":  # bit generator states are integer arrays
+                raise ValueError(f"random generator state of dtype {dtype}; expected integers")
+            return np.array(st["__array__"], dtype=dtype)
         return {k: _rng_state_from_json(v) for k, v in st.items()}
     return st
 
 
 # --------------------------------------------------------------------------- structure
-def check_state(state):
-    """Check what compiled kernels index: shapes against (n, d), corner pools in bounds."""
-    n, d = getattr(state, "n", None), getattr(state, "d", None)
-    if not (isinstance(n, int) and isinstance(d, int) and n >= 1 and d >= 1):
-        raise ValueError("n and d must be positive integers")
-    for name in ("w", "v"):
-        a = getattr(state, name, None)
-        if a is not None and (not isinstance(a, np.ndarray) or a.shape != (d,) or a.dtype != np.float64):
-            raise ValueError(f"{name} must be a float64 array of shape ({d},)")
-    if isinstance(state, BCFWState):
-        _check_bcfw(state, n, d)
+# A state section is untrusted data: its digest is recomputable, so it proves nothing about
+# who wrote it.  Everything a warm-started fit reads is checked here, before the fit: types,
+# exact dtypes (the compiled kernels are typed), shapes against (n, d), index ranges, finite
+# values whose squares stay finite (||w||^2 enters every dual value), the ranges the math
+# gives (l_i >= 0, convex weights, 0 < c <= 1, ...), the identities the solvers maintain
+# incrementally (w = sum_i w_i, l = sum_i l_i, w_i = A alpha_[i] from the tracked weights)
+# and every counter a later allocation is sized from (the corner pool's live count).
+
+#: relative rounding tolerated between a sum the solvers keep incrementally and the same sum
+#: recomputed (millions of updates of ~1e-16 relative error each stay far below it)
+RTOL = 1e-6
+#: largest counter (steps, passes, stamps) accepted
+MAX_COUNT = 2 ** 62
+#: largest n or d accepted (the arrays must hold that many entries anyway)
+MAX_SIZE = 2 ** 40
+
+_BCFW_REQUIRED = ("lam", "n", "d", "w", "v", "ell", "dense_blocks", "_wi", "wi_scale", "wi_scaled", "li",
+                  "track_alpha", "corners", "truth", "k", "passes", "rng", "sampler", "avg", "oracle_gaps",
+                  "full_gap", "needs_refresh", "fingerprint")
+# fields a state written before they existed lacks, with the value that state behaved as
+_BCFW_DEFAULTS = {"rows_stale": False, "avg2": None, "mp_iter": 0, "mp_approx_passes": 0, "mp_work": 0.0}
+_CORNER_FIELDS = ("n", "d", "size", "key", "loss", "alpha", "last", "start", "nnz", "pidx", "pval", "meta")
+_SAMPLER_FIELDS = ("kind", "n", "rng", "estimates", "_tree", "_buffer", "_pos")
+_AVERAGE_FIELDS = ("kind", "t", "u", "c", "lbar")
+_FW_FIELDS = ("n", "d", "w", "v", "ell", "lam", "k", "fingerprint")
+_SSG_FIELDS = ("n", "d", "w", "lam", "k", "rng", "avg", "fingerprint")
+_CP_FIELDS = ("n", "d", "lam", "fingerprint", "psi", "loss", "gram", "beta", "idle", "born", "w", "v", "ell", "k")
+_EG_FIELDS = ("n", "d", "lam", "fingerprint", "c", "V", "wi", "li", "eta", "w", "v", "ell", "k", "rejected",
+              "rng", "order", "pos", "initialised")
 
 
-def _check_bcfw(st, n, d):
-    wi, scale = getattr(st, "_wi", None), getattr(st, "wi_scale", None)
-    if st.dense_blocks:
-        if not (isinstance(wi, np.ndarray) and wi.shape == (n, d) and wi.dtype == np.float64):
-            raise ValueError(f"wi must be a float64 array of shape ({n}, {d})")
-        if not (isinstance(scale, np.ndarray) and scale.shape == (n,) and scale.dtype == np.float64
-                and np.all(np.isfinite(scale)) and np.all(scale > 0.0)):
-            raise ValueError(f"wi_scale must be a positive float64 array of shape ({n},)")
-    elif not (isinstance(wi, list) and len(wi) == n and all(isinstance(x, SparseVector) and x.dim == d
-                                                             for x in wi)):
-        raise ValueError(f"wi must be {n} sparse blocks of dimension {d}")
-    stale = getattr(st, "rows_stale", False)
-    if not isinstance(stale, bool):
-        raise ValueError("rows_stale must be a bool")
-    if stale and not (st.dense_blocks and st.track_alpha and st.corners is not None):
-        raise ValueError("rows_stale needs dense rows and tracked corner weights to rebuild them from")
-    for name in ("li", "oracle_gaps"):
-        a = getattr(st, name)
-        if not (isinstance(a, np.ndarray) and a.shape == (n,)):
-            raise ValueError(f"{name} must have shape ({n},)")
+def _desc(x):
+    if isinstance(x, np.ndarray):
+        return f"a {x.dtype} array of shape {x.shape}"
+    return f"a {type(x).__name__}"
+
+
+def _expect_fields(obj, path, required, defaults=None):
+    """The object's attributes: exactly ``required`` (+ ``defaults``, filled in when absent).
+
+    An unexpected attribute is refused, not ignored: set on the object it would shadow a
+    method or property of the class (``dual``, ``wi``) that the solver calls."""
+    names = set(vars(obj)) if hasattr(obj, "__dict__") else {k for k in type(obj).__slots__ if hasattr(obj, k)}
+    missing = [k for k in required if k not in names]
+    if missing:
+        raise ValueError(f"{path}: missing field(s) {missing}")
+    extra = sorted(names - set(required) - set(defaults or ()))
+    if extra:
+        raise ValueError(f"{path}: unexpected field(s) {[str(e)[:40] for e in extra[:5]]}")
+    for k, v in (defaults or {}).items():
+        if k not in names:
+            setattr(obj, k, v)
+
+
+def _int(v, path, lo=0, hi=MAX_COUNT):
+    if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or not lo <= v <= hi:
+        raise ValueError(f"field {path!r} = {str(v)[:40]}: expected an integer in [{lo}, {hi}]")
+    return int(v)
+
+
+def _real(v, path, lo=-math.inf, hi=math.inf, lo_open=False, allow_inf=False, what=None):
+    ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+    if ok:
+        v = float(v)
+        ok = not math.isnan(v) and (allow_inf or math.isfinite(v)) and (v > lo if lo_open else v >= lo) and v <= hi
+    if not ok:
+        lb = "(" if lo_open else "["
+        raise ValueError(f"field {path!r} = {str(v)[:40]}: expected {what or 'a ' + ('' if allow_inf else 'finite ') + 'number'} "
+                         f"in {lb}{lo}, {hi}]")
+    return v
+
+
+def _bool(v, path):
+    if not isinstance(v, bool):
+        raise ValueError(f"field {path!r}: expected true or false, got {_desc(v)}")
+    return v
+
+
+def _str(v, path, choices=None, max_len=256):
+    if not isinstance(v, str) or len(v) > max_len or (choices is not None and v not in choices):
+        want = f"one of {sorted(choices)}" if choices is not None else f"a string of at most {max_len} characters"
+        raise ValueError(f"field {path!r} = {str(v)[:40]!r}: expected {want}")
+    return v
+
+
+def _array(a, path, shape, dtype):
+    """``a`` as an array of exactly ``dtype`` and ``shape`` (None entries: any length)."""
+    want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+    if not isinstance(a, np.ndarray) or a.dtype != np.dtype(dtype) or a.ndim != len(shape) or \
+            any(s is not None and s != t for s, t in zip(shape, a.shape)):
+        raise ValueError(f"field {path!r} is {_desc(a)}: expected a {np.dtype(dtype)} array of shape {want}")
+    return a
+
+
+def _finite(a, path, what="finite values", squares=True):
+    """Finite values whose sum of squares is finite too (a norm or a dual value of them cannot overflow)."""
+    if not np.isfinite(a).all():
+        raise ValueError(f"field {path!r} holds NaN or inf: expected {what}")
+    if not squares:
+        return a
+    flat = a.reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sq = float(np.dot(flat, flat))
+    if not math.isfinite(sq):
+        raise ValueError(f"field {path!r} holds values too large (their squares overflow float64): "
+                         f"expected {what}")
+    return a
+
+
+def _in_range(a, path, lo=None, hi=None, what=None):
+    if a.size and ((lo is not None and a.min() < lo) or (hi is not None and a.max() > hi)):
+        bad = (a.min() if lo is not None and a.min() < lo else a.max()).item()
+        raise ValueError(f"field {path!r} holds {bad!r}: expected {what or 'values'} in [{lo}, {hi}]")
+    return a
+
+
+def _close(a, b, scale, path, what):
+    """|a - b| small against ``scale`` (a bound of the terms summed): the identity ``what`` holds."""
+    err = float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float)), initial=0.0))
+    if not err <= RTOL * float(scale) + 1e-300:
+        raise ValueError(f"field {path!r} breaks {what} (off by {err:.3g}): the section was edited")
+
+
+def _nonneg_tol(a, path, what):
+    """Non-negative up to the rounding of incremental updates."""
+    tol = RTOL * max(1.0, float(np.max(np.abs(a), initial=0.0))) * 1e-3
+    return _in_range(a, path, lo=-tol, what=what)
+
+
+def check_state(state, d=None, nonneg=None):
+    """Check a rebuilt state against the structure the solvers and their kernels read.
+
+    Parameters
+    ----------
+    state : object
+        A state from `decode_state`.
+    d : int, optional
+        The model's dimension (``size_joint_feature``); checked when given.
+    nonneg : ndarray of int, optional
+        The model's ``nonnegative_indices``: a state then keeps v and w = Pi(v) apart;
+        checked when ``d`` is given.
+
+    Raises
+    ------
+    ValueError
+        Naming the field (``Class.field.subfield``) and what was expected.
+    """
+    cls = type(state)
+    checks = {BCFWState: _check_bcfw, FWState: _check_fw, SSGState: _check_ssg,
+              CuttingPlaneState: _check_cutting_plane, OnlineEGState: _check_online_eg}
+    if cls not in checks:
+        raise ValueError(f"the state is a {cls.__name__}, not a solver state ({sorted(c.__name__ for c in checks)})")
+    path = cls.__name__
+    n = _int(getattr(state, "n", None), f"{path}.n", 1, MAX_SIZE)
+    dd = _int(getattr(state, "d", None), f"{path}.d", 1, MAX_SIZE)
+    if d is not None and dd != d:
+        raise ValueError(f"field '{path}.d' = {dd}: expected the model's dimension {d}")
+    checks[cls](state, path, n, dd)
+    if d is not None and hasattr(state, "v"):
+        _check_projection(state, path, nonneg)
+    _check_aliasing(state, path)
+
+
+def _lam(st, path, n):
+    lam = _real(st.lam, f"{path}.lam", 0.0, lo_open=True, what="a positive finite number")
+    if not math.isfinite(1.0 / (lam * n)):
+        raise ValueError(f"field '{path}.lam' = {lam!r}: too small (1 / (lam n) overflows)")
+    return lam
+
+
+def _primal_point(st, path, d):
+    """w, and v = A alpha (the same array, or apart with positivity constraints)."""
+    _finite(_array(st.w, f"{path}.w", (d,), np.float64), f"{path}.w")
+    if st.v is not st.w:
+        _finite(_array(st.v, f"{path}.v", (d,), np.float64), f"{path}.v")
+
+
+def _check_projection(st, path, nonneg):
+    if nonneg is None:
+        if st.v is not st.w:
+            raise ValueError(f"field '{path}.v': expected the same array as w (the model has no "
+                             "nonnegative_indices)")
+        return
+    if st.v is st.w:
+        raise ValueError(f"field '{path}.v': expected an array apart from w (the model constrains w_S >= 0)")
+    proj = st.v.copy()
+    proj[nonneg] = np.maximum(proj[nonneg], 0.0)
+    _close(st.w, proj, np.max(np.abs(st.v), initial=0.0), f"{path}.w", "w = Pi(v)")
+
+
+def _check_aliasing(state, path):
+    """No two fields share an array or object, except v is w and the sampler's generator is the state's:
+    a forged reference (``li`` sharing ``oracle_gaps``) would let one field's writes change another."""
+    allowed = {id(getattr(state, "w", None))}
+    rng = getattr(state, "rng", None)
+    seen = {}
+
+    def visit(o, where, depth):
+        if depth > _MAX_DEPTH or o is None or isinstance(o, (bool, int, float, str, bytes)):
+            return
+        if id(o) in seen:
+            if not ((id(o) in allowed and where == f"{path}.v") or (o is rng and where == f"{path}.sampler.rng")):
+                raise ValueError(f"field {where!r} refers to the same object as {seen[id(o)]!r}: expected its own")
+            return
+        seen[id(o)] = where
+        if isinstance(o, (list, tuple)):
+            for i, x in enumerate(o):
+                visit(x, f"{where}[{i}]", depth + 1)
+        elif type(o) in STATE_CLASSES.values():
+            for k, v in _fields_of(o).items():
+                visit(v, f"{where}.{k}", depth + 1)
+
+    fields = _fields_of(state)
+    for k in ("w", "rng"):  # the owners first: the aliases allowed are their second names
+        if k in fields:
+            visit(fields[k], f"{path}.{k}", 1)
+    for k, v in fields.items():
+        if k not in ("w", "rng"):
+            visit(v, f"{path}.{k}", 1)
+
+
+def _fields_of(o):
+    if hasattr(o, "__dict__"):
+        return dict(vars(o))
+    return {k: getattr(o, k) for k in type(o).__slots__ if hasattr(o, k)}
+
+
+def _ell_and_li(st, path, n):
+    ell = _real(st.ell, f"{path}.ell")
+    li = _finite(_array(st.li, f"{path}.li", (n,), np.float64), f"{path}.li")
+    _nonneg_tol(li, f"{path}.li", "l_i = b^T alpha_[i] >= 0")
+    _close(ell, li.sum(), np.abs(li).sum(), f"{path}.ell", "l = sum_i l_i")
+    return li
+
+
+def _check_bcfw(st, path, n, d):
+    _expect_fields(st, path, _BCFW_REQUIRED, _BCFW_DEFAULTS)
+    lam = _lam(st, path, n)
+    _primal_point(st, path, d)
+    _ell_and_li(st, path, n)
+    dense = _bool(st.dense_blocks, f"{path}.dense_blocks")
+    track = _bool(st.track_alpha, f"{path}.track_alpha")
+    stale = _bool(st.rows_stale, f"{path}.rows_stale")
+    _bool(st.wi_scaled, f"{path}.wi_scaled")
+    entries = None
     if st.corners is not None:
-        _check_corners(st.corners, n, d)
+        entries = _check_corners(st.corners, f"{path}.corners", n, d, track)
+    elif track:
+        raise ValueError(f"field '{path}.corners' is missing: expected the corner sets whose weights "
+                         "track_alpha=true tracks")
+    if dense:
+        wi = _finite(_array(st._wi, f"{path}._wi", (n, d), np.float64), f"{path}._wi")
+        scale = _array(st.wi_scale, f"{path}.wi_scale", (n,), np.float64)
+        _in_range(_finite(scale, f"{path}.wi_scale"), f"{path}.wi_scale", lo=np.nextafter(0.0, 1.0),
+                  what="positive row scales")
+        if not st.wi_scaled and np.any(scale != 1.0):
+            raise ValueError(f"field '{path}.wi_scale' holds scales other than 1 while wi_scaled is false: "
+                             "expected unit scales (the rows are read unscaled)")
+        if not stale:
+            # sum_i scale_i row_i without an (n, d) temporary; the bound of the terms from the row norms
+            total = scale @ wi
+            if not np.isfinite(total).all():
+                raise ValueError(f"field '{path}.wi_scale' overflows the block sum: expected scales of rows summing to w")
+            norms = np.sqrt(np.einsum("ij,ij->i", wi, wi))
+            _close(st.v, total, float(np.abs(scale) @ norms), f"{path}.v", "v = sum_i w_i")
+    else:
+        if stale:
+            raise ValueError(f"field '{path}.rows_stale' is true: expected false with sparse blocks")
+        if st.wi_scale is not None:
+            raise ValueError(f"field '{path}.wi_scale': expected null with sparse blocks")
+        if not isinstance(st._wi, list) or len(st._wi) != n:
+            raise ValueError(f"field '{path}._wi' is {_desc(st._wi)}: expected a list of {n} sparse blocks")
+        total = np.zeros(d)
+        bound = 0.0
+        for i, x in enumerate(st._wi):
+            p = f"{path}._wi[{i}]"
+            _check_sparse(x, p, d)
+            np.add.at(total, x.indices, x.values)
+            bound += float(np.abs(x.values).sum())
+        if not np.isfinite(total).all():
+            raise ValueError(f"field '{path}._wi' overflows its sum: expected blocks summing to w")
+        _close(st.v, total, bound, f"{path}.v", "v = sum_i w_i")
+    if stale and not (dense and track and st.corners is not None):
+        raise ValueError(f"field '{path}.rows_stale' is true: expected dense rows and tracked corner weights "
+                         "to rebuild them from")
+    if track:
+        _check_alpha_identities(st, path, n, d, lam, entries)
+    _check_truth(st.truth, f"{path}.truth", n)
+    _int(st.k, f"{path}.k")
+    _int(st.passes, f"{path}.passes")
+    _int(st.mp_iter, f"{path}.mp_iter")
+    _int(st.mp_approx_passes, f"{path}.mp_approx_passes")
+    _real(st.mp_work, f"{path}.mp_work", 0.0)
+    _rng(st.rng, f"{path}.rng")
     if st.sampler is not None:
-        s = st.sampler
-        if s.n != n or s.estimates.shape != (n,) or s._tree.shape != (n + 1,) or \
-                (s._buffer.size and (s._buffer.min() < 0 or s._buffer.max() >= n)):
-            raise ValueError("the sampler does not match the n blocks")
-    for avg in (st.avg, st.avg2):
-        if avg is not None and (not isinstance(avg, LazyAverage) or avg.u.shape != (d,)):
-            raise ValueError(f"an average must have shape ({d},)")
+        _check_sampler(st.sampler, f"{path}.sampler", n)
+    for name in ("avg", "avg2"):
+        if getattr(st, name) is not None:
+            _check_average(getattr(st, name), f"{path}.{name}", d, st.w)
+    if st.avg2 is not None and st.avg is None:
+        raise ValueError(f"field '{path}.avg2' is set without '{path}.avg': expected both or neither")
+    og = _array(st.oracle_gaps, f"{path}.oracle_gaps", (n,), np.float64)
+    if np.isnan(og).any() or np.isneginf(og).any():
+        raise ValueError(f"field '{path}.oracle_gaps' holds NaN or -inf: expected block gaps (inf: never visited)")
+    _real(st.full_gap, f"{path}.full_gap", allow_inf=True)
+    if st.full_gap == -math.inf:
+        raise ValueError(f"field '{path}.full_gap' = -inf: expected a gap (inf: none measured yet)")
+    _bool(st.needs_refresh, f"{path}.needs_refresh")
+    _str(st.fingerprint, f"{path}.fingerprint")
 
 
-def _check_corners(cs, n, d):
-    if not isinstance(cs, CornerStore) or cs.n != n or cs.d != d:
-        raise ValueError("the corner store does not match the problem")
-    C = cs.key.shape[1] if cs.key.ndim == 2 else -1
-    for name in ("key", "loss", "alpha", "last", "start", "nnz"):
-        if getattr(cs, name).shape != (n, C):
-            raise ValueError(f"corners.{name} must have shape ({n}, {C})")
-    P = cs.pidx.shape[0]
-    if cs.size.shape != (n,) or cs.size.min() < 0 or cs.size.max() > C or cs.pval.shape != (P,):
-        raise ValueError("corner set sizes out of range")
-    if cs.meta.shape != (2,) or not 0 <= cs.meta[0] <= P:
-        raise ValueError("corner pool top out of range")
-    live = np.arange(C)[None, :] < cs.size[:, None]
-    start, nnz = cs.start[live], cs.nnz[live]
-    if start.size and (start.min() < 0 or nnz.min() < 0 or (start + nnz).max() > cs.meta[0]):
-        raise ValueError("corner entries outside the pool")
-    used = np.zeros(P, bool)
-    for s, m in zip(start, nnz):
-        used[s:s + m] = True
-    if used.any() and (cs.pidx[used].min() < 0 or cs.pidx[used].max() >= d):
-        raise ValueError("corner coordinates outside 0..d-1")
+def _check_sparse(x, path, d):
+    if type(x) is not SparseVector:
+        raise ValueError(f"field {path!r} is {_desc(x)}: expected a SparseVector")
+    idx = _array(x.indices, f"{path}.indices", (None,), np.int64)
+    _finite(_array(x.values, f"{path}.values", idx.shape, np.float64), f"{path}.values")
+    if x.dim != d:
+        raise ValueError(f"field '{path}.dim' = {x.dim}: expected {d}")
+    _in_range(idx, f"{path}.indices", 0, d - 1, "coordinates")
+    if idx.size > 1 and np.any(np.diff(idx) <= 0):
+        raise ValueError(f"field '{path}.indices': expected strictly increasing coordinates")
+
+
+def _check_truth(truth, path, n):
+    # kept for inspection only (no solver reads it): its form is checked, not its content
+    if not (isinstance(truth, tuple) and len(truth) == 2
+            and all(isinstance(t, (list, tuple)) and len(t) == n for t in truth)):
+        raise ValueError(f"field {path!r}: expected a pair of {n}-item lists (keys and labellings)")
+
+
+def _rng(g, path):
+    if not isinstance(g, np.random.Generator):
+        raise ValueError(f"field {path!r} is {_desc(g)}: expected a numpy random generator")
+
+
+def _check_sampler(s, path, n):
+    if type(s) is not BlockSampler:
+        raise ValueError(f"field {path!r} is {_desc(s)}: expected a BlockSampler")
+    _expect_fields(s, path, _SAMPLER_FIELDS)
+    kind = _str(s.kind, f"{path}.kind", SAMPLINGS)
+    if _int(s.n, f"{path}.n", 1, MAX_SIZE) != n:
+        raise ValueError(f"field '{path}.n' = {s.n}: expected the state's n = {n}")
+    _rng(s.rng, f"{path}.rng")
+    est = _finite(_array(s.estimates, f"{path}.estimates", (n,), np.float64), f"{path}.estimates")
+    _in_range(est, f"{path}.estimates", lo=0.0, what="block gap estimates (clipped at 0)")
+    if not math.isfinite(float(est.sum())):
+        raise ValueError(f"field '{path}.estimates' overflows its sum: expected block gap estimates")
+    tree = _finite(_array(s._tree, f"{path}._tree", (n + 1,), np.float64), f"{path}._tree")
+    if kind == "gap":
+        # the Fenwick tree of the estimates; kept incrementally between rebuilds, so up to rounding
+        _close(tree, fenwick_build(est), est.sum(), f"{path}._tree", "the Fenwick tree of the estimates")
+    buf = _array(s._buffer, f"{path}._buffer", (None,), np.int64)
+    if buf.shape[0] not in (0, n):
+        raise ValueError(f"field '{path}._buffer' has {buf.shape[0]} entries: expected 0 or {n}")
+    _in_range(buf, f"{path}._buffer", 0, n - 1, "block indices")
+    _int(s._pos, f"{path}._pos", 0, buf.shape[0])
+
+
+def _check_average(a, path, d, w):
+    if type(a) is not LazyAverage:
+        raise ValueError(f"field {path!r} is {_desc(a)}: expected a LazyAverage")
+    _expect_fields(a, path, _AVERAGE_FIELDS)
+    _str(a.kind, f"{path}.kind", [k for k in AVERAGINGS if k is not None])
+    _int(a.t, f"{path}.t")
+    # u ~ -delta / c may be large when c is small; only wbar = c u + w is ever formed
+    _finite(_array(a.u, f"{path}.u", (d,), np.float64), f"{path}.u", squares=False)
+    # c only shrinks from 1 (c_t = (1 - rho_t) c_{t-1}) and is renormalised below 1e-150, so a
+    # smaller c is forged (1 / c would blow u up)
+    c = _real(a.c, f"{path}.c", 1e-160, 1.0)
+    _real(a.lbar, f"{path}.lbar")
+    with np.errstate(over="ignore", invalid="ignore"):
+        wbar = c * a.u + w
+    _finite(wbar, f"{path}.u", "an average wbar = c u + w whose squares are finite")
+
+
+def _check_corners(cs, path, n, d, track):
+    """Check a corner store; returns its live pool entries (coordinates, values, corner number)."""
+    if type(cs) is not CornerStore:
+        raise ValueError(f"field {path!r} is {_desc(cs)}: expected a CornerStore")
+    _expect_fields(cs, path, _CORNER_FIELDS)
+    if _int(cs.n, f"{path}.n", 1, MAX_SIZE) != n or _int(cs.d, f"{path}.d", 1, MAX_SIZE) != d:
+        raise ValueError(f"fields '{path}.n', '{path}.d' = ({cs.n}, {cs.d}): expected the state's ({n}, {d})")
+    key = _array(cs.key, f"{path}.key", (n, None), np.uint64)
+    C = key.shape[1]
+    if C < 2:
+        raise ValueError(f"field '{path}.key' has {C} slots per block: expected at least 2")
+    size = _in_range(_array(cs.size, f"{path}.size", (n,), np.int64), f"{path}.size", 0, C, "corner set sizes")
+    loss = _finite(_array(cs.loss, f"{path}.loss", (n, C), np.float64), f"{path}.loss")
+    alpha = _finite(_array(cs.alpha, f"{path}.alpha", (n, C), np.float64), f"{path}.alpha")
+    last = _array(cs.last, f"{path}.last", (n, C), np.int64)
+    start = _array(cs.start, f"{path}.start", (n, C), np.int64)
+    nnz = _array(cs.nnz, f"{path}.nnz", (n, C), np.int64)
+    pidx = _array(cs.pidx, f"{path}.pidx", (None,), np.int64)
+    P = pidx.shape[0]
+    pval = _array(cs.pval, f"{path}.pval", (P,), np.float64)
+    meta = _array(cs.meta, f"{path}.meta", (2,), np.int64)
+    live = np.arange(C)[None, :] < size[:, None]
+    _in_range(loss[live], f"{path}.loss", lo=0.0, what="task losses")
+    _in_range(last[live], f"{path}.last", 0, MAX_COUNT, "stamps")
+    s, m = start[live], nnz[live]
+    _in_range(m, f"{path}.nnz", 0, P, "entry counts")
+    _in_range(s, f"{path}.start", 0, P, "pool offsets")
+    if not 0 <= meta[0] <= P:
+        raise ValueError(f"field '{path}.meta' has pool top {meta[0]}: expected one in [0, {P}] (the pool stored)")
+    if s.size and (s + m).max() > meta[0]:
+        raise ValueError(f"field '{path}.start' puts corner entries outside the pool (top {meta[0]})")
+    # the live count sizes the pool's next growth: it must be the entries the corners hold
+    if meta[1] != int(m.sum()):
+        raise ValueError(f"field '{path}.meta' counts {meta[1]} live entries: expected {int(m.sum())}, "
+                         "the entries of the live corners")
+    nonempty = m > 0  # an empty corner (the ground truth's psi = 0) may sit at any offset
+    order = np.argsort(s[nonempty], kind="stable")
+    so, eo = s[nonempty][order], (s + m)[nonempty][order]
+    if so.size > 1 and np.any(so[1:] < eo[:-1]):
+        raise ValueError(f"field '{path}.start': corners overlap in the pool; expected disjoint entries")
+    # every live entry, corner by corner (disjoint, so at most P of them)
+    total = int(m.sum())
+    first = np.repeat(s - (np.cumsum(m) - m), m)
+    entries = first + np.arange(total)
+    pi, pv = pidx[entries], pval[entries]
+    _in_range(pi, f"{path}.pidx", 0, d - 1, "coordinates")
+    _finite(pv, f"{path}.pval")
+    seg = np.repeat(np.arange(m.shape[0]), m)
+    same = seg[1:] == seg[:-1]
+    if np.any(np.diff(pi)[same] <= 0):
+        raise ValueError(f"field '{path}.pidx': expected strictly increasing coordinates within each corner")
+    if track:
+        a = alpha[live]
+        _in_range(a, f"{path}.alpha", lo=-1e-12, what="convex weights (>= 0)")
+        if np.any(size < 1):
+            raise ValueError(f"field '{path}.size': every block needs a corner to hold its weights")
+        sums = np.where(live, alpha, 0.0).sum(axis=1)
+        bad = np.flatnonzero(np.abs(sums - 1.0) > RTOL)
+        if bad.size:
+            raise ValueError(f"field '{path}.alpha': block {int(bad[0])}'s weights sum to {sums[bad[0]]!r}; "
+                             "expected convex weights summing to 1")
+    return pi, pv, seg
+
+
+def _check_alpha_identities(st, path, n, d, lam, entries):
+    """With tracked weights, w_i = A alpha_[i] and l_i = b^T alpha_[i] are determined by the corners."""
+    cs = st.corners
+    pi, pv, seg = entries
+    live = np.arange(cs.key.shape[1])[None, :] < cs.size[:, None]
+    a, L = cs.alpha[live], cs.loss[live]
+    blocks = np.nonzero(live)[0]
+    inv = 1.0 / (lam * n)
+    v = np.bincount(pi, weights=pv * a[seg], minlength=d) * inv
+    bound = float(np.abs(pv * a[seg]).sum()) * inv
+    _close(st.v, v, bound, f"{path}.v", "v = A alpha (the corners' tracked weights)")
+    li = np.bincount(blocks, weights=a * L, minlength=n) / n
+    _close(st.li, li, float(np.abs(a * L).sum()) / n + 1e-300, f"{path}.li",
+           "l_i = b^T alpha_[i] (the corners' tracked weights)")
+
+
+def _check_fw(st, path, n, d):
+    _expect_fields(st, path, _FW_FIELDS)
+    _lam(st, path, n)
+    _primal_point(st, path, d)
+    _real(st.ell, f"{path}.ell")
+    _int(st.k, f"{path}.k")
+    _str(st.fingerprint, f"{path}.fingerprint")
+
+
+def _check_ssg(st, path, n, d):
+    _expect_fields(st, path, _SSG_FIELDS)
+    _lam(st, path, n)
+    _finite(_array(st.w, f"{path}.w", (d,), np.float64), f"{path}.w")
+    _int(st.k, f"{path}.k")
+    _rng(st.rng, f"{path}.rng")
+    if st.avg is not None:
+        _check_average(st.avg, f"{path}.avg", d, st.w)
+    _str(st.fingerprint, f"{path}.fingerprint")
+
+
+def _check_cutting_plane(st, path, n, d):
+    _expect_fields(st, path, _CP_FIELDS)
+    lam = _lam(st, path, n)
+    _primal_point(st, path, d)
+    psi = _finite(_array(st.psi, f"{path}.psi", (None, d), np.float64), f"{path}.psi")
+    m = psi.shape[0]
+    loss = _finite(_array(st.loss, f"{path}.loss", (m,), np.float64), f"{path}.loss")
+    _in_range(loss, f"{path}.loss", lo=0.0, what="averaged task losses")
+    gram = _finite(_array(st.gram, f"{path}.gram", (m, m), np.float64), f"{path}.gram")
+    norms = np.sqrt(np.einsum("ij,ij->i", psi, psi))
+    _close(gram, psi @ psi.T, float(norms.max(initial=0.0)) ** 2, f"{path}.gram", "gram = Psi Psi^T")
+    beta = _finite(_array(st.beta, f"{path}.beta", (m,), np.float64), f"{path}.beta")
+    _in_range(beta, f"{path}.beta", lo=0.0, what="dual weights (>= 0, summing to at most 1)")
+    if beta.sum() > 1.0 + RTOL:
+        raise ValueError(f"field '{path}.beta' sums to {beta.sum()!r}: expected dual weights summing to at most 1")
+    _in_range(_array(st.idle, f"{path}.idle", (m,), np.int64), f"{path}.idle", 0, MAX_COUNT, "counts")
+    _in_range(_array(st.born, f"{path}.born", (m,), np.int64), f"{path}.born", 0, MAX_COUNT, "iterations")
+    ell = _real(st.ell, f"{path}.ell")
+    v = (beta @ psi) / lam if m else np.zeros(d)
+    _close(st.v, v, float(beta @ norms) / lam, f"{path}.v", "v = Psi^T beta / lam")
+    _close(ell, float(beta @ loss) if m else 0.0, float(beta @ loss) if m else 0.0, f"{path}.ell",
+           "l = L^T beta")
+    _int(st.k, f"{path}.k")
+    _str(st.fingerprint, f"{path}.fingerprint")
+
+
+def _check_online_eg(st, path, n, d):
+    _expect_fields(st, path, _EG_FIELDS)
+    _lam(st, path, n)
+    _primal_point(st, path, d)
+    _finite(_array(st.c, f"{path}.c", (n,), np.float64), f"{path}.c")
+    _finite(_array(st.V, f"{path}.V", (n, d), np.float64), f"{path}.V")
+    wi = _finite(_array(st.wi, f"{path}.wi", (n, d), np.float64), f"{path}.wi")
+    eta = _finite(_array(st.eta, f"{path}.eta", (n,), np.float64), f"{path}.eta")
+    _in_range(eta, f"{path}.eta", lo=np.nextafter(0.0, 1.0), what="positive step sizes")
+    _ell_and_li(st, path, n)
+    if _bool(st.initialised, f"{path}.initialised"):
+        norms = np.sqrt(np.einsum("ij,ij->i", wi, wi))
+        _close(st.v, wi.sum(axis=0), float(norms.sum()), f"{path}.v", "v = sum_i w_i")
+    _int(st.k, f"{path}.k")
+    _int(st.rejected, f"{path}.rejected")
+    _rng(st.rng, f"{path}.rng")
+    if st.order is not None:
+        _in_range(_array(st.order, f"{path}.order", (n,), np.int64), f"{path}.order", 0, n - 1, "block indices")
+    _int(st.pos, f"{path}.pos", 0, n)
+    _str(st.fingerprint, f"{path}.fingerprint")
