@@ -1,6 +1,7 @@
 """The eps-approximate regularisation path (Osokin et al. 2016, Sec. 4)."""
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -218,3 +219,263 @@ def test_not_converged_keeps_valid_prefix(toy):
     path.coef_at(path.lam_end)
     with pytest.raises(ValueError, match="computed down to"):
         path.coef_at(path.lam_end * 0.99)
+
+
+# ------------------------------------------------------------ progress, caps, files, resume, Ctrl-C
+def _assert_valid(path, eps):
+    bp = path.breakpoints
+    assert np.all(np.diff(bp) < 0)
+    g = path.gaps[np.isfinite(path.gaps)]
+    assert np.all(g < eps)
+    assert path.lam_end <= bp[-1]
+
+
+def test_default_min_lam_is_ten_over_n(toy):
+    model, X, Y = toy
+    path = regularization_path(model, X, Y, eps=0.1)
+    assert path.min_lam == pytest.approx(10 / len(X))
+    assert path.status in ("ended", "min_lam")
+
+
+def test_progress_bar_and_lines(toy, capsys):
+    model, X, Y = toy
+    path = regularization_path(model, X, Y, eps=0.1, min_lam=0.05, progress=True, verbose=1)
+    err = capsys.readouterr().err
+    assert "log(lam_1/lam)" in err and "breakpoints" in err and "lam=" in err
+    assert len(path) >= 3
+
+
+def test_max_breakpoints_warns_up_front_and_stops(toy):
+    model, X, Y = toy
+    with pytest.warns(RuntimeWarning) as rec:
+        path = regularization_path(model, X, Y, eps=1e-3, min_lam=1e-3, max_breakpoints=5)
+    msgs = [str(w.message) for w in rec]
+    assert any("may need up to" in m and "max_breakpoints=5" in m for m in msgs), msgs
+    assert any("stopped after max_breakpoints=5" in m for m in msgs), msgs
+    assert path.status == path.stop_reason == "max_breakpoints" and len(path) == 5
+    _assert_valid(path, 1e-3)
+    path.coef_at(path.lam_end)
+    # the bound of eq. (12) holds on a path that runs to its end
+    full = regularization_path(model, X, Y, eps=0.1, min_lam=0.02)
+    from structfw.path import breakpoint_bound
+
+    Lbar = full.meta["mean_max_loss"]
+    assert len(full) <= breakpoint_bound(full.breakpoints[0], full.min_lam, 0.1, 0.5, Lbar)
+
+
+def test_resume_continues_exactly_from_memory_and_from_files(toy, tmp_path):
+    model, X, Y = toy
+    direct = regularization_path(model, X, Y, eps=0.1, min_lam=0.01, random_state=0)
+    first = regularization_path(model, X, Y, eps=0.1, min_lam=0.08, random_state=0, keep_state=True)
+    assert first.status == "min_lam" and first.state is not None and len(first) < len(direct)
+    first.to_json(tmp_path / "p.json")
+    first.save_state(tmp_path / "p.state.npz")
+    resumed = regularization_path(model, X, Y, min_lam=0.01, resume=first)
+    assert first.state is None  # taken over
+    from_files = regularization_path(model, X, Y, min_lam=0.01, resume=str(tmp_path / "p.json"))
+    for p in (resumed, from_files):
+        np.testing.assert_array_equal(p.breakpoints, direct.breakpoints)
+        np.testing.assert_array_equal(p.coefs, direct.coefs)
+        assert p.status == direct.status and p.lam_end == direct.lam_end
+    with pytest.raises(ValueError, match="eps"):
+        regularization_path(model, X, Y, eps=0.2, min_lam=0.01, resume=str(tmp_path / "p.json"))
+    other_model, Xo, Yo = make_toy(n=5, m=4, d=3, seed=4)
+    with pytest.raises(ValueError, match="other training data"):
+        regularization_path(other_model, Xo, Yo, min_lam=0.01, resume=str(tmp_path / "p.json"))
+
+
+def test_resume_without_state_is_still_eps_approximate(toy, tmp_path):
+    model, X, Y = toy
+    first = regularization_path(model, X, Y, eps=0.1, min_lam=0.08)
+    first.to_json(tmp_path / "p.json")
+    path = regularization_path(model, X, Y, min_lam=0.01, resume=str(tmp_path / "p.json"))
+    assert len(path) > len(first)
+    np.testing.assert_array_equal(path.breakpoints[:len(first)], first.breakpoints)
+    _assert_valid(path, 0.1)
+    for lam in _query_lams(path, 8):
+        D, _ = exact_optimum(model, X, Y, lam)
+        assert primal(model, X, Y, lam, path.coef_at(lam)) - D <= 0.1 + 1e-6
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d.update(eps=float("nan")), "eps"),
+    (lambda d: d.update(eps=-1), "eps"),
+    (lambda d: d.update(kappa=1.5), "kappa"),
+    (lambda d: d["breakpoints"].reverse(), "breakpoints"),
+    (lambda d: d["breakpoints"].__setitem__(1, d["breakpoints"][0]), "breakpoints"),
+    (lambda d: d["breakpoints"].__setitem__(2, float("inf")), "breakpoints"),
+    (lambda d: d["coefs"][1].pop(), "coefs"),
+    (lambda d: d["coefs"].pop(), "coefs"),
+    (lambda d: d["w_inf"].__setitem__(0, "x"), "w_inf"),
+    (lambda d: d.update(status="done"), "status"),
+    (lambda d: d.update(lam_end=1e9), "lam_end"),
+    (lambda d: d.update(lam_end=0.0), "lam_end"),
+    (lambda d: d["gaps"].__setitem__(0, 5.0), "gaps"),
+    (lambda d: d["passes"].pop(), "passes"),
+    (lambda d: d.update(min_lam=0), "min_lam"),
+    (lambda d: d.update(n=-3), "n"),
+    (lambda d: d.update(meta=[1]), "meta"),
+    (lambda d: d.update(version=2), "version"),
+    (lambda d: d.pop("eps"), "eps"),
+])
+def test_from_json_validates_every_field(toy, edit, field):
+    model, X, Y = toy
+    doc = regularization_path(model, X, Y, eps=0.1, min_lam=0.05).to_dict()
+    assert doc["status"] == "min_lam"
+    edit(doc)
+    text = json.dumps(doc)  # NaN is written as the NaN constant, as a careless editor would
+    with pytest.raises(ValueError, match=f"field '{field}"):
+        RegularizationPath.from_json(text)
+
+
+class _SigintModel:
+    """Wraps the toy model: sends SIGINT from inside the k-th oracle (or decode) call."""
+
+    def __new__(cls, base, k, method="loss_augmented_decode"):
+        from toy import EnumModel
+
+        class M(EnumModel):
+            calls = 0
+
+            def loss_augmented_decode(self, x, y_true, w):
+                self._tick("loss_augmented_decode")
+                return super().loss_augmented_decode(x, y_true, w)
+
+            def decode(self, x, w):
+                self._tick("decode")
+                return super().decode(x, w)
+
+            def _tick(self, name):
+                import signal
+
+                if name == method:
+                    M.calls += 1
+                    if M.calls == k:
+                        signal.raise_signal(signal.SIGINT)
+
+        return M(base.phi, base.loss_table)
+
+
+def _check_interrupted(path, model, X, Y, eps, min_lam, solver):
+    from structfw.solvers.state_file import check_state
+
+    assert path.status in ("interrupted", "min_lam", "ended")
+    if path.interrupted and len(path) == 0:
+        assert path.state is None
+    if len(path):
+        _assert_valid(path, eps)
+        path.coef_at(path.lam_end)
+    if path.state is not None:
+        check_state(path.state, d=len(path.w_inf))
+        assert path.state.lam >= path.lam_end
+    # it continues to a valid complete path
+    done = regularization_path(model.__class__.__mro__[1](model.phi, model.loss_table), X, Y, min_lam=min_lam,
+                               resume=path if len(path) else None, eps=None if len(path) else eps, solver=solver)
+    assert done.status in ("min_lam", "ended")
+    _assert_valid(done, eps)
+    if len(path):
+        np.testing.assert_array_equal(done.breakpoints[:len(path) - (path.gaps[-1] != path.gaps[-1])],
+                                      path.breakpoints[:len(path) - (path.gaps[-1] != path.gaps[-1])])
+    return done
+
+
+@pytest.mark.parametrize("k, method", [(1, "loss_augmented_decode"), (5, "loss_augmented_decode"),
+                                       (2, "decode"), (6, "loss_augmented_decode"), (9, "loss_augmented_decode"),
+                                       (40, "loss_augmented_decode"), (150, "loss_augmented_decode")])
+def test_ctrl_c_at_every_point_returns_the_path_so_far(toy, k, method):
+    base, X, Y = toy
+    model = _SigintModel(base, k, method)
+    eps, min_lam = 0.1, 0.02
+    path = regularization_path(model, X, Y, eps=eps, min_lam=min_lam, keep_state=True,
+                               solver=BCFW(sampling="perm"))
+    if k <= 5 or method == "decode":
+        assert path.interrupted and len(path) == 0   # during the initialisation's passes
+    else:
+        assert path.interrupted
+    _check_interrupted(path, model, X, Y, eps, min_lam, BCFW(sampling="perm"))
+
+
+def test_ctrl_c_between_breakpoints_from_a_callback(toy):
+    import signal
+
+    model, X, Y = toy
+
+    def cb(j, lam, w, info):
+        if j == 2:
+            signal.raise_signal(signal.SIGINT)
+
+    path = regularization_path(model, X, Y, eps=0.1, min_lam=0.02, callback=cb, keep_state=True, random_state=0)
+    assert path.interrupted and len(path) == 3
+    assert path.lam_end < path.breakpoints[-1]  # the last piece reaches down to its eq. (12) end
+    assert path.state.lam == path.lam_end  # Prop. 1 applied, as the uninterrupted run does
+    direct = regularization_path(model, X, Y, eps=0.1, min_lam=0.02, random_state=0)
+    done = regularization_path(model, X, Y, min_lam=0.02, resume=path)
+    np.testing.assert_array_equal(done.breakpoints, direct.breakpoints)
+    np.testing.assert_array_equal(done.coefs, direct.coefs)
+
+
+def test_ctrl_c_by_timer_on_a_longer_path():
+    """SIGINT from a timer at random moments, as a user presses it."""
+    import _thread
+    import threading
+
+    from sklearn.datasets import load_digits
+
+    Xd, yd = load_digits(return_X_y=True)
+    model = sf.models.MulticlassModel(10, Xd.shape[1])
+    X, Y = list(Xd[:400] / 16.0), [int(v) for v in yd[:400]]
+    regularization_path(model, X[:20], Y[:20], eps=0.5, min_lam=0.5)  # compile first
+    rng = np.random.default_rng(0)
+    for delay in rng.uniform(0.02, 1.0, 4):   # the path takes ~4 s: the signal always falls inside
+        timer = threading.Timer(float(delay), _thread.interrupt_main)
+        timer.start()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # the max_breakpoints notices
+                path = regularization_path(model, X, Y, eps=0.02, min_lam=1e-3, max_breakpoints=300,
+                                           keep_state=True, random_state=0)
+        finally:
+            timer.cancel()
+        assert path.status == "interrupted"
+        if len(path):
+            _assert_valid(path, 0.02)
+        if path.state is not None:
+            from structfw.solvers.state_file import check_state
+
+            check_state(path.state, d=model.size_joint_feature)
+            assert np.all(np.isfinite(path.state.w))
+
+
+def test_cli_progress_out_state_and_resume(tmp_path):
+    from click.testing import CliRunner
+
+    from structfw.cli import main
+    from structfw.path import state_path_for
+
+    out = tmp_path / "p.json"
+    r = CliRunner().invoke(main, ["path", "--subsample", "40", "--min-lam", "10", "--out", str(out), "--no-test",
+                                  "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert state_path_for(out).exists() and "state:" in r.output
+    first = RegularizationPath.from_json(out)
+    r = CliRunner().invoke(main, ["path", "--subsample", "40", "--min-lam", "0.01", "--resume", str(out),
+                                  "--out", str(tmp_path / "q.json"), "--no-test", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    second = RegularizationPath.from_json(tmp_path / "q.json")
+    assert len(second) > len(first)
+    np.testing.assert_array_equal(second.breakpoints[:len(first)], first.breakpoints)
+    # the lines are printed as the breakpoints come: numbered from where the first run stopped
+    assert f"{len(first) + 1:4d} " in r.output
+
+
+def test_trivial_path_when_no_labelling_moves_w():
+    """psi~ = 0 and theta = 0 (every joint feature is the same for every labelling): w = 0 is optimal
+    for every lam, and the path is that one piece (it used to fail building it)."""
+    from toy import EnumModel
+
+    model, X, Y = make_toy(n=3, m=3, d=2, seed=1)
+    flat = np.repeat(model.phi[:, :1, :], model.phi.shape[1], axis=1)
+    path = regularization_path(EnumModel(flat, model.loss_table), X, Y, eps=0.1, min_lam=1e-3)
+    assert path.status == "ended"
+    np.testing.assert_array_equal(path.coefs, 0.0)
+    assert path.eps == 0.1 and path.coef_at(1e-2).shape == (2,)
