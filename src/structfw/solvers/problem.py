@@ -1,6 +1,6 @@
 """The training problem as the solvers see it: data, lam, and validated corners.
 
-Solvers reach the model only through :class:`Problem` (docs/design.md, "Layers"):
+Solvers reach the model only through `Problem` (docs/design.md, "Layers"):
 it turns a labelling into a *corner* (psi_i(y), L_i(y)) -- the column of A
 times lam*n and the entry of b times n of the dual (2) of Osokin et al. 2016 --
 and checks what the oracle returned.
@@ -10,28 +10,104 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from .._linalg import SparseVector, dot
 from ..executor import SerialExecutor
 from ._kernels import project_nonneg
 
+if TYPE_CHECKING:
+    from ..models.base import StructuredModel
+
+#: (y, psi, L, H): an oracle's labelling, its corner psi_i(y), L_i(y), and H_i(y; w)
+OracleCorner = tuple[Any, SparseVector, float, float]
+
 #: Slack allowed when checking that an exact oracle is not worse than y_i.
 _H_TOL = 1e-9
 
 
-def check_lam(lam, name="lam"):
+#: The smallest lam accepted.  The iterates are w = A alpha = 1/(lam n) sum_i psi_i(y_i'), of norm
+#: up to max ||psi|| / lam, and the dual D = -lam/2 ||w||^2 + l subtracts terms of size
+#: ||psi||^2 / lam from l <= max loss: about -log10(lam) of float64's 16 digits cancel (12 at
+#: lam = 1e-12, leaving gaps meaningful to ~1e-4 with features of order 1), and below ~1e-154
+#: ||w||^2 overflows and the whole model is NaN.  A problem that needs a smaller lam has
+#: badly scaled features: scaling them by c is the same problem at lam / c^2.
+LAM_FLOOR = 1e-12
+
+
+def check_lam(lam: object, name: str = "lam") -> float:
+    """lam as a float, or a ValueError naming ``name``: it must be finite and >= `LAM_FLOOR` (1e-12)."""
+    if isinstance(lam, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a positive number; got {lam!r}")
     try:
-        lam_f = float(lam)
+        lam_f = float(lam)  # type: ignore[arg-type]  # any object float() takes; others are the ValueError below
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a positive number; got {lam!r}") from None
     if not math.isfinite(lam_f) or lam_f <= 0:
         raise ValueError(f"{name} must be a positive finite number; got {lam!r}")
+    if lam_f < LAM_FLOOR:
+        raise ValueError(
+            f"{name}={lam_f!r} is below the smallest lam accepted, {LAM_FLOOR:g}: the iterates "
+            f"w = A alpha / ... grow like 1/{name}, the dual values lose about {-math.log10(lam_f):.0f} of float64's "
+            f"16 digits{' and ||w||^2 overflows (a NaN model)' if lam_f < 1e-150 else ''}; rescale the features "
+            f"instead (features scaled by c are the same problem at {name} / c^2)")
     return lam_f
 
 
-def as_corner_vector(v, d):
+def check_user_labelling(model: object, method: str, i: int, y: Any, y_true: Any) -> None:
+    """Cheap checks of a labelling a user (Python) model's ``method`` returned for example i.
+
+    A NaN, a labelling of another shape than the ground truth's, or (for models with
+    ``class_labels``) a state outside 0..n_states-1 would otherwise surface as numpy's
+    error deep in ``psi`` -- or, for a NaN or a negative state, as a silently wrong corner.
+    Raises a ValueError naming the model, the method, the example and the problem."""
+    problem = _labelling_problem(model, y, y_true)
+    if problem is not None:
+        raise ValueError(f"{type(model).__name__}.{method} returned an invalid labelling for example {i}: "
+                         f"{problem}")
+
+
+def _labelling_problem(model: object, y: Any, y_true: Any) -> str | None:
+    if y is None:
+        return "None"
+    numeric = isinstance(y, (np.ndarray, np.generic, int, float, complex)) and not isinstance(y, (bool, np.bool_))
+    if not numeric:
+        if isinstance(y, (list, tuple)) and isinstance(y_true, np.ndarray):
+            y = np.asarray(y)
+            if y.dtype == object:
+                return f"a {type(y).__name__} of mixed entries (the ground truth is an array of {y_true.dtype})"
+        else:
+            return None  # a structured labelling of the model's own type: the model checks it
+    a = np.asarray(y)
+    if a.dtype.kind not in "biufc":
+        return None
+    if a.dtype.kind in "fc" and a.size and not np.all(np.isfinite(a)):
+        return f"it has non-finite entries ({np.count_nonzero(~np.isfinite(a))} of {a.size})"
+    if isinstance(y_true, (np.ndarray, np.generic, int, float)) and not isinstance(y_true, bool):
+        t = np.asarray(y_true)
+        if a.shape != t.shape:
+            return f"shape {a.shape}, the ground truth has shape {t.shape}"
+        if t.dtype.kind in "iu" and a.dtype.kind in "fc" and a.size and not np.all(a == np.round(a)):
+            return "non-integer entries (the ground truth's are integers)"
+    k = getattr(model, "n_states", None)
+    if getattr(model, "class_labels", False) and isinstance(k, (int, np.integer)) and a.size:
+        lo, hi = a.min(), a.max()
+        if lo < 0 or hi >= k:
+            return f"states {lo!r}..{hi!r} outside 0..{k - 1} (n_states={k})"
+    return None
+
+
+def _is_user_model(model: object) -> bool:
+    """A model defined outside structfw (its oracle's outputs are checked by `check_user_labelling`)."""
+    return not type(model).__module__.startswith("structfw.")
+
+
+def as_corner_vector(v: npt.ArrayLike | SparseVector, d: int) -> SparseVector:
     """Corners are stored sparse: coordinates outside the labelling's support are 0."""
     if isinstance(v, SparseVector):
         return v
@@ -52,15 +128,17 @@ class Problem:
     lam : float
         Regularisation lambda > 0 of the primal P(w) = lam/2 ||w||^2 + 1/n sum_i max_y H_i(y; w).
     executor : executor object, optional
-        Runs batch oracle passes (see :mod:`structfw.executor`).
+        Runs batch oracle passes (see `structfw.executor`).
     validated : bool
         Skip re-validation when the caller already checked X and Y.
     """
 
-    def __init__(self, model, X, Y, lam, executor=None, validated=False):
+    def __init__(self, model: StructuredModel, X: Sequence[Any], Y: Sequence[Any], lam: float,
+                 executor: Any = None, validated: bool = False) -> None:
         self.model = model
         if not validated:
-            X, Y = model.check_data(X, Y)
+            # a Y given is returned as a list (None only for Y=None)
+            X, Y = cast("tuple[list[Any], list[Any]]", model.check_data(X, Y))
         if len(X) == 0:
             raise ValueError("X must contain at least one example; got an empty list")
         self.X, self.Y = X, Y
@@ -71,15 +149,17 @@ class Problem:
         self.data_key = self.executor.bind(model, X, Y)  # the workers keep the data; calls send w
         self.approximate = bool(getattr(model, "approximate_oracle", False))
         self.truth_keys = [model.label_key(y) for y in Y]
-        self._fingerprint = None
+        self._fingerprint: str | None = None
+        self.nonneg_idx: npt.NDArray[np.int64] | None
+        self.nonneg_mask: npt.NDArray[np.bool_] | None
         self.nonneg_idx, self.nonneg_mask = _nonneg_set(model, self.d)
 
     @property
-    def constrained(self):
+    def constrained(self) -> bool:
         """True when the model asks for w_S >= 0 on its ``nonnegative_indices``."""
         return self.nonneg_idx is not None
 
-    def project(self, v, out=None):
+    def project(self, v: npt.ArrayLike, out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
         """Pi(v): the closest point of {w : w_S >= 0}, i.e. v with w_S clipped at 0."""
         out = np.array(v, dtype=np.float64, copy=True) if out is None else out
         if self.nonneg_idx is not None:
@@ -89,7 +169,7 @@ class Problem:
         return out
 
     @property
-    def fingerprint(self):
+    def fingerprint(self) -> str:
         """A digest of the training set (shapes, labellings and per-example feature sums).
 
         Solver states carry it, so that a warm start on other data is noticed
@@ -104,7 +184,7 @@ class Problem:
         return self._fingerprint
 
     # ------------------------------------------------------------ corners
-    def corner(self, i, y):
+    def corner(self, i: int, y: Any) -> tuple[SparseVector, float]:
         """(psi_i(y) as SparseVector, L_i(y)) for labelling y of example i."""
         psi = as_corner_vector(self.model.psi(self.X[i], self.Y[i], y), self.d)
         L = float(self.model.loss(self.Y[i], y))
@@ -114,11 +194,11 @@ class Problem:
             L += float(self.model.fixed_score(x, y)) - float(self.model.fixed_score(x, self.Y[i]))
         return psi, L
 
-    def check_oracle_output(self, i, y):
+    def check_oracle_output(self, i: int, y: Any) -> Any:
         name = f"the labelling returned by {type(self.model).__name__}.loss_augmented_decode for example {i}"
         return self.model.check_labelling(self.X[i], y, name=name)
 
-    def check_oracle_value(self, i, H):
+    def check_oracle_value(self, i: int, H: float) -> None:
         """An exact oracle can never do worse than y_i itself (H_i(y_i; w) = 0)."""
         if H < -_H_TOL * max(1.0, abs(H)) and not self.approximate:
             raise ValueError(
@@ -127,7 +207,7 @@ class Problem:
                 "Set model.approximate_oracle = True if it is approximate."
             )
 
-    def oracle_corner(self, i, y, w, validate=False):
+    def oracle_corner(self, i: int, y: Any, w: npt.NDArray[np.float64], validate: bool = False) -> OracleCorner:
         """Corner of an oracle's labelling y for example i at w: (y, psi, L, H).
 
         With ``validate`` the labelling is checked by the model and an exact
@@ -137,6 +217,8 @@ class Problem:
         """
         if validate:
             y = self.check_oracle_output(i, y)
+        if self.user_model:
+            check_user_labelling(self.model, "loss_augmented_decode", i, y, self.Y[i])
         psi, L = self.corner(i, y)
         H = L - dot(psi, w)
         if validate:
@@ -145,47 +227,53 @@ class Problem:
             return self.Y[i], SparseVector.zeros(self.d), 0.0, 0.0
         return y, psi, L, H
 
-    def compiled_oracle(self):
+    def compiled_oracle(self) -> tuple[str, Any] | None:
         """The model's compiled corner kernel over this training set, or None.
 
-        ``(kind, data)`` for :func:`structfw.oracles.compiled.corner`, which returns
+        ``(kind, data)`` for `structfw.oracles.compiled.corner`, which returns
         ``(psi_idx, psi_val, L)`` of the loss-augmented labelling of example i; built
         once per problem.  Approximate oracles are never compiled into the engine's
         fast pass (their outputs need the ground-truth guard)."""
         if not hasattr(self, "_compiled"):
-            make = getattr(self.model, "compiled_oracle", None)
+            make: Any = getattr(self.model, "compiled_oracle", None)  # an optional method
             usable = make is not None and not self.approximate and not overrides_compiled_methods(self.model)
             self._compiled = make(self.X, self.Y) if usable else None
         return self._compiled
 
-    def expectation(self, i, v, c):
+    def expectation(self, i: int, v: npt.ArrayLike,
+                    c: float) -> tuple[npt.NDArray[np.float64] | SparseVector, float, float]:
         """The model's expectation oracle on example i: (E_phi, E_loss, log_Z) of
         p(y) ∝ exp(c L_i(y) + <v, phi(x_i, y)>) (online exponentiated gradient needs it)."""
         return self.model.expectation(self.X[i], self.Y[i], v, c)
 
-    def joint_feature_true(self, i):
+    def joint_feature_true(self, i: int) -> npt.NDArray[np.float64] | SparseVector:
         """phi(x_i, y_i)."""
         return self.model.joint_feature(self.X[i], self.Y[i])
 
-    def max_oracle(self, i, w):
-        """y_i* = argmax_y H_i(y; w), the model's labelling as it returned it (unchecked)."""
-        return self.model.loss_augmented_decode(self.X[i], self.Y[i], w)
+    def max_oracle(self, i: int, w: npt.NDArray[np.float64]) -> Any:
+        """y_i* = argmax_y H_i(y; w), the model's labelling as it returned it (for a user model,
+        after `check_user_labelling`)."""
+        y = self.model.loss_augmented_decode(self.X[i], self.Y[i], w)
+        if self.user_model:
+            check_user_labelling(self.model, "loss_augmented_decode", i, y, self.Y[i])
+        return y
 
-    def oracle(self, i, w, validate=False):
+    def oracle(self, i: int, w: npt.NDArray[np.float64], validate: bool = False) -> OracleCorner:
         """Call the max oracle on example i at w; returns (y, psi, L, H)."""
         return self.oracle_corner(i, self.max_oracle(i, w), w, validate)
 
-    def batch_oracle(self, w, indices=None, validate=True):
+    def batch_oracle(self, w: npt.NDArray[np.float64], indices: Iterable[int] | None = None,
+                     validate: bool = True) -> list[OracleCorner]:
         """Oracle over many examples through the executor; a list of (y, psi, L, H)."""
         idx = range(self.n) if indices is None else list(indices)
         labels = self.executor.loss_augmented_decode(self.data_key, w, None if indices is None else idx)
         return [self.oracle_corner(i, y, w, validate) for i, y in zip(idx, labels)]
 
-    def batch_hinges(self, w, validate=True):
+    def batch_hinges(self, w: npt.NDArray[np.float64], validate: bool = True) -> npt.NDArray[np.float64]:
         """H_i(y_i*; w) of every example, (n,): what a gap pass needs when it keeps no corner.
 
         With the model's compiled oracle and no workers it is one numba call (no psi is
-        merged or handed to Python); otherwise :meth:`batch_oracle` through the executor.
+        merged or handed to Python); otherwise `batch_oracle` through the executor.
         ``validate`` checks that an exact oracle did no worse than y_i."""
         compiled = self.compiled_oracle()
         if compiled is None or type(self.executor) is not SerialExecutor:
@@ -198,20 +286,67 @@ class Problem:
             self.check_oracle_value(worst, float(H[worst]))
         return H
 
-    def submit_oracle(self, w, i):
+    def submit_oracle(self, w: npt.NDArray[np.float64], i: int) -> Future[list[Any]]:
         """Start example i's max oracle at w on the executor; a future of [labelling].
         The caller keeps w unchanged until the result is in."""
         return self.executor.submit(self.data_key, w, [i])
 
-    def decode_all(self, w):
+    def decode_all(self, w: npt.NDArray[np.float64]) -> list[Any]:
         """argmax_y <w, phi(x_i, y)> for every training example (through the executor)."""
-        return self.executor.decode(self.data_key, w)
+        out = self.executor.decode(self.data_key, w)
+        if self.user_model:
+            for i, y in enumerate(out):
+                check_user_labelling(self.model, "decode", i, y, self.Y[i])
+        return out
 
-    def primal(self, w, hinge_sum):
+    @property
+    def user_model(self) -> bool:
+        """True for a model defined outside structfw: its labellings are checked cheaply
+        (`check_user_labelling`) where the engine receives them."""
+        if not hasattr(self, "_user_model"):
+            self._user_model = _is_user_model(self.model)
+        return self._user_model
+
+    @property
+    def certifies(self) -> bool:
+        """True when the model's oracle is approximate but bounds its own maximum
+        (``loss_augmented_decode_with_bound``): the duality gap is then computed twice, from
+        the oracle's labellings (a lower bound of the true gap) and from the bounds (an
+        upper bound of it, a certificate; `hinge_bounds`)."""
+        return self.approximate and callable(getattr(self.model, "loss_augmented_decode_with_bound", None))
+
+    def hinge_bounds(self, w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """U_i >= max_y H_i(y; w) for every example, (n,), from the model's bounds.
+
+        The model's ``loss_augmented_decode_with_bound(x_i, y_i, w)`` returns a labelling and
+        B_i >= max_y [Delta(y_i, y) + <w, phi(x_i, y)> + f(x_i, y)] (a relaxation's dual value:
+        TRW-S, the LP; f is the model's fixed score, 0 for most models); then
+        U_i = B_i - <w, phi(x_i, y_i)> - f(x_i, y_i).  With an approximate oracle the primal
+        P(w) = lam/2 ||w||^2 + 1/n sum_i max_y H_i(y; w) is out of reach, but
+        lam/2 ||w||^2 + 1/n sum_i U_i >= P(w), so that bound minus any dual value D(alpha)
+        is >= P(w) - P*: a certified gap (BCFW paper, App. C, where the oracle's own gap is
+        only a lower bound of the true one).  Each U_i is also at least the hinge of the
+        labelling found (0 for y_i), which a bound of a relaxation always is."""
+        U = np.empty(self.n)
+        model: Any = self.model  # loss_augmented_decode_with_bound is an optional method
+        for i in range(self.n):
+            x, y_true = self.X[i], self.Y[i]
+            y, bound = model.loss_augmented_decode_with_bound(x, y_true, w)
+            bound = float(bound)
+            if not np.isfinite(bound):
+                raise ValueError(f"{type(model).__name__}.loss_augmented_decode_with_bound returned the "
+                                 f"bound {bound!r} for example {i}: a finite upper bound was expected")
+            truth = float(model.score(x, y_true, w))
+            if model.has_fixed_score:  # the bound covers the fixed term too (MP-BCFW Sec. 3)
+                truth += float(model.fixed_score(x, y_true))
+            U[i] = max(bound - truth, 0.0)
+        return U
+
+    def primal(self, w: npt.NDArray[np.float64], hinge_sum: float) -> float:
         """P(w) = lam/2 ||w||^2 + 1/n sum_i max_y H_i(y; w)   (eq. (1))."""
         return 0.5 * self.lam * float(np.dot(w, w)) + hinge_sum / self.n
 
-    def with_lam(self, lam):
+    def with_lam(self, lam: float) -> Self:
         """The same data and model at another lam (corners do not depend on lam)."""
         p = copy.copy(self)  # shallow: data, model and executor are shared; subclasses survive
         p.lam = check_lam(lam)
@@ -222,7 +357,7 @@ class Problem:
 COMPILED_METHODS = ("loss_augmented_decode", "psi", "loss", "joint_feature", "fixed_score")
 
 
-def overrides_compiled_methods(model):
+def overrides_compiled_methods(model: object) -> bool:
     """True if a subclass redefines a method that the compiled oracle it inherits embodies.
 
     A ``ChainModel`` subclass with its own loss (and loss-augmented decoding) but no
@@ -236,7 +371,7 @@ def overrides_compiled_methods(model):
     return any(getattr(cls, name, None) is not getattr(owner, name, None) for name in COMPILED_METHODS)
 
 
-def _feature_summary(x):
+def _feature_summary(x: Any) -> tuple[tuple[int, ...], float] | str:
     """(shape, sum) of an input: cheap, and it changes when the input does."""
     try:
         if hasattr(x, "shape") and hasattr(x, "sum"):
@@ -247,7 +382,7 @@ def _feature_summary(x):
         return repr(x)[:200]
 
 
-def _nonneg_set(model, d):
+def _nonneg_set(model: object, d: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]] | tuple[None, None]:
     """(sorted indices, boolean mask) of the model's ``nonnegative_indices``, or (None, None)."""
     S = getattr(model, "nonnegative_indices", None)
     if S is None:

@@ -1,11 +1,14 @@
 """FrankWolfeSVC: a scikit-learn classifier trained on the L2-SVM simplex dual."""
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from numbers import Integral, Real
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -18,6 +21,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._interrupt import deferred_sigint
 from ._kernels import KERNELS, kernel_matrix, resolve_gamma
 from ._solver import METHODS, SimplexFWSolver
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: Largest magnitude allowed for an entry of the modified kernel Kt: the line
 #: searches form sums of a few (at most ~8) such entries, which must stay finite.
@@ -40,13 +46,13 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         \min_{\alpha \in \Sigma} f(\alpha) = \tfrac12 \alpha^T \tilde K \alpha, \qquad
         \tilde K_{ij} = y_i y_j \,(k(x_i, x_j) + 1) + \delta_{ij} / C,
 
-    over the unit simplex :math:`\Sigma = \{\alpha \ge 0, \sum_i \alpha_i = 1\}`.
+    over the unit simplex `\Sigma = \{\alpha \ge 0, \sum_i \alpha_i = 1\}`.
     The modified kernel absorbs the bias (the ``+1``) and the squared slacks (the
     ``delta_ij / C``).  The primal solution is recovered as
-    :math:`w = \sum_i \alpha_i y_i \phi(x_i)`, :math:`b = \sum_i \alpha_i y_i`,
-    :math:`\xi_i = \alpha_i / C`, :math:`\rho = \alpha^T \tilde K \alpha = 2 f(\alpha)`;
+    `w = \sum_i \alpha_i y_i \phi(x_i)`, `b = \sum_i \alpha_i y_i`,
+    `\xi_i = \alpha_i / C`, `\rho = \alpha^T \tilde K \alpha = 2 f(\alpha)`;
     at any feasible alpha the primal objective minus the dual value
-    :math:`-\alpha^T \tilde K \alpha` is twice the FW duality gap (3).
+    `-\alpha^T \tilde K \alpha` is twice the FW duality gap (3).
     The stored model is rescaled to unit margin: ``dual_coef_ = alpha_i y_i / rho``,
     ``intercept_ = b / rho``, so that
     ``decision_function(x) = sum_i dual_coef_i k(x_i, x) + intercept_``.
@@ -127,7 +133,8 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
     ----------
     Parameters are declared once in ``_parameter_constraints`` and checked at fit.
     Degenerate inputs are refused before the solve with a ValueError naming the
-    argument: a non-square, non-symmetric or negative-diagonal precomputed kernel,
+    argument: a non-square, non-symmetric, negative-diagonal or indefinite (`_check_psd`)
+    precomputed kernel,
     features or kernel parameters (gamma, coef0, degree, C) for which the entries of
     the modified kernel overflow float64, a ``gamma="scale"`` that resolves to a
     non-finite value.  If the duality gap or the objective still becomes NaN/inf
@@ -138,7 +145,7 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
 
     Saving
     ------
-    :meth:`save` / :meth:`load` use the model-file format of :mod:`structfw.io`
+    `save` / `load` use the model-file format of `structfw.io`
     (no pickle; every field validated on load).
     """
 
@@ -161,10 +168,12 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         "block": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
     }
 
-    def __init__(self, kernel="rbf", C=1.0, gamma="scale", degree=3, coef0=0.0,
-                 method="partan", tol=1e-4, sample_size=None, sample_check="resample",
-                 n_resample=2, max_iter=200000, cache_size=200.0, trace_every=10,
-                 random_state=None, kernel_dtype="auto", block="auto"):
+    def __init__(self, kernel: str = "rbf", C: float = 1.0, gamma: float | str = "scale", degree: int = 3,
+                 coef0: float = 0.0, method: str = "partan", tol: float = 1e-4, sample_size: int | None = None,
+                 sample_check: str = "resample", n_resample: int = 2, max_iter: int = 200000,
+                 cache_size: float = 200.0, trace_every: int = 10,
+                 random_state: int | np.random.RandomState | None = None, kernel_dtype: str = "auto",
+                 block: int | str = "auto") -> None:
         self.kernel = kernel
         self.C = C
         self.gamma = gamma
@@ -182,7 +191,7 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         self.kernel_dtype = kernel_dtype
         self.block = block
 
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.kernel == "precomputed"
         tags.input_tags.sparse = True
@@ -202,10 +211,10 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         return X.toarray() if sp.issparse(X) else X
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y):
+    def fit(self, X: Any, y: npt.ArrayLike) -> Self:
         """Fit one (binary) or n_classes (one-vs-rest) simplex-dual L2-SVMs.
 
-        Runs under :func:`structfw._interrupt.deferred_sigint`: a Ctrl-C ends the
+        Runs under `structfw._interrupt.deferred_sigint`: a Ctrl-C ends the
         solve at a consistent iterate (``stopped_ = "interrupted"``).  Every fitted
         attribute is computed first and committed at the end, all at once, so a fit
         that raises or is interrupted never leaves a mix of old and new attributes.
@@ -277,7 +286,7 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
                           "before the duality gap fell below tol", ConvergenceWarning)
 
     # ------------------------------------------------------------------ predict
-    def decision_function(self, X):
+    def decision_function(self, X: Any) -> npt.NDArray[np.float64]:
         """Unit-margin decision values: (n_samples,) for binary, (n_samples, n_classes) else."""
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse=["csr", "csc", "coo"], dtype=np.float64,
@@ -296,15 +305,15 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
                              "overflow float64 (feature values too large for this kernel)")
         return dec.ravel() if len(self.classes_) == 2 else dec
 
-    def predict(self, X):
+    def predict(self, X: Any) -> npt.NDArray[Any]:
         dec = self.decision_function(X)
         if len(self.classes_) == 2:
             return self.classes_[(dec > 0).astype(int)]
         return self.classes_[np.argmax(dec, axis=1)]
 
     # ------------------------------------------------------------------ files
-    def save(self, path):
-        """Write the fitted classifier to a model file (see :mod:`structfw.io`).
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the fitted classifier to a model file (see `structfw.io`).
 
         ``.npz`` is appended to ``path`` when missing; returns the path written."""
         from ._io import save_svc
@@ -312,8 +321,8 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         return save_svc(self, path)
 
     @classmethod
-    def load(cls, path):
-        """Read a classifier written by :meth:`save`, validating every field.
+    def load(cls, path: str | os.PathLike[str]) -> Self:
+        """Read a classifier written by `save`, validating every field.
 
         Raises ValueError for any file that is not a valid FrankWolfeSVC model file."""
         from ._io import load_svc
@@ -357,7 +366,7 @@ def _check_kernel_inputs(X, kernel, gamma, coef0, degree, C):
     are bounded by ``B + 1 + 1/C`` with B = max |k|: the largest squared norm
     (linear), ``(gamma max ||x||^2 + |coef0|)^degree`` (poly, Cauchy-Schwarz), 1
     (rbf) or max |K_ij| (precomputed).  The line searches (11)-(15) add a few such
-    entries, so the bound must stay below :data:`KT_MAX`.
+    entries, so the bound must stay below `KT_MAX`.
     """
     inv_c = 1.0 / C
     if not np.isfinite(inv_c) or inv_c > KT_MAX:
@@ -375,6 +384,8 @@ def _check_kernel_inputs(X, kernel, gamma, coef0, degree, C):
         if np.abs(X - X.T).max() > tol:
             raise ValueError("X (kernel='precomputed') is not symmetric "
                              f"(max |K - K^T| = {np.abs(X - X.T).max():.3g})")
+        if np.isfinite(bound):
+            _check_psd(X)
         g = 1.0
     else:
         with np.errstate(over="ignore", invalid="ignore"):
@@ -405,6 +416,50 @@ def _check_kernel_inputs(X, kernel, gamma, coef0, degree, C):
                          "float64 in the solver's line searches; scale the features or "
                          "lower gamma/degree")
     return float(g)
+
+
+#: A precomputed kernel is refused when its smallest eigenvalue is below -PSD_RTOL times its
+#: largest: well below the rounding of a Gram matrix computed in float64 (~m * 1e-16) or even
+#: float32 (~1e-7), far above what an indefinite similarity (a sigmoid "kernel", a distance)
+#: shows.
+PSD_RTOL = 1e-6
+#: up to this size all eigenvalues are computed (LAPACK, milliseconds); above, Lanczos
+PSD_DENSE_MAX = 600
+
+
+def _check_psd(K):
+    """Refuse an indefinite precomputed kernel (a ValueError naming it).
+
+    An indefinite K with a positive diagonal can still give a convex simplex QP (the
+    modified kernel adds 1/C to every eigenvalue), which then "converges" to a model that
+    is no kernel machine at all.  Rule: lambda_min(K) >= -`PSD_RTOL` * lambda_max(K).
+    m <= `PSD_DENSE_MAX`: exact eigenvalues.  Larger m: Lanczos (ARPACK) for the extreme
+    eigenvalues with a bounded number of iterations, each a product with K (m^2 flops).
+    Its estimate of lambda_min is a Rayleigh quotient v^T K v / v^T v, never below the true
+    lambda_min, so a PSD kernel is never refused; an indefinite one whose negative
+    direction Lanczos does not find within the bound passes, as before this check."""
+    m = K.shape[0]
+    if m < 2:
+        return
+    if m <= PSD_DENSE_MAX:
+        ev = np.linalg.eigvalsh(K)
+        lmin, lmax = float(ev[0]), float(ev[-1])
+    else:
+        from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+
+        v0 = np.ones(m) / np.sqrt(m) + np.linspace(-1e-3, 1e-3, m)  # deterministic start
+        lmax = float(eigsh(K, k=1, which="LA", v0=v0, tol=1e-3, return_eigenvectors=False)[0])
+        try:
+            lmin = float(eigsh(K, k=1, which="SA", v0=v0, tol=1e-3, maxiter=50, ncv=min(m, 40),
+                               return_eigenvectors=False)[0])
+        except ArpackNoConvergence as exc:
+            found = np.asarray(exc.eigenvalues, float)
+            lmin = float(found.min()) if found.size else 0.0
+    if lmin < -PSD_RTOL * max(lmax, 0.0) or (lmax <= 0.0 and lmin < 0.0):
+        raise ValueError(
+            f"X (kernel='precomputed') is not positive semi-definite: its smallest eigenvalue is {lmin:.3g} "
+            f"against a largest of {lmax:.3g} (allowed: >= -{PSD_RTOL:g} x largest); an SVM needs a kernel "
+            "matrix (a Gram matrix) -- clip its negative eigenvalues or add their magnitude to the diagonal")
 
 
 def _machine_result(s, ypm, target):
