@@ -148,11 +148,15 @@ def test_length_mismatch(ocr_small):
 
 
 def test_label_out_of_range(ocr_small):
+    # labels other than the states 0..n_states-1 are encoded (test_labels_metrics.py); one beyond what
+    # the model's states can hold is named
     X, Y, _, _ = ocr_small
     Y = [y.copy() for y in Y]
     Y[5][0] = 26
-    with pytest.raises(ValueError, match=r"Y\[5\]"):
-        sf.StructuredSVM(chain()).fit(X, Y)
+    K = np.unique(np.concatenate(Y)).size - 1
+    with pytest.raises(ValueError, match=rf"Y\[5\] has label 26: Y holds {K + 1} distinct labels, more than the "
+                                         rf"model's {K} states"):
+        sf.StructuredSVM(ChainModel(K, 128)).fit(X, Y)
 
 
 def test_nan_and_inf_features(ocr_small):

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 
-def check_int_param(value, name, minimum):
+def check_int_param(value: object, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
@@ -14,7 +17,7 @@ def check_int_param(value, name, minimum):
     return int(value)
 
 
-def as_label_array(y, name, n_states, shape):
+def as_label_array(y: npt.ArrayLike, name: str, n_states: int, shape: Iterable[int]) -> npt.NDArray[np.int64]:
     """Convert ``y`` to a C-contiguous int64 array of ``shape`` with values in 0..n_states-1."""
     try:
         arr = np.asarray(y)
@@ -24,7 +27,8 @@ def as_label_array(y, name, n_states, shape):
         np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
         or arr.dtype == np.bool_
     ):
-        raise ValueError(f"{name} must hold integer labels, got dtype {arr.dtype}")
+        raise ValueError(f"{name} must hold integer labels (states 0..{n_states - 1}), got dtype {arr.dtype}; "
+                         "StructuredSVM encodes labels of other kinds, such as strings, as states")
     if arr.shape != tuple(shape):
         raise ValueError(f"{name} has shape {arr.shape}, expected {tuple(shape)}")
     if np.issubdtype(arr.dtype, np.floating):
@@ -38,12 +42,12 @@ def as_label_array(y, name, n_states, shape):
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
-def check_finite(arr, name):
+def check_finite(arr: npt.ArrayLike, name: str) -> None:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
 
 
-def as_float_array(x, name):
+def as_float_array(x: npt.ArrayLike, name: str) -> np.ndarray:
     try:
         arr = np.asarray(x)
     except Exception as exc:  # pragma: no cover
@@ -57,7 +61,15 @@ def as_float_array(x, name):
     return arr
 
 
-def check_sequence_of_inputs(X, name="X"):
+def one_example_error(X: object, example: str, what: str) -> ValueError:
+    """The error for one input passed where a list of them is expected (``predict(X[0])``)."""
+    shape = getattr(X, "shape", None)
+    got = f"{type(X).__name__} of shape {shape}" if shape is not None else type(X).__name__
+    return ValueError(f"X must be a list of examples (one {example} per {what}), got a single {what} "
+                      f"({got}); to predict one {what} pass [x]")
+
+
+def check_sequence_of_inputs(X: Iterable[Any], name: str = "X") -> list[Any]:
     if isinstance(X, (str, bytes)) or X is None:
         raise ValueError(f"{name} must be a list of inputs, got {type(X).__name__}")
     try:

@@ -11,7 +11,11 @@ defined here.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, TypeVar
+
 import numpy as np
+import numpy.typing as npt
 
 from .._linalg import SparseVector, as_dense, dot
 
@@ -20,46 +24,53 @@ class StructuredModel:
     """Base class of structured models.
 
     Subclasses must set ``size_joint_feature`` (d) and implement
-    :meth:`joint_feature`, :meth:`loss`, :meth:`loss_augmented_decode` and
-    :meth:`decode`.  They may override :meth:`psi` (a faster corner),
-    :meth:`label_key`, :meth:`check_X`, :meth:`check_y` and
-    :meth:`check_labelling`.
+    `joint_feature`, `loss`, `loss_augmented_decode` and
+    `decode`.  They may override `psi` (a faster corner),
+    `label_key`, `check_X`, `check_y` and
+    `check_labelling`.
 
     Attributes
     ----------
     size_joint_feature : int
         d, the length of phi(x, y) and of the weight vector w.
     approximate_oracle : bool
-        True when :meth:`loss_augmented_decode` may return a non-maximiser
+        True when `loss_augmented_decode` may return a non-maximiser
         (then duality gaps are lower bounds only, BCFW paper eqs. (11)-(13)).
     nonnegative_indices : ndarray of int or None
         Coordinates of w that must stay non-negative (e.g. pairwise weights of a
         graph-cut model, for submodularity).
+    class_labels : bool
+        True when every entry of a labelling is a class label, a state in
+        0..n_states-1 (the model then has ``n_states``): `StructuredSVM` then also
+        takes labels of any other kind (strings, other integers) and encodes them
+        as states (its ``classes_``).  False (the default) passes labels as given.
     """
 
     size_joint_feature: int = 0
     approximate_oracle: bool = False
-    nonnegative_indices = None
+    nonnegative_indices: npt.NDArray[np.int64] | None = None
+    class_labels: bool = False
 
     # ------------------------------------------------------------------ core
-    def joint_feature(self, x, y):  # pragma: no cover - abstract
+    def joint_feature(self, x: Any, y: Any) -> npt.NDArray[np.float64] | SparseVector:  # pragma: no cover - abstract
         """phi(x, y) in R^d, a dense ndarray or a SparseVector."""
         raise NotImplementedError
 
-    def loss(self, y_true, y):  # pragma: no cover - abstract
+    def loss(self, y_true: Any, y: Any) -> float:  # pragma: no cover - abstract
         """Delta(y_true, y) >= 0 with Delta(y, y) = 0."""
         raise NotImplementedError
 
-    def loss_augmented_decode(self, x, y_true, w):  # pragma: no cover - abstract
+    def loss_augmented_decode(self, x: Any, y_true: Any,
+                              w: npt.NDArray[np.float64]) -> Any:  # pragma: no cover - abstract
         """argmax_y Delta(y_true, y) + <w, phi(x, y)> (the max oracle)."""
         raise NotImplementedError
 
-    def decode(self, x, w):  # pragma: no cover - abstract
+    def decode(self, x: Any, w: npt.NDArray[np.float64]) -> Any:  # pragma: no cover - abstract
         """argmax_y <w, phi(x, y)> (prediction)."""
         raise NotImplementedError
 
     # -------------------------------------------------------------- defaults
-    def psi(self, x, y_true, y):
+    def psi(self, x: Any, y_true: Any, y: Any) -> npt.NDArray[np.float64] | SparseVector:
         """The corner direction psi_i(y) = phi(x, y_true) - phi(x, y).
 
         Default: the difference of two joint features (sparse when both are).
@@ -74,34 +85,35 @@ class StructuredModel:
             )
         return as_dense(a) - as_dense(b)
 
-    def score(self, x, y, w):
+    def score(self, x: Any, y: Any, w: npt.NDArray[np.float64]) -> float:
         """<w, phi(x, y)>."""
         return dot(self.joint_feature(x, y), w)
 
-    def label_key(self, y):
+    def label_key(self, y: Any) -> Hashable:
         """A hashable identity of a labelling (corner sets use it)."""
         return np.ascontiguousarray(y).tobytes()
 
-    def mean_loss(self, Y_true, Y_pred):
+    def mean_loss(self, Y_true: Sequence[Any], Y_pred: Sequence[Any]) -> float:
         """Mean task loss over a data set (the test error that traces report)."""
         if len(Y_true) == 0:
             return float("nan")
         return float(np.mean([self.loss(a, b) for a, b in zip(Y_true, Y_pred)]))
 
     # ------------------------------------------------------------ validation
-    def check_X(self, X):
+    def check_X(self, X: Iterable[Any]) -> list[Any]:
         """Validate and convert a list of inputs; raise ValueError naming ``X``."""
         return list(X)
 
-    def check_y(self, x, y, name="Y"):
+    def check_y(self, x: Any, y: Any, name: str = "Y") -> Any:
         """Validate and convert one labelling for input x; raise ValueError naming ``name``."""
         return y
 
-    def check_labelling(self, x, y, name="labelling"):
+    def check_labelling(self, x: Any, y: Any, name: str = "labelling") -> Any:
         """Validate a labelling produced by an oracle (default: same checks as check_y)."""
         return self.check_y(x, y, name=name)
 
-    def check_data(self, X, Y=None):
+    def check_data(self, X: Iterable[Any],
+                   Y: Iterable[Any] | None = None) -> tuple[list[Any], list[Any] | None]:
         """Validate a data set: ``X`` (and ``Y`` of the same length)."""
         X = self.check_X(X)
         if Y is None:
@@ -114,7 +126,8 @@ class StructuredModel:
         Y = [self.check_y(x, y, name=f"Y[{i}]") for i, (x, y) in enumerate(zip(X, Y))]
         return X, Y
 
-    def expectation(self, x, y_true, v, c):
+    def expectation(self, x: Any, y_true: Any, v: npt.ArrayLike,
+                    c: float) -> tuple[npt.NDArray[np.float64] | SparseVector, float, float]:
         """Optional expectation oracle (marginals), needed by online exponentiated gradient.
 
         For the Gibbs distribution over all labellings y of x
@@ -122,14 +135,14 @@ class StructuredModel:
             p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>)
 
         return ``(E_phi, E_loss, log_Z)``: E_phi = E_p[phi(x, y)] (a dense ndarray of
-        length d or a :class:`~structfw._linalg.SparseVector`), E_loss = E_p[Delta(y_true, y)]
+        length d or a `SparseVector`), E_loss = E_p[Delta(y_true, y)]
         and log_Z = log sum_y exp(c Delta(y_true, y) + <v, phi(x, y)>).  ``y_true=None``
         drops the loss term (plain marginals; E_loss = 0).
 
         Online EG (Collins et al. 2008) keeps alpha_i(y) ∝ exp(theta_i(y)) with
         theta_i(y) = c_i L_i(y) + <v_i, phi(x_i, y)> + const, so the block parts are
         w_i = (phi(x_i, y_i) - E_phi) / (lam n) and l_i = E_loss / n
-        (:class:`structfw.solvers.OnlineEG`).  Check :attr:`has_expectation_oracle`
+        (`structfw.solvers.OnlineEG`).  Check `has_expectation_oracle`
         before calling.
 
         Raises
@@ -141,12 +154,12 @@ class StructuredModel:
                                   "expectation(x, y_true, v, c) to use it with online exponentiated gradient")
 
     @property
-    def has_expectation_oracle(self):
-        """True when this model implements :meth:`expectation` (overrides the base stub)."""
+    def has_expectation_oracle(self) -> bool:
+        """True when this model implements `expectation` (overrides the base stub)."""
         return getattr(type(self), "expectation", None) is not StructuredModel.expectation
 
-    def _expectation_args(self, v, c):
-        """(v as C-contiguous float64 (d,), c as float) for :meth:`expectation`, or a
+    def _expectation_args(self, v: npt.ArrayLike, c: Any) -> tuple[npt.NDArray[np.float64], float]:
+        """(v as C-contiguous float64 (d,), c as float) for `expectation`, or a
         ValueError naming ``v`` / ``c``.  Only v's shape is checked, not its values: v is
         the solver's iterate, and scanning d entries per call would cost more than the oracle."""
         v = np.ascontiguousarray(v, dtype=np.float64)
@@ -160,10 +173,10 @@ class StructuredModel:
             raise ValueError(f"c must be a finite number, got {c!r}")
         return v, c
 
-    #: True when :meth:`fixed_score` is not identically zero (the engine then adds it to L_i)
-    has_fixed_score = False
+    #: True when `fixed_score` is not identically zero (the engine then adds it to L_i)
+    has_fixed_score: bool = False
 
-    def fixed_score(self, x, y):
+    def fixed_score(self, x: Any, y: Any) -> float:
         """Optional fixed, unlearned part of the score, <w_o, phi_o(x, y)> (MP-BCFW paper Sec. 3).
 
         The model scores a labelling as <w, phi(x, y)> + fixed_score(x, y), and its oracles
@@ -173,28 +186,30 @@ class StructuredModel:
         override it set ``has_fixed_score = True``.  Default: 0."""
         return 0.0
 
-    def compiled_oracle(self, X, Y):
+    def compiled_oracle(self, X: Sequence[Any], Y: Sequence[Any]) -> tuple[int, tuple[Any, ...]] | None:
         """Optional: ``(kind, data)``, the training set (X, Y) packed for a compiled corner kernel.
 
-        :func:`structfw.oracles.compiled.corner` ``(kind, data, i, w, merged)`` then returns
+        `structfw.oracles.compiled.corner` ``(kind, data, i, w, merged)`` then returns
         ``(psi_idx, psi_val, L)`` of y_i* = argmax_y H_i(y; w) in numba, and the engine runs
         whole chunks of a pass in one call.  Default: None (the engine calls
-        :meth:`loss_augmented_decode` from Python)."""
+        `loss_augmented_decode` from Python)."""
         return None
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         """Constructor arguments as JSON-able values (for saving without pickle)."""
         return {}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
         return f"{type(self).__name__}({args})"
 
 
-MODEL_REGISTRY: dict[str, type] = {}
+MODEL_REGISTRY: dict[str, type[StructuredModel]] = {}
+
+_M = TypeVar("_M", bound=type[StructuredModel])
 
 
-def register_model(cls):
+def register_model(cls: _M) -> _M:
     """Class decorator: make a model reconstructible by name when loading a saved fit."""
     MODEL_REGISTRY[cls.__name__] = cls
     return cls

@@ -10,7 +10,11 @@ normalised Hamming loss; loss-augmented decoding is exact Viterbi.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from .._linalg import SparseVector
@@ -28,6 +32,7 @@ from ._validation import (
     check_finite,
     check_int_param,
     check_sequence_of_inputs,
+    one_example_error,
 )
 from .base import StructuredModel, register_model
 
@@ -47,44 +52,46 @@ class ChainModel(StructuredModel):
 
     Inputs and labellings
     ---------------------
-    x : ndarray (L, F) (converted to C-contiguous float64 by :meth:`check_X`), or a
+    x : ndarray (L, F) (converted to C-contiguous float64 by `check_X`), or a
         scipy.sparse matrix with L rows (kept sparse as CSR float64; the kernels use
         its indptr/indices/data and never densify it).
     y : ndarray (L,) int64 with values 0..S-1.
 
-    ``psi`` and ``joint_feature`` return :class:`~structfw._linalg.SparseVector`.
+    ``psi`` and ``joint_feature`` return `SparseVector`.
     The methods used in the solvers' inner loop do no validation: call
-    :meth:`check_data` once on the training set.
+    `check_data` once on the training set.
     """
 
     #: the joint kernel this model's features, loss and oracles define (solvers.KernelBCFW):
     #: per-position unary kernel plus linear transitions
     joint_kernel_kind = "chain"
+    class_labels = True
 
-    def __init__(self, n_states, n_features):
+    def __init__(self, n_states: int, n_features: int) -> None:
         self.n_states = check_int_param(n_states, "n_states", 2)
         self.n_features = check_int_param(n_features, "n_features", 1)
         self.size_joint_feature = self.n_states * self.n_features + self.n_states ** 2
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"n_states": self.n_states, "n_features": self.n_features}
 
     # ------------------------------------------------------------ index helpers
     @property
-    def transition_offset(self):
+    def transition_offset(self) -> int:
         """Index of the first transition weight in w (= S*F)."""
         return self.n_states * self.n_features
 
-    def unary_weights(self, w):
+    def unary_weights(self, w: npt.ArrayLike) -> np.ndarray:
         """View of the unary part of w as (n_states, n_features)."""
         return np.asarray(w)[: self.transition_offset].reshape(self.n_states, self.n_features)
 
-    def transition_weights(self, w):
+    def transition_weights(self, w: npt.ArrayLike) -> np.ndarray:
         """View of the transition part of w as (n_states, n_states), [a, b] = a -> b."""
         return np.asarray(w)[self.transition_offset:].reshape(self.n_states, self.n_states)
 
     # ------------------------------------------------------------------ core
-    def joint_feature(self, x, y):
+    def joint_feature(self, x: npt.NDArray[np.float64] | sp.spmatrix | sp.sparray,
+                      y: npt.ArrayLike) -> SparseVector:
         y = np.asarray(y, dtype=np.int64)
         none = np.full(y.shape[0], -1, np.int64)
         if type(x) is np.ndarray:
@@ -96,28 +103,35 @@ class ChainModel(StructuredModel):
             )
         return SparseVector(i, v, self.size_joint_feature)
 
-    def psi(self, x, y_true, y):
+    def psi(self, x: npt.NDArray[np.float64] | sp.csr_matrix, y_true: npt.NDArray[np.int64],
+            y: npt.NDArray[np.int64]) -> SparseVector:
         """phi(x, y_true) - phi(x, y) as a SparseVector (only differing positions)."""
         if type(x) is np.ndarray:
             i, v = chain_phi_diff_dense(x, y_true, y, self.n_states, self.n_features)
         else:
+            # mypy narrows no else branch of a `type(x) is` test; isinstance would, but would also send
+            # ndarray subclasses to the dense kernel
+            x = cast("sp.csr_matrix", x)
             i, v = chain_phi_diff_csr(
                 x.indptr, x.indices, x.data, y_true, y, self.n_states, self.n_features
             )
         return SparseVector(i, v, self.size_joint_feature)
 
-    def loss(self, y_true, y):
+    def loss(self, y_true: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> float:
         """Normalised Hamming loss (1/L) sum_l [y_true_l != y_l]."""
         return hamming_loss(y_true, y)
 
-    def loss_augmented_decode(self, x, y_true, w):
+    def loss_augmented_decode(self, x: npt.NDArray[np.float64] | sp.csr_matrix, y_true: npt.NDArray[np.int64],
+                              w: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         if type(x) is np.ndarray:
             return chain_oracle_dense(x, w, y_true, self.n_states, self.n_features, True)
+        x = cast("sp.csr_matrix", x)
         return chain_oracle_csr(
             x.indptr, x.indices, x.data, w, y_true, self.n_states, self.n_features, True
         )
 
-    def decode(self, x, w):
+    def decode(self, x: npt.NDArray[np.float64] | sp.spmatrix | sp.sparray,
+               w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         w = np.ascontiguousarray(w, dtype=np.float64)
         if type(x) is np.ndarray:
             return chain_oracle_dense(x, w, _EMPTY, self.n_states, self.n_features, False)
@@ -126,23 +140,25 @@ class ChainModel(StructuredModel):
             x.indptr, x.indices, x.data, w, _EMPTY, self.n_states, self.n_features, False
         )
 
-    def unary_scores(self, x, w):
+    def unary_scores(self, x: npt.ArrayLike | sp.spmatrix | sp.sparray, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """(L, S) unary scores <x_l, w_s> (dense)."""
         W = self.unary_weights(w)
         if sp.issparse(x):
             return np.asarray(x @ W.T)
         return np.asarray(x, dtype=np.float64) @ W.T
 
-    def score(self, x, y, w):
+    def score(self, x: npt.NDArray[np.float64] | sp.spmatrix | sp.sparray, y: npt.ArrayLike,
+              w: npt.ArrayLike) -> float:
         phi = self.joint_feature(x, y)
         return float(np.dot(phi.values, np.asarray(w)[phi.indices]))
 
-    def label_key(self, y):
+    def label_key(self, y: npt.ArrayLike) -> bytes:
         return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 else (
             np.ascontiguousarray(y, dtype=np.int64).tobytes()
         )
 
-    def expectation(self, x, y_true, v, c):
+    def expectation(self, x: npt.ArrayLike | sp.spmatrix | sp.sparray, y_true: npt.ArrayLike | None,
+                    v: npt.ArrayLike, c: float) -> tuple[npt.NDArray[np.float64] | SparseVector, float, float]:
         """Expectation oracle by forward-backward (online-EG, Collins et al. 2008).
 
         p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>) with Delta the normalised Hamming
@@ -151,7 +167,7 @@ class ChainModel(StructuredModel):
 
         Parameters
         ----------
-        x : (L, F) ndarray or CSR matrix (as returned by :meth:`check_X`).
+        x : (L, F) ndarray or CSR matrix (as returned by `check_X`).
         y_true : (L,) int labelling, or None for no loss term (plain marginals).
         v : (d,) weights;  c : float loss coefficient.
 
@@ -170,13 +186,14 @@ class ChainModel(StructuredModel):
             raise ValueError(f"x must have shape (L, {self.n_features}), got {xs.shape}")
         L = xs.shape[0]
         has_loss = y_true is not None
-        yt = self._expectation_labels(y_true, L) if has_loss else np.zeros(L, np.int64)
+        yt = self._expectation_labels(y_true, L) if y_true is not None else np.zeros(L, np.int64)
         if type(xs) is np.ndarray:
             return chain_expectation_dense(xs, yt, V, P, c, has_loss)
+        xs = cast("sp.csr_matrix", xs)
         idx, val, loss, logZ = chain_expectation_csr(xs.indptr, xs.indices, xs.data, yt, V, P, c, has_loss)
         return SparseVector(idx, val, self.size_joint_feature), loss, logZ
 
-    def _expectation_labels(self, y_true, L):
+    def _expectation_labels(self, y_true: npt.ArrayLike, L: int) -> npt.NDArray[np.int64]:
         """y_true as int64 (L,) in 0..S-1 (cheap checks: the kernel indexes marginals with it)."""
         yt = np.ascontiguousarray(y_true, dtype=np.int64)
         if yt.shape != (L,):
@@ -185,7 +202,8 @@ class ChainModel(StructuredModel):
             raise ValueError(f"y_true has labels outside 0..{self.n_states - 1}")
         return yt
 
-    def compiled_oracle(self, X, Y):
+    def compiled_oracle(self, X: Sequence[Any],
+                        Y: Sequence[npt.NDArray[np.int64]]) -> tuple[int, tuple[Any, ...]] | None:
         """Loss-augmented Viterbi + psi of word i in one numba call (all words dense or all CSR)."""
         from ..oracles import compiled
 
@@ -197,13 +215,13 @@ class ChainModel(StructuredModel):
 
     # ------------------------------------------------------------ validation
     @staticmethod
-    def _csr(x):
+    def _csr(x: Any) -> sp.csr_matrix:
         if type(x) is sp.csr_matrix and x.data.dtype == np.float64:
             return x
         x = sp.csr_matrix(x, dtype=np.float64)
         return x
 
-    def _check_x(self, x, name):
+    def _check_x(self, x: Any, name: str) -> npt.NDArray[np.float64] | sp.csr_matrix:
         F = self.n_features
         if sp.issparse(x):
             if x.ndim != 2:
@@ -229,9 +247,14 @@ class ChainModel(StructuredModel):
         check_finite(arr, name)
         return np.ascontiguousarray(arr, dtype=np.float64)
 
-    def check_X(self, X):
+    def check_X(self, X: Iterable[npt.ArrayLike | sp.spmatrix | sp.sparray]
+                ) -> list[npt.NDArray[np.float64] | sp.csr_matrix]:
+        # a stack of equal-length sequences (n, L, F) is a list; one (L, F) sequence is not
+        if sp.issparse(X) or (isinstance(X, np.ndarray) and X.ndim == 2):
+            raise one_example_error(X, "(L_i, F) array", "sequence")
         X = check_sequence_of_inputs(X, "X")
         return [self._check_x(x, f"X[{i}]") for i, x in enumerate(X)]
 
-    def check_y(self, x, y, name="Y"):
+    def check_y(self, x: npt.NDArray[np.float64] | sp.csr_matrix, y: npt.ArrayLike,
+                name: str = "Y") -> npt.NDArray[np.int64]:
         return as_label_array(y, name, self.n_states, (x.shape[0],))

@@ -4,7 +4,7 @@ The figure-ground set-up of the MP-BCFW paper (App. A, "HorseSeg") and of the
 "Minding the gaps" paper (Sec. 5, HorseSeg with positivity constraints): nodes are
 pixels or superpixels, y_v in {0 (background), 1 (figure)}.
 
-Joint feature (d = 2 F + Fe), see :mod:`structfw.oracles.potts`::
+Joint feature (d = 2 F + Fe), see `structfw.oracles.potts`::
 
     phi(x, y) = [ sum_v x_v placed in block y_v ,  - sum_{e=(u,v) : y_u != y_v} f_e ]
 
@@ -15,7 +15,7 @@ edge, so pairwise weights w_p >= 0 make the energy -<w, phi> submodular; those d
 coordinates are the model's ``nonnegative_indices`` and the engine keeps them >= 0
 (projection Pi of docs/design.md).  The task loss is the normalised Hamming loss over
 nodes, so loss-augmented decoding (eq. (10) of App. A with learned edge weights) and
-decoding are both exact s-t minimum cuts (:mod:`structfw.oracles.maxflow`).
+decoding are both exact s-t minimum cuts (`structfw.oracles.maxflow`).
 
 Negative pairwise weights make the problem non-submodular; the oracle then decodes with
 the projection Pi(w) (w_p clipped at 0, ``negative_weights="clip"``, the default) and
@@ -26,9 +26,11 @@ w_p >= 0 (``nonnegative_indices``) none of this is triggered and the oracle is e
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple, cast
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from .._linalg import SparseVector
@@ -43,12 +45,18 @@ from ..oracles.potts import (
     node_scores_dense,
     potts_score,
 )
-from ._validation import as_float_array, as_label_array, check_int_param, check_sequence_of_inputs
+from ._validation import (
+    as_float_array,
+    as_label_array,
+    check_int_param,
+    check_sequence_of_inputs,
+    one_example_error,
+)
 from .base import StructuredModel, register_model
 
 
 class GraphInput(NamedTuple):
-    """A validated input of the graph models (what :meth:`check_X` returns).
+    """A validated input of the graph models (what `check_X` returns).
 
     nodes : (V, F) C-contiguous float64 array or CSR matrix (float64, int64 indices)
     edges : (E, 2) int64, Fortran-ordered so that ``edges[:, 0]`` and ``edges[:, 1]``
@@ -56,24 +64,25 @@ class GraphInput(NamedTuple):
     edge_features : (E, Fe) C-contiguous float64 >= 0
     """
 
-    nodes: object
-    edges: np.ndarray
-    edge_features: np.ndarray
+    nodes: npt.NDArray[np.float64] | sp.csr_matrix
+    edges: npt.NDArray[np.int64]
+    edge_features: npt.NDArray[np.float64]
 
 
 _NEG_MODES = ("clip", "raise")
 
 
 class GraphLabellingModel(StructuredModel):
-    """Shared part of :class:`GraphCutModel` and :class:`~structfw.models.PottsModel`:
+    """Shared part of `GraphCutModel` and `PottsModel`:
     class-wise node features, negated cut edge features, normalised Hamming loss.
 
     Subclasses set ``n_states`` and implement the oracles."""
 
-    n_states = 2
-    potts_constant = 0.0
+    n_states: int = 2
+    class_labels = True
+    potts_constant: float = 0.0
 
-    def _init_sizes(self, n_features, n_edge_features, negative_weights):
+    def _init_sizes(self, n_features: int, n_edge_features: int, negative_weights: str) -> None:
         self.n_features = check_int_param(n_features, "n_features", 1)
         self.n_edge_features = check_int_param(n_edge_features, "n_edge_features", 1)
         if negative_weights not in _NEG_MODES:
@@ -84,17 +93,18 @@ class GraphLabellingModel(StructuredModel):
         self.nonnegative_indices = np.arange(self.edge_offset, self.size_joint_feature, dtype=np.int64)
 
     # ------------------------------------------------------------ weights
-    def unary_weights(self, w):
+    def unary_weights(self, w: npt.ArrayLike) -> np.ndarray:
         """View of w's unary part as (n_states, n_features)."""
         return np.asarray(w)[: self.edge_offset].reshape(self.n_states, self.n_features)
 
-    def edge_weights(self, w):
+    def edge_weights(self, w: npt.ArrayLike) -> np.ndarray:
         """View of w's pairwise part w_p (n_edge_features,), which must be >= 0."""
         return np.asarray(w)[self.edge_offset:self.size_joint_feature]
 
     # ------------------------------------------------------------ kernels glue
     @staticmethod
-    def _parts(x):
+    def _parts(x: GraphInput | Sequence[Any]) -> tuple[npt.NDArray[np.float64] | sp.csr_matrix, npt.NDArray[np.int64],
+                                                     npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """(nodes, tails, heads, edge_features) of an input, cheaply for a GraphInput."""
         if type(x) is not GraphInput:
             nodes, edges, ef = x
@@ -102,17 +112,21 @@ class GraphLabellingModel(StructuredModel):
             x = GraphInput(nodes if sp.issparse(nodes) else np.ascontiguousarray(nodes, np.float64),
                            edges, np.ascontiguousarray(ef, np.float64))
         nodes = x.nodes
-        if sp.issparse(nodes) and not (type(nodes) is sp.csr_matrix and nodes.indptr.dtype == np.int64):
+        # sp.issparse narrows nothing for mypy: the casts below name the type it establishes
+        if sp.issparse(nodes) and not (type(nodes) is sp.csr_matrix
+                                       and cast("sp.csr_matrix", nodes).indptr.dtype == np.int64):
             nodes = _as_csr(nodes)
         return nodes, x.edges[:, 0], x.edges[:, 1], x.edge_features
 
-    def _unary(self, nodes, w, y_true, augment):
+    def _unary(self, nodes: npt.NDArray[np.float64] | sp.csr_matrix, w: npt.NDArray[np.float64],
+               y_true: npt.NDArray[np.int64], augment: bool) -> npt.NDArray[np.float64]:
         K, F = self.n_states, self.n_features
         if sp.issparse(nodes):
+            nodes = cast("sp.csr_matrix", nodes)
             return node_scores_csr(nodes.indptr, nodes.indices, nodes.data, w, K, F, y_true, augment)
         return node_scores_dense(nodes, w, K, F, y_true, augment)
 
-    def _check_w(self, w):
+    def _check_w(self, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         w = np.ascontiguousarray(w, dtype=np.float64)
         if w.shape != (self.size_joint_feature,):
             raise ValueError(f"w must have shape ({self.size_joint_feature},), got {w.shape}")
@@ -125,10 +139,12 @@ class GraphLabellingModel(StructuredModel):
                     "submodular (pairwise weights must be >= 0; see nonnegative_indices)")
         return w
 
-    def _costs(self, ef, w):
+    def _costs(self, ef: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         return edge_costs(ef, w, self.edge_offset, self.potts_constant)
 
-    def _not_below_truth(self, U, tails, heads, ef, w, y, y_true):
+    def _not_below_truth(self, U: npt.NDArray[np.float64], tails: npt.NDArray[np.int64], heads: npt.NDArray[np.int64],
+                         ef: npt.NDArray[np.float64], w: npt.NDArray[np.float64], y: npt.NDArray[np.int64],
+                         y_true: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """y, or y_true when y scores below it at the given w (H_i(y) < H_i(y_i) = 0).
 
         Only needed when w has negative pairwise weights: the cut was then computed at
@@ -140,7 +156,8 @@ class GraphLabellingModel(StructuredModel):
             return y_true.copy()
         return y
 
-    def score_labelling(self, x, y, w, y_true=None):
+    def score_labelling(self, x: GraphInput | Sequence[Any], y: npt.ArrayLike, w: npt.ArrayLike,
+                        y_true: npt.ArrayLike | None = None) -> float:
         """<w, phi(x, y)> - potts_constant * #cut edges (+ Delta(y_true, y) when given),
         with w_p clipped at 0 as the oracles use it -- the objective they maximise."""
         w = self._check_w(w)
@@ -151,34 +168,36 @@ class GraphLabellingModel(StructuredModel):
         return float(potts_score(U, tails, heads, self._costs(ef, w), np.ascontiguousarray(y, np.int64)))
 
     # ------------------------------------------------------------------ core
-    def joint_feature(self, x, y):
+    def joint_feature(self, x: GraphInput | Sequence[Any], y: npt.ArrayLike) -> SparseVector:
         y = np.ascontiguousarray(y, dtype=np.int64)
         return self._phi_diff(x, y, np.full(y.shape[0], -1, np.int64))
 
-    def psi(self, x, y_true, y):
+    def psi(self, x: GraphInput | Sequence[Any], y_true: npt.NDArray[np.int64], y: npt.ArrayLike) -> SparseVector:
         """phi(x, y_true) - phi(x, y) as a SparseVector (only nodes whose labels differ and
         edges whose cut status differs contribute)."""
         return self._phi_diff(x, y_true, np.ascontiguousarray(y, np.int64))
 
-    def _phi_diff(self, x, ya, yb):
+    def _phi_diff(self, x: GraphInput | Sequence[Any], ya: npt.NDArray[np.int64],
+                  yb: npt.NDArray[np.int64]) -> SparseVector:
         nodes, tails, heads, ef = self._parts(x)
         K, F = self.n_states, self.n_features
         if sp.issparse(nodes):
+            nodes = cast("sp.csr_matrix", nodes)
             i, v = graph_phi_diff_csr(nodes.indptr, nodes.indices, nodes.data, ef, tails, heads, ya, yb, K, F)
         else:
             i, v = graph_phi_diff_dense(nodes, ef, tails, heads, ya, yb, K, F)
         return SparseVector(i, v, self.size_joint_feature)
 
-    def loss(self, y_true, y):
+    def loss(self, y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """Normalised Hamming loss (1/V) sum_v [y_true_v != y_v]."""
         return hamming_loss(np.asarray(y_true), np.asarray(y))
 
-    def label_key(self, y):
+    def label_key(self, y: npt.ArrayLike) -> bytes:
         return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 else (
             np.ascontiguousarray(y, dtype=np.int64).tobytes())
 
     # ------------------------------------------------------------ validation
-    def _check_x(self, x, name):
+    def _check_x(self, x: Any, name: str) -> GraphInput:
         if not isinstance(x, (tuple, list)) or len(x) != 3:
             raise ValueError(f"{name} must be a tuple (node_features, edges, edge_features), "
                              f"got {type(x).__name__}")
@@ -188,16 +207,20 @@ class GraphLabellingModel(StructuredModel):
         ef = _check_edge_features(x[2], edges.shape[0], self.n_edge_features, f"{name} edge_features")
         return GraphInput(nodes, edges, ef)
 
-    def check_X(self, X):
+    def check_X(self, X: Iterable[Sequence[Any]]) -> list[GraphInput]:
+        # one graph is a 3-tuple whose first item is its node-feature matrix (a list of graphs holds tuples)
+        if (isinstance(X, (tuple, list)) and len(X) == 3
+                and (sp.issparse(X[0]) or (isinstance(X[0], np.ndarray) and X[0].ndim == 2))):
+            raise one_example_error(X, "(node_features, edges, edge_features) tuple", "graph")
         X = check_sequence_of_inputs(X, "X")
         return [self._check_x(x, f"X[{i}]") for i, x in enumerate(X)]
 
-    def check_y(self, x, y, name="Y"):
+    def check_y(self, x: GraphInput | Sequence[Any], y: npt.ArrayLike, name: str = "Y") -> npt.NDArray[np.int64]:
         V = x.nodes.shape[0] if type(x) is GraphInput else np.shape(x[0])[0]
         return as_label_array(y, name, self.n_states, (V,))
 
 
-def _as_csr(nodes):
+def _as_csr(nodes: Any) -> sp.csr_matrix:
     x = sp.csr_matrix(nodes, dtype=np.float64, copy=True)
     x.sum_duplicates()
     x.sort_indices()
@@ -206,7 +229,7 @@ def _as_csr(nodes):
     return x
 
 
-def _check_nodes(nodes, F, name):
+def _check_nodes(nodes: Any, F: int, name: str) -> npt.NDArray[np.float64] | sp.csr_matrix:
     if sp.issparse(nodes):
         if nodes.ndim != 2:
             raise ValueError(f"{name} must be 2-D (V, {F}), got ndim={nodes.ndim}")
@@ -227,7 +250,7 @@ def _check_nodes(nodes, F, name):
     return x
 
 
-def _check_edges(edges, V, name):
+def _check_edges(edges: npt.ArrayLike, V: int, name: str) -> npt.NDArray[np.int64]:
     try:
         e = np.asarray(edges)
     except Exception as exc:  # pragma: no cover - exotic inputs
@@ -250,7 +273,7 @@ def _check_edges(edges, V, name):
     return e
 
 
-def _check_edge_features(ef, E, Fe, name):
+def _check_edge_features(ef: npt.ArrayLike, E: int, Fe: int, name: str) -> npt.NDArray[np.float64]:
     f = as_float_array(ef, name)
     if f.ndim == 1 and Fe == 1 and f.shape[0] == E:
         f = f.reshape(E, 1)
@@ -278,13 +301,13 @@ class GraphCutModel(GraphLabellingModel):
     negative_weights : {"clip", "raise"}, default "clip"
         What the oracles do with negative pairwise weights (see the module docstring).
     backend : {"auto", "numba", "pymaxflow", "ortools", "scipy"}, default "auto"
-        Max-flow backend (:mod:`structfw.oracles.maxflow`); "auto" is the numba kernel,
+        Max-flow backend (`structfw.oracles.maxflow`); "auto" is the numba kernel,
         which releases the GIL.
 
     Inputs and labellings
     ---------------------
     x : tuple (node_features (V, F), edges (E, 2) int, edge_features (E, Fe) >= 0);
-        :meth:`check_X` returns :class:`GraphInput` tuples (node features kept sparse as
+        `check_X` returns `GraphInput` tuples (node features kept sparse as
         CSR when given sparse).
     y : (V,) int64 in {0, 1}.
 
@@ -293,23 +316,26 @@ class GraphCutModel(GraphLabellingModel):
 
     n_states = 2
 
-    def __init__(self, n_features, n_edge_features, negative_weights="clip", backend="auto"):
+    def __init__(self, n_features: int, n_edge_features: int, negative_weights: str = "clip",
+                 backend: str = "auto") -> None:
         self._init_sizes(n_features, n_edge_features, negative_weights)
         if backend != "auto" and backend not in BACKENDS:
             raise ValueError(f"backend must be 'auto' or one of {BACKENDS}, got {backend!r}")
         self.backend = backend
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"n_features": self.n_features, "n_edge_features": self.n_edge_features,
                 "negative_weights": self.negative_weights, "backend": self.backend}
 
-    def _cut(self, U, tails, heads, c):
+    def _cut(self, U: npt.NDArray[np.float64], tails: npt.NDArray[np.int64], heads: npt.NDArray[np.int64],
+             c: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         if self.backend in ("auto", "numba"):
             return binary_graph_cut(U, tails, heads, c)
         y, _ = min_cut(-U[:, 0], -U[:, 1], np.stack([tails, heads], 1), c, backend=self.backend)
         return y
 
-    def loss_augmented_decode(self, x, y_true, w):
+    def loss_augmented_decode(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike,
+                              w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Exact argmax_y Delta(y_true, y) + <Pi(w), phi(x, y)> by one min cut.
 
         With w_p >= 0 (always, once the engine projects) this is the exact max oracle
@@ -323,7 +349,7 @@ class GraphCutModel(GraphLabellingModel):
         y = self._cut(U, tails, heads, self._costs(ef, w))
         return self._not_below_truth(U, tails, heads, ef, w, y, y_true)
 
-    def decode(self, x, w):
+    def decode(self, x: GraphInput | Sequence[Any], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Exact argmax_y <Pi(w), phi(x, y)> by one min cut."""
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)

@@ -8,7 +8,7 @@ x_jk in R^F; an alignment is a one-to-one partial matching.
 Conventions
 -----------
 x : the edge features of one sentence pair, either a dense (m_s, m_t, F) array or a
-    :class:`MatchingInput` (CSR features with one row per edge, row j*m_t + k).
+    `MatchingInput` (CSR features with one row per edge, row j*m_t + k).
 y : (m_s,) int64, y[j] = the target word aligned to source word j, or -1 (null).
     Every target word is used at most once (one-to-one; null on both sides allowed).
 phi(x, y) = sum_{j : y[j] >= 0} x_{j, y[j]}   (d = F; null alignments add nothing, so a
@@ -21,16 +21,18 @@ Delta(y_true, y) = (fn_cost |E_true minus E| + |E minus E_true|) / ((1 + fn_cost
     edges of y, so loss-augmented decoding is again a matching problem.
 
 Decoding and loss-augmented decoding are exact: one rectangular linear assignment
-(:func:`structfw.oracles.matching.max_weight_partial_matching`).  There is no
+(`structfw.oracles.matching.max_weight_partial_matching`).  There is no
 expectation oracle: marginals of a matching distribution need the permanent (#P-hard),
 which is why online-EG does not apply to this task.
 """
 from __future__ import annotations
 
 import numbers
-from typing import NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple, cast
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from .._linalg import SparseVector
@@ -42,49 +44,57 @@ from ..oracles.matching import (
     matching_scores_dense,
     max_weight_partial_matching,
 )
-from ._validation import as_float_array, check_finite, check_int_param, check_sequence_of_inputs
+from ._validation import (
+    as_float_array,
+    check_finite,
+    check_int_param,
+    check_sequence_of_inputs,
+    one_example_error,
+)
 from .base import StructuredModel, register_model
 
 _EMPTY = np.empty(0, np.int64)
 
 
 class MatchingInput(NamedTuple):
-    """Sparse edge features of one sentence pair (what :meth:`MatchingModel.check_X` keeps).
+    """Sparse edge features of one sentence pair (what `MatchingModel.check_X` keeps).
 
     features : CSR matrix (n_source * n_target, F), float64 with int64 indices, row
         j * n_target + k holding the features of edge (source j, target k)
     n_source, n_target : int, the sentence lengths m_s and m_t
     """
 
-    features: object
+    features: sp.csr_matrix
     n_source: int
     n_target: int
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, int, int]:
         """(m_s, m_t, F), as for the dense layout."""
         return (self.n_source, self.n_target, self.features.shape[1])
 
-    def sum(self):
+    def sum(self) -> float:
         """Sum of all feature values (a cheap fingerprint of the input)."""
         return float(self.features.sum())
 
-    def toarray(self):
+    def toarray(self) -> npt.NDArray[np.float64]:
         """The dense (m_s, m_t, F) features."""
         return self.features.toarray().reshape(self.shape)
 
     @classmethod
-    def from_dense(cls, x):
+    def from_dense(cls, x: npt.ArrayLike) -> MatchingInput:
         """Sparse copy of dense (m_s, m_t, F) edge features."""
         x = np.asarray(x, dtype=np.float64)
         ms, mt, F = x.shape
         return cls(sp.csr_matrix(x.reshape(ms * mt, F)), ms, mt)
 
 
-def _sizes(x):
+def _sizes(x: npt.NDArray[np.float64] | MatchingInput) -> tuple[int, int]:
     """(m_s, m_t) of a validated input."""
     if type(x) is np.ndarray:
         return x.shape[0], x.shape[1]
+    # mypy narrows no else branch of a `type(x) is` test; isinstance would, but would also take subclasses
+    x = cast(MatchingInput, x)
     return x.n_source, x.n_target
 
 
@@ -102,27 +112,29 @@ class MatchingModel(StructuredModel):
 
     Notes
     -----
-    Inputs and labellings are described in the module docstring; :meth:`check_X`
-    accepts dense (m_s, m_t, F) arrays, :class:`MatchingInput` or a tuple
+    Inputs and labellings are described in the module docstring; `check_X`
+    accepts dense (m_s, m_t, F) arrays, `MatchingInput` or a tuple
     ``(features, n_source, n_target)`` with ``features`` of shape (m_s*m_t, F) (sparse
-    or dense).  ``psi`` and ``joint_feature`` return
-    :class:`~structfw._linalg.SparseVector`.  The methods used in the solvers' inner loop
-    do no validation: call :meth:`check_data` once on the training set.
+    or dense).  Labellings are integer target positions (-1 = null), never encoded:
+    `StructuredSVM` takes them as given (its ``classes_`` is None).  ``psi`` and ``joint_feature`` return
+    `SparseVector`.  The methods used in the solvers' inner loop
+    do no validation: call `check_data` once on the training set.
     """
 
-    def __init__(self, n_features, fn_cost=1.0):
+    def __init__(self, n_features: int, fn_cost: float = 1.0) -> None:
         self.n_features = check_int_param(n_features, "n_features", 1)
         if isinstance(fn_cost, bool) or not isinstance(fn_cost, numbers.Real) or not (
                 np.isfinite(fn_cost) and fn_cost > 0):
             raise ValueError(f"fn_cost must be a positive finite number, got {fn_cost!r}")
-        self.fn_cost = float(fn_cost)
+        self.fn_cost: float = float(fn_cost)
         self.size_joint_feature = self.n_features
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"n_features": self.n_features, "fn_cost": self.fn_cost}
 
     # ------------------------------------------------------------------ core
-    def edge_scores(self, x, w, y_true=None):
+    def edge_scores(self, x: npt.NDArray[np.float64] | MatchingInput, w: npt.ArrayLike,
+                    y_true: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.float64]:
         """(m_s, m_t) scores <w, x_jk>, plus the loss bonuses when ``y_true`` is given
         (then argmax over alignments of the summed scores is the loss-augmented decoding)."""
         w = np.ascontiguousarray(w, dtype=np.float64)
@@ -132,48 +144,52 @@ class MatchingModel(StructuredModel):
         norm = (1.0 + self.fn_cost) * ms
         if type(x) is np.ndarray:
             return matching_scores_dense(x, w, yt, augment, self.fn_cost, norm)
+        x = cast(MatchingInput, x)
         f = x.features
         return matching_scores_csr(f.indptr, f.indices, f.data, x.n_source, x.n_target, w, yt, augment,
                                    self.fn_cost, norm)
 
-    def joint_feature(self, x, y):
+    def joint_feature(self, x: npt.NDArray[np.float64] | MatchingInput, y: npt.ArrayLike) -> SparseVector:
         """phi(x, y) = sum of the features of the edges of y, as a SparseVector."""
         y = np.asarray(y, dtype=np.int64)
         return self.psi(x, y, np.full(y.shape[0], -1, np.int64))
 
-    def psi(self, x, y_true, y):
+    def psi(self, x: npt.NDArray[np.float64] | MatchingInput, y_true: npt.NDArray[np.int64],
+            y: npt.NDArray[np.int64]) -> SparseVector:
         """phi(x, y_true) - phi(x, y) as a SparseVector (only the source words whose links differ)."""
         if type(x) is np.ndarray:
             i, v = matching_phi_diff_dense(x, y_true, y)
         else:
+            x = cast(MatchingInput, x)
             f = x.features
             i, v = matching_phi_diff_csr(f.indptr, f.indices, f.data, x.n_target, y_true, y)
         return SparseVector(i, v, self.size_joint_feature)
 
-    def loss(self, y_true, y):
+    def loss(self, y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """Normalised edge Hamming loss (module docstring), in [0, 1]."""
         return matching_hamming(np.asarray(y_true, dtype=np.int64), np.asarray(y, dtype=np.int64), self.fn_cost)
 
-    def loss_augmented_decode(self, x, y_true, w):
+    def loss_augmented_decode(self, x: npt.NDArray[np.float64] | MatchingInput, y_true: npt.NDArray[np.int64],
+                              w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """argmax_y Delta(y_true, y) + <w, phi(x, y)> by one linear assignment."""
         return max_weight_partial_matching(self.edge_scores(x, w, y_true))
 
-    def decode(self, x, w):
+    def decode(self, x: npt.NDArray[np.float64] | MatchingInput, w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """argmax_y <w, phi(x, y)>: the best partial matching (edges of score <= 0 stay null)."""
         return max_weight_partial_matching(self.edge_scores(x, w))
 
-    def label_key(self, y):
+    def label_key(self, y: npt.ArrayLike) -> bytes:
         return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 else (
             np.ascontiguousarray(y, dtype=np.int64).tobytes()
         )
 
     # ------------------------------------------------------------ validation
-    def _check_sizes(self, ms, mt, name):
+    def _check_sizes(self, ms: int, mt: int, name: str) -> None:
         if ms < 1 or mt < 1:
             raise ValueError(f"{name} must have at least one source and one target word, got "
                              f"m_s={ms}, m_t={mt}")
 
-    def _check_dense(self, x, name):
+    def _check_dense(self, x: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
         arr = as_float_array(x, name)
         F = self.n_features
         if arr.ndim != 3:
@@ -184,7 +200,7 @@ class MatchingModel(StructuredModel):
         check_finite(arr, name)
         return np.ascontiguousarray(arr, dtype=np.float64)
 
-    def _check_sparse(self, x, name):
+    def _check_sparse(self, x: Any, name: str) -> MatchingInput:
         try:
             feats, ms, mt = x
         except (TypeError, ValueError):
@@ -208,7 +224,7 @@ class MatchingModel(StructuredModel):
         check_finite(csr.data, f"{name}.features")
         return MatchingInput(csr, ms, mt)
 
-    def _check_x(self, x, name):
+    def _check_x(self, x: Any, name: str) -> npt.NDArray[np.float64] | MatchingInput:
         if isinstance(x, tuple):  # MatchingInput or (features, n_source, n_target)
             return self._check_sparse(x, name)
         if sp.issparse(x):
@@ -216,11 +232,16 @@ class MatchingModel(StructuredModel):
                              "MatchingInput(features, n_source, n_target)")
         return self._check_dense(x, name)
 
-    def check_X(self, X):
+    def check_X(self, X: Iterable[Any]) -> list[npt.NDArray[np.float64] | MatchingInput]:
+        # one pair: a dense (m_s, m_t, F) array, or a (features, n_source, n_target) tuple
+        if ((isinstance(X, np.ndarray) and X.ndim == 3)
+                or (isinstance(X, tuple) and len(X) == 3 and isinstance(X[1], numbers.Integral))):
+            raise one_example_error(X, "(m_s, m_t, F) array or MatchingInput", "sentence pair")
         X = check_sequence_of_inputs(X, "X")
         return [self._check_x(x, f"X[{i}]") for i, x in enumerate(X)]
 
-    def check_y(self, x, y, name="Y"):
+    def check_y(self, x: npt.NDArray[np.float64] | MatchingInput, y: npt.ArrayLike,
+                name: str = "Y") -> npt.NDArray[np.int64]:
         """y as int64 (m_s,) with values in -1..m_t-1 and no target used twice."""
         ms, mt = _sizes(x)
         try:
@@ -229,7 +250,8 @@ class MatchingModel(StructuredModel):
             raise ValueError(f"{name} could not be converted to an array: {exc}") from exc
         if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer)
                                        or np.issubdtype(arr.dtype, np.floating)):
-            raise ValueError(f"{name} must hold integer target indices (-1 = null), got dtype {arr.dtype}")
+            raise ValueError(f"{name} must hold integer target indices (-1 = null), got dtype {arr.dtype}; "
+                             "an alignment's entries are positions, not class labels, so they are not encoded")
         if arr.shape != (ms,):
             raise ValueError(f"{name} has shape {arr.shape}, expected ({ms},) (one entry per source word)")
         if np.issubdtype(arr.dtype, np.floating) and (

@@ -6,8 +6,11 @@ the K classes.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from .._linalg import SparseVector
@@ -19,7 +22,13 @@ from ..oracles.multiclass import (
     multiclass_phi_diff_sparse,
     multiclass_scores_sparse,
 )
-from ._validation import as_float_array, check_finite, check_int_param, check_sequence_of_inputs
+from ._validation import (
+    as_float_array,
+    check_finite,
+    check_int_param,
+    check_sequence_of_inputs,
+    one_example_error,
+)
 from .base import StructuredModel, register_model
 
 
@@ -35,8 +44,8 @@ class MulticlassModel(StructuredModel):
     Notes
     -----
     Inputs and labellings: x is a (F,) float64 vector, or a
-    :class:`structfw._linalg.SparseVector` of dimension F for sparse data; y a
-    Python int in 0..K-1. :meth:`check_X` also accepts a 2-D array (rows =
+    `structfw._linalg.SparseVector` of dimension F for sparse data; y a
+    Python int in 0..K-1. `check_X` also accepts a 2-D array (rows =
     examples), returned as a list of C-contiguous float64 rows, or a scipy.sparse
     matrix, returned as a list of sparse rows and never densified (a wide
     svmlight file costs memory in its nonzeros only).
@@ -45,60 +54,64 @@ class MulticlassModel(StructuredModel):
     #: the joint kernel this model's features, loss and oracles define (solvers.KernelBCFW):
     #: a chain of length 1
     joint_kernel_kind = "multiclass"
+    class_labels = True
 
-    def __init__(self, n_classes, n_features):
+    def __init__(self, n_classes: int, n_features: int) -> None:
         self.n_classes = check_int_param(n_classes, "n_classes", 2)
         self.n_features = check_int_param(n_features, "n_features", 1)
         self.size_joint_feature = self.n_classes * self.n_features
 
     @property
-    def n_states(self):
+    def n_states(self) -> int:
         return self.n_classes
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"n_classes": self.n_classes, "n_features": self.n_features}
 
     # ------------------------------------------------------------------ core
-    def _phi_diff(self, x, ya, yb):
+    def _phi_diff(self, x: npt.NDArray[np.float64] | SparseVector, ya: int, yb: int) -> SparseVector:
         if isinstance(x, SparseVector):
             i, v = multiclass_phi_diff_sparse(x.indices, x.values, ya, yb, self.n_features)
         else:
             i, v = multiclass_phi_diff(x, ya, yb, self.n_features)
         return SparseVector(i, v, self.size_joint_feature)
 
-    def joint_feature(self, x, y):
+    def joint_feature(self, x: npt.NDArray[np.float64] | SparseVector, y: int) -> SparseVector:
         return self._phi_diff(x, int(y), -1)
 
-    def psi(self, x, y_true, y):
+    def psi(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int, y: int) -> SparseVector:
         return self._phi_diff(x, y_true, y)
 
-    def loss(self, y_true, y):
+    def loss(self, y_true: int, y: int) -> float:
         """0-1 loss."""
         return 0.0 if y_true == y else 1.0
 
-    def _oracle(self, x, w, y_true, augment):
+    def _oracle(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.NDArray[np.float64], y_true: int,
+                augment: bool) -> int:
         if isinstance(x, SparseVector):
             return multiclass_oracle_sparse(x.indices, x.values, w, y_true, self.n_classes, self.n_features,
                                             augment)
         return multiclass_oracle(x, w, y_true, self.n_classes, self.n_features, augment)
 
-    def loss_augmented_decode(self, x, y_true, w):
+    def loss_augmented_decode(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int,
+                              w: npt.NDArray[np.float64]) -> int:
         return self._oracle(x, w, y_true, True)
 
-    def decode(self, x, w):
+    def decode(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.ArrayLike) -> int:
         return self._oracle(x, np.ascontiguousarray(w, dtype=np.float64), -1, False)
 
-    def scores(self, x, w):
+    def scores(self, x: npt.ArrayLike | SparseVector, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """(K,) class scores <w_k, x>."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         if isinstance(x, SparseVector):
             return multiclass_scores_sparse(x.indices, x.values, w, self.n_classes, self.n_features)
         return w[: self.size_joint_feature].reshape(self.n_classes, self.n_features) @ np.asarray(x, np.float64)
 
-    def label_key(self, y):
+    def label_key(self, y: int) -> int:
         return int(y)
 
-    def expectation(self, x, y_true, v, c):
+    def expectation(self, x: npt.ArrayLike | SparseVector, y_true: int | None, v: npt.ArrayLike,
+                    c: float) -> tuple[npt.NDArray[np.float64], float, float]:
         """Expectation oracle: the softmax p(k) ∝ exp(c [k != y_true] + <v_k, x>) (online-EG).
 
         Parameters
@@ -120,13 +133,13 @@ class MulticlassModel(StructuredModel):
             raise ValueError(f"x must have shape ({self.n_features},), got {x.shape}")
         has_loss = y_true is not None
         yt = 0
-        if has_loss:
+        if y_true is not None:
             yt = int(y_true)
             if not 0 <= yt < self.n_classes:
                 raise ValueError(f"y_true has label {yt} outside 0..{self.n_classes - 1}")
         return softmax_expectation(x, yt, V, c, has_loss)
 
-    def compiled_oracle(self, X, Y):
+    def compiled_oracle(self, X: Sequence[Any], Y: Sequence[int]) -> tuple[int, tuple[Any, ...]] | None:
         """The K-way loss-augmented argmax + psi of example i in one numba call (dense rows only)."""
         if not all(type(x) is np.ndarray and x.ndim == 1 for x in X):
             return None
@@ -135,7 +148,7 @@ class MulticlassModel(StructuredModel):
         return pack_multiclass_dense(X, Y, self.n_classes, self.n_features)
 
     # ------------------------------------------------------------ validation
-    def _check_x(self, x, name):
+    def _check_x(self, x: Any, name: str) -> npt.NDArray[np.float64] | SparseVector:
         if isinstance(x, SparseVector) or sp.issparse(x):
             return self._check_sparse_row(x, name)
         arr = as_float_array(x, name)
@@ -146,7 +159,7 @@ class MulticlassModel(StructuredModel):
         check_finite(arr, name)
         return np.ascontiguousarray(arr, dtype=np.float64)
 
-    def _check_sparse_row(self, x, name):
+    def _check_sparse_row(self, x: Any, name: str) -> SparseVector:
         if sp.issparse(x):
             if x.ndim == 2 and x.shape[0] != 1:
                 raise ValueError(f"{name} must be one row (1, {self.n_features}); got shape {x.shape}")
@@ -163,7 +176,7 @@ class MulticlassModel(StructuredModel):
         keep = val != 0.0
         return SparseVector(np.ascontiguousarray(idx[keep]), np.ascontiguousarray(val[keep]), self.n_features)
 
-    def _sparse_rows(self, X, name):
+    def _sparse_rows(self, X: sp.csr_matrix, name: str) -> list[Any]:
         if X.shape[1] != self.n_features:
             raise ValueError(f"{name} has {X.shape[1]} features, expected {self.n_features}")
         X = X.astype(np.float64, copy=True)
@@ -175,12 +188,17 @@ class MulticlassModel(StructuredModel):
         return [SparseVector(indices[indptr[r]:indptr[r + 1]].copy(), data[indptr[r]:indptr[r + 1]].copy(),
                              self.n_features) for r in range(X.shape[0])]
 
-    def check_X(self, X):
+    def check_X(self, X: Iterable[Any]) -> list[npt.NDArray[np.float64] | SparseVector]:
         if sp.issparse(X):
-            if X.ndim != 2:
-                raise ValueError(f"X must be a 2-D sparse matrix (n_samples, {self.n_features}); got {X.shape}")
-            return self._sparse_rows(sp.csr_matrix(X), "X")
+            S = cast("sp.spmatrix", X)  # sp.issparse narrows nothing for mypy
+            if S.ndim != 2:
+                raise ValueError(f"X must be a 2-D sparse matrix (n_samples, {self.n_features}); got {S.shape}")
+            return self._sparse_rows(sp.csr_matrix(S), "X")
         if isinstance(X, np.ndarray):
+            if X.ndim == 1:
+                raise ValueError(f"X must be a 2-D array (n_samples, {self.n_features}) or a list of examples "
+                                 f"(one ({self.n_features},) vector each), got a single example (shape "
+                                 f"{X.shape}); to predict one example pass [x] or x.reshape(1, -1)")
             if X.ndim != 2:
                 raise ValueError(
                     f"X must be a 2-D array (n_samples, {self.n_features}) or a list of "
@@ -192,10 +210,12 @@ class MulticlassModel(StructuredModel):
             check_finite(arr, "X")
             arr = np.ascontiguousarray(arr, dtype=np.float64)
             return [arr[i] for i in range(arr.shape[0])]
+        if isinstance(X, SparseVector):
+            raise one_example_error(X, f"({self.n_features},) vector or SparseVector", "example")
         X = check_sequence_of_inputs(X, "X")
         return [self._check_x(x, f"X[{i}]") for i, x in enumerate(X)]
 
-    def check_y(self, x, y, name="Y"):
+    def check_y(self, x: npt.NDArray[np.float64] | SparseVector, y: Any, name: str = "Y") -> int:
         if isinstance(y, np.ndarray):
             if y.ndim != 0:
                 raise ValueError(f"{name} must be a single class label, got shape {y.shape}")
@@ -203,9 +223,10 @@ class MulticlassModel(StructuredModel):
         if isinstance(y, bool) or not isinstance(y, (numbers.Integral, numbers.Real)):
             raise ValueError(f"{name} must be an integer class label, got {y!r}")
         if not isinstance(y, numbers.Integral):
-            if not np.isfinite(y) or y != int(y):
+            # typeshed's numbers.Real supports neither int() nor numpy's ufuncs
+            if not np.isfinite(y) or y != int(y):  # type: ignore[call-overload]
                 raise ValueError(f"{name} must be an integer class label, got {y!r}")
-        y = int(y)
+        y = int(y)  # type: ignore[call-overload]
         if not 0 <= y < self.n_classes:
             raise ValueError(
                 f"{name} has label {y} outside 0..{self.n_classes - 1} (n_classes={self.n_classes})"
