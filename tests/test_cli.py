@@ -43,7 +43,7 @@ def test_train_ocr_writes_trace_plot_and_model(tmp_path):
                "--passes", "1", "--lam", "0.01", "--quiet", "--trace", str(tmp_path / "t.csv"),
                "--plot", str(tmp_path / "p.png"), "--save", str(tmp_path / "m.npz")])
     assert res.exit_code == 0, res.output
-    assert "stopped by" in res.output
+    assert "stopped: " in res.output
     import structfw as sf
 
     svm = sf.load(tmp_path / "m.npz")

@@ -69,7 +69,7 @@ def test_train_with_kernel_bcfw_on_an_svmlight_file(tmp_path):
             "0.5", "--passes", "3", "--quiet", "--trace", str(tmp_path / "t.json")]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
-    assert "stopped by max_passes" in r.output and (tmp_path / "t.json").exists()
+    assert "stopped: max_passes" in r.output and (tmp_path / "t.json").exists()
     # a non-linear kernel's predictor has no explicit w: the model file holds its expansion
     r = CliRunner().invoke(main, args + ["--save", str(tmp_path / "m.npz")])
     assert r.exit_code == 0, r.output

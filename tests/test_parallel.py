@@ -290,7 +290,7 @@ def test_cli_train_on_ray(ray_cluster, tmp_path):
     r = CliRunner().invoke(main, ["train", "--data", "seg-binary", "--passes", "2", "--quiet", "--ray", "--n-jobs", "2",
                                   "--solver", "bcfw", "--minibatch", "4", "--asynchronous"])
     assert r.exit_code == 0, r.output
-    assert "stopped by max_passes" in r.output
+    assert "stopped: max_passes" in r.output
     r = CliRunner().invoke(main, ["train", "--data", "ocr", "--ray", "--executor", "thread"])
     assert r.exit_code == 2 and "cannot be combined with --executor thread" in r.output
 

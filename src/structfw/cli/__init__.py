@@ -1,7 +1,7 @@
 """The ``structfw`` command.
 
 One module per command (``demo``, ``train``, ``path``, ``warmup``; the benchmarks live in
-:mod:`structfw.bench`).  Commands are registered by name and imported only when run or
+`structfw.bench`).  Commands are registered by name and imported only when run or
 asked for their own ``--help``, so ``structfw --help`` imports neither numba nor
 scikit-learn and compiles nothing.
 """
@@ -28,6 +28,10 @@ BENCH_COMMANDS = {
     "svm": ("..bench.svm", "bench_svm", "Kernel SVM Tables 2-4: FW/MFW/SWAP/PARTAN against libsvm."),
     "parallel": ("..bench.parallel", "bench_parallel",
                  "Minibatch-parallel BCFW: time and oracle calls to a gap on threads, processes, Ray."),
+    "graph-inference": ("..bench.graph_inference", "bench_graph_inference",
+                        "Graph inference back-ends (TRW-S, LP, QPBO, tree): time per call and certified gap."),
+    "graph-task": ("..bench.graph_task", "bench_graph_task",
+                   "GraphModel on superpixel graphs: time to a certified gap, accuracy with and without edges."),
 }
 
 
@@ -55,6 +59,15 @@ class LazyGroup(click.Group):
         cmd = getattr(importlib.import_module(module, __name__), attr)
         self.commands[name] = cmd
         return cmd
+
+    def invoke(self, ctx):
+        # a Ctrl-C outside a fit (loading data, writing outputs): exit 130 as shells expect,
+        # not click's "Aborted!" with status 1; inside a fit it is taken at a safe point
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("\nstopped: interrupted", err=True)
+            ctx.exit(130)
 
     def format_commands(self, ctx, formatter):
         rows = []

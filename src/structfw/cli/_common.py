@@ -1,7 +1,7 @@
 """What the commands share: data loading with one-line errors, output checks, the table.
 
 Errors a user can fix are click exceptions (exit code 2, one line, no traceback):
-:class:`DataError` for a ``--data`` that cannot be used, ``click.UsageError`` /
+`DataError` for a ``--data`` that cannot be used, ``click.UsageError`` /
 ``click.BadParameter`` for options.
 """
 from __future__ import annotations
@@ -10,12 +10,14 @@ import os
 from pathlib import Path
 
 import click
+import numpy as np
 
 #: the named data sets and the one model each is trained with
 NAMED_DATA = {"ocr": "chain", "snakes": "grid", "seg-binary": "graphcut", "seg-multi": "potts",
-              "alignment": "matching"}
-MODEL_CHOICES = ["auto", "chain", "multiclass", "grid", "graphcut", "potts", "matching"]
-DATA_HELP = ("'ocr' (chain), 'snakes' (grid), 'seg-binary' (graph cut), 'seg-multi' (Potts), 'alignment' "
+              "seg-graph": "graph", "seg-graph-binary": "graph", "alignment": "matching"}
+MODEL_CHOICES = ["auto", "chain", "multiclass", "grid", "graphcut", "potts", "graph", "matching"]
+DATA_HELP = ("'ocr' (chain), 'snakes' (grid), 'seg-binary' (graph cut), 'seg-multi' (Potts), 'seg-graph' / "
+             "'seg-graph-binary' (graph CRF on superpixel adjacency graphs, 6 or 2 classes), 'alignment' "
              "(matching: 5,000 synthetic sentence pairs, the last 1,000 for testing), or the path of an "
              "svmlight/LIBSVM file (multiclass model, kept sparse, 80/20 split).")
 
@@ -34,7 +36,7 @@ def load_training_data(data, model_name="auto", seed=0):
     """(X, Y, X_test, Y_test, model) for ``--data`` and ``--model``.
 
     A model that does not fit the data is a usage error naming both options; a
-    file that cannot be read is a :class:`DataError` naming the file.
+    file that cannot be read is a `DataError` naming the file.
     """
     natural = NAMED_DATA.get(data, "multiclass")
     if model_name not in ("auto", None) and model_name != natural:
@@ -62,6 +64,11 @@ def _load_named(data):
         X, Y = datasets.make_alignment(5000, random_state=0)
         return X[:4000], Y[:4000], X[4000:], Y[4000:], models.MatchingModel(datasets.alignment.N_FEATURES)
     try:
+        if data in ("seg-graph", "seg-graph-binary"):
+            # superpixel adjacency graphs for GraphModel (cached on disk on first use)
+            X, Y, make_model = datasets.load_superpixel_graphs(data, "train")
+            Xt, Yt, _ = datasets.load_superpixel_graphs(data, "test")
+            return X, Y, Xt, Yt, make_model()
         # graph-cut / Potts segmentation built from scikit-image's photos (cached on disk on first use)
         X, Y, make_model = datasets.load_segmentation(data, "train")
         Xt, Yt, _ = datasets.load_segmentation(data, "test")
@@ -91,7 +98,7 @@ def _load_svmlight_split(data, seed):
 
 
 def read_svmlight(data):
-    """X (CSR) and y of an svmlight/LIBSVM file, or a one-line :class:`DataError`."""
+    """X (CSR) and y of an svmlight/LIBSVM file, or a one-line `DataError`."""
     path = Path(data)
     if not path.exists():
         raise DataError(data, f"no such file; expected one of {', '.join(NAMED_DATA)} or an svmlight/LIBSVM file")
@@ -101,19 +108,17 @@ def read_svmlight(data):
         raise DataError(data, "is not readable (permission denied)")
     if path.stat().st_size == 0:
         raise DataError(data, "is empty")
-    from sklearn.datasets import load_svmlight_file
+    from ..datasets import load_svmlight
 
     try:
-        X, y = load_svmlight_file(str(path), dtype="float64")
-    except (ValueError, UnicodeDecodeError, OSError, RuntimeError) as exc:
+        # sparse, d bounded by the file's non-zeros, values and ids checked line by line
+        X, y = load_svmlight(path, dense=False)
+    except (ValueError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise DataError(data, f"is not an svmlight/LIBSVM file ({reason})") from None
+        prefix = f"{path}: "
+        raise DataError(data, reason[len(prefix):] if reason.startswith(prefix) else reason) from None
     if X.shape[0] == 0:
         raise DataError(data, "has no examples")
-    import numpy as np
-
-    if not np.all(np.isfinite(X.data)) or not np.all(np.isfinite(y)):
-        raise DataError(data, "contains non-finite values (nan or inf)")
     return X, y
 
 
@@ -188,11 +193,56 @@ def print_table(trace, file=None):
         r = trace[k]
         engine = r.get("engine_passes", r["passes"]) if has_engine else r["passes"]
         line = f"{engine:7.2f}" + (f" {r['passes']:8.2f}" if has_engine else "")
-        line += f" {r['gap']:11.4e} {r['primal']:11.6f}"
+        line += f" {format_gap(r['gap'], 11)} {r['primal']:11.6f}"
         if has_test:
             line += f" {r.get('test_loss', float('nan')):9.4f}"
         line += f" {r['time_s']:8.2f}"
         click.echo(line, file=file)
+    notes = []
     if has_engine:
-        click.echo("(pass: the solver's passes, which --passes counts; oracle/n: effective passes, all oracle "
-                   "calls / n, as the papers plot)", file=file)
+        notes.append("pass: the solver's passes, which --passes counts; oracle/n: effective passes, all oracle "
+                     "calls / n, as the papers and --plot plot")
+    if len(trace) and not np.isfinite(trace["gap"]).any():
+        notes.append("gap -: this solver has no dual, hence no duality gap")
+    if notes:
+        click.echo("(" + "; ".join(notes) + ")", file=file)
+
+
+def format_gap(gap, width=0, spec=".4e"):
+    """The gap as the tables print it: "-" when there is none (SSG has no dual, its gap is NaN)."""
+    text = format(gap, spec) if gap is not None and np.isfinite(gap) else "-"
+    return f"{text:>{width}}" if width else text
+
+
+#: why a fit ended, as the commands print it ("stopped: <reason> (<detail>)")
+_STOP_DETAIL = {
+    "tol": "the duality gap reached --tol",
+    "max_passes": "--passes done",
+    "time_budget": "--time-budget used up",
+}
+
+#: exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED = 130
+
+
+def stop_message(stopped, saved=None, save_hint="--save PATH"):
+    """One line saying why a fit ended; for an interrupted fit, where (or whether) the model was saved.
+
+    Parameters
+    ----------
+    stopped : str
+        The estimator's ``stopped_``.
+    saved : str or Path or None
+        The model file written, if any.
+    save_hint : str or None
+        The option that saves the model, named when an interrupted fit was not saved
+        (None: the command cannot save one).
+    """
+    if stopped == "interrupted":
+        if saved is not None:
+            return f"stopped: interrupted (model saved to {saved})"
+        if save_hint:
+            return f"stopped: interrupted (not saved: pass {save_hint})"
+        return "stopped: interrupted"
+    detail = _STOP_DETAIL.get(stopped)
+    return f"stopped: {stopped} ({detail})" if detail else f"stopped: {stopped}"

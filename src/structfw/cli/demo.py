@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import check_output_path, print_table, write_outputs
+from ._common import EXIT_INTERRUPTED, check_output_path, format_gap, print_table, stop_message, write_outputs
 
 
 @click.command("demo")
@@ -17,7 +17,9 @@ def demo(lam, passes, seed, out):
     """BCFW-wavg on the bundled OCR letters: progress, table and convergence plot.
 
     The gap is checked after every pass (so the plot has a point per pass); a
-    plain fit checks less often (``check_every="auto"``).
+    plain fit checks less often (check_every="auto").  Ctrl-C stops it at a safe
+    point; the table, trace and plot of the passes done are still written, and the
+    command exits with status 130.
     """
     from .. import datasets, models, solvers
     from ..estimator import StructuredSVM
@@ -47,7 +49,10 @@ def demo(lam, passes, seed, out):
     except ImportError as exc:
         click.echo(f"(no plot: {exc}; pip install 'structfw[plot]')")
     write_outputs(writers)
-    click.echo(f"test error {1 - svm.score(Xt, Yt):.4f}   duality gap {svm.gap_:.3e}   stopped: {svm.stopped_}")
+    click.echo(f"test error {1 - svm.score(Xt, Yt):.4f}   duality gap {format_gap(svm.gap_, spec='.3e')}   "
+               + stop_message(svm.stopped_, save_hint=None))
+    if svm.stopped_ == "interrupted":
+        raise SystemExit(EXIT_INTERRUPTED)
 
 
 def _saved(save, path):

@@ -2,17 +2,21 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 import click
 
 from ._common import (
     DATA_HELP,
+    EXIT_INTERRUPTED,
     MODEL_CHOICES,
     DataError,
     check_output_path,
+    format_gap,
     load_training_data,
     print_table,
     require_matplotlib,
+    stop_message,
     write_outputs,
 )
 from ..executor import EXECUTORS
@@ -65,7 +69,8 @@ class CheckEvery(click.ParamType):
 def train(**kw):
     """Train a structural SVM; report pass / gap / primal / test error / time.
 
-    Ctrl-C stops the run cleanly: the best iterate so far is kept and still saved.
+    Ctrl-C stops the run cleanly: the best iterate so far is kept, still saved
+    (--save), tabled and plotted, and the command exits with status 130.
     Every option is checked before training starts; an option that does not apply
     (to the solver, the data or the other options) is an error, never ignored.
     """
@@ -85,17 +90,27 @@ def train(**kw):
     svm = _fit(kw, model, solver, X, Y, Xt, Yt)
 
     label = getattr(solver, "label", solver_name)
-    ok = write_outputs([("model", lambda: svm.save(kw["save"], state=kw["save_state"]))] if kw["save"] else [])
+    saved = []
+    ok = write_outputs([("model", lambda: _saved_model(svm, kw, saved))] if kw["save"] else [])
     print_table(svm.trace_)
-    click.echo(f"{label}: stopped by {svm.stopped_}; test error {1 - svm.score(Xt, Yt):.4f}; gap {svm.gap_:.3e}")
+    click.echo(f"{label}: test error {1 - svm.score(Xt, Yt):.4f}; gap {format_gap(svm.gap_, spec='.3e')}")
+    click.echo(stop_message(svm.stopped_, saved[0] if saved else None))
     writers = []
     if kw["trace_path"]:
         writers.append(("trace", lambda: _saved(svm.trace_.save, kw["trace_path"])))
     if kw["plot"]:
         writers.append(("plot", lambda: _plot(svm, kw["plot"], f"{label}, lam={kw['lam']}")))
     ok = write_outputs(writers) and ok
+    if svm.stopped_ == "interrupted":
+        sys.exit(EXIT_INTERRUPTED)
     if not ok:
         sys.exit(1)
+
+
+def _saved_model(svm, kw, saved):
+    path = svm.save(kw["save"], state=kw["save_state"])
+    saved.append(path)
+    return path
 
 
 def _check_execution_options(n_jobs, executor, ray_address):
@@ -121,13 +136,17 @@ def _check_execution_options(n_jobs, executor, ray_address):
 
 def _fit(kw, model, solver, X, Y, Xt, Yt):
     from ..estimator import StructuredSVM
+    from ..solvers.kernel_bcfw import LargeFitWarning
 
     svm = StructuredSVM(model, solver=solver, lam=kw["lam"], max_passes=kw["passes"], tol=kw["tol"],
                         check_every=kw["check_every"], time_budget=kw["time_budget"], random_state=kw["seed"],
                         verbose=0 if kw["quiet"] else 1, n_jobs=kw["n_jobs"],
                         executor=kw["executor"] or "process")
     try:
-        svm.fit(X, Y, X_test=Xt, Y_test=Yt)
+        with warnings.catch_warnings():
+            if _announce_large_fit(solver, model, X):
+                warnings.simplefilter("ignore", LargeFitWarning)  # said once, above
+            svm.fit(X, Y, X_test=Xt, Y_test=Yt)
     except ValueError as exc:
         msg = str(exc)
         name = next((n for n in ESTIMATOR_FLAGS if msg.startswith(n)), None)
@@ -135,6 +154,22 @@ def _fit(kw, model, solver, X, Y, Xt, Yt):
             raise click.BadParameter(msg, param_hint=ESTIMATOR_FLAGS[name]) from None
         raise DataError(kw["data"], msg) from None
     return svm
+
+
+def _announce_large_fit(solver, model, X):
+    """Say before a kernelized fit starts that it is large (its memory and work per pass); True if said."""
+    from ..solvers.kernel_bcfw import KernelBCFW, estimate_fit_size, fit_shape, large_fit_message
+
+    if not isinstance(solver, KernelBCFW):
+        return False
+    try:
+        N, F, K, n, chain = fit_shape(model, X)
+    except ValueError:
+        return False  # a model it cannot kernelize: the fit says so
+    msg = large_fit_message(estimate_fit_size(N, F, K, n, solver.kernel_cache_mb, chain), N, F)
+    if msg is not None:
+        click.echo(f"Warning: {msg}", err=True)
+    return msg is not None
 
 
 def _saved(save, path):

@@ -3,7 +3,7 @@
 Alg. B.1 runs BCFW on the dual with the dual variables alpha kept *explicitly* instead of
 w: "the classifier is only given implicitly as a sparse combination of the corresponding
 kernel functions, i.e. w = A alpha" (App. B.5).  Here the joint kernel decomposes over the
-parts of a chain labelling (:mod:`structfw.oracles.kernel_chain`):
+parts of a chain labelling (`structfw.oracles.kernel_chain`):
 
     k((x, y), (x', y')) = sum_{t,s} [y_t == y'_s] kappa(x_t, x'_s) + <E(y), E(y')>,
 
@@ -52,15 +52,19 @@ with ||w||^2 = sum_{p,c} beta[p, c] (K beta)[p, c] + ||P||^2; their difference i
 duality gap, >= P(w) - P(w*) whatever rounding did to the step's copies.
 
 The kernel rows of a block are needed by every step on it and every checkpoint; they are
-kept in a bounded least-recently-used cache (``kernel_cache_mb``; see :class:`KernelRowCache`).
+kept in a bounded least-recently-used cache (``kernel_cache_mb``; see `KernelRowCache`).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 from numba import njit
 
@@ -71,6 +75,16 @@ from ._kernels import step_along
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
 from .sampling import BlockSampler
+
+if TYPE_CHECKING:
+    from .._interrupt import InterruptFlag
+    from .base import Monitor
+    from .problem import Problem
+
+#: training or support positions: a dense (N, F) array or a CSR matrix
+Positions: TypeAlias = "npt.NDArray[np.float64] | sp.csr_matrix"
+#: (kernel, gamma, degree, coef0): the kernel kappa
+KernelSpec: TypeAlias = "tuple[str, float, int, float]"
 
 KERNEL_STEP_SIZES = ("linesearch", "predefined")
 KERNEL_SAMPLINGS = ("uniform", "perm")
@@ -84,7 +98,7 @@ _NO_ROWS = np.zeros((0, 0))
 _DEFINING = ("joint_feature", "psi", "loss", "loss_augmented_decode", "decode", "fixed_score", "score")
 
 
-def kernel_model_kind(model):
+def kernel_model_kind(model: object) -> str:
     """"chain" for ChainModel, "multiclass" for MulticlassModel (a chain of length 1, no transitions).
 
     Raises ValueError for any other model: the joint kernel of this solver describes exactly
@@ -93,11 +107,98 @@ def kernel_model_kind(model):
     owner = next((c for c in type(model).__mro__ if "joint_kernel_kind" in vars(c)), None)
     if owner is not None and all(getattr(type(model), m, None) is getattr(owner, m, None) for m in _DEFINING):
         if not (getattr(model, "has_fixed_score", False) or getattr(model, "nonnegative_indices", None) is not None):
-            return owner.joint_kernel_kind
+            return owner.joint_kernel_kind  # type: ignore[attr-defined]  # owner declares it (found above)
     raise ValueError(
         f"solver 'kernel-bcfw' kernelizes ChainModel (unary features per position, transitions, normalised "
         f"Hamming loss) and MulticlassModel (a chain of length 1); got {type(model).__name__}, whose joint "
         "features, loss or oracles it cannot express as a kernel expansion: use a linear solver such as 'bcfw'")
+
+
+# ================================================================= size of a fit
+#: a fit estimated above this many bytes, or this many kernel-feature products per pass, is
+#: announced before it starts (`warn_if_large`)
+LARGE_FIT_BYTES = 2 ** 30
+LARGE_FIT_FLOPS_PER_PASS = 1e11
+
+
+class LargeFitWarning(RuntimeWarning):
+    """A kernelized fit whose estimated memory or work per pass is large (said before it starts)."""
+
+
+def estimate_fit_size(n_positions: int, n_features: int, n_states: int, n_examples: int,
+                      kernel_cache_mb: float = 1024.0, n_edges: bool = True) -> dict[str, float]:
+    """Memory and work of a kernelized BCFW fit, before it starts.
+
+    The kernel rows of all blocks together are the N x N Gram matrix of the training
+    positions (8 N^2 bytes); the row cache keeps at most ``kernel_cache_mb`` of them, and
+    the rows that do not fit are recomputed (O(F) each entry) by every pass and every
+    checkpoint.  The rest is small beside it: the stacked positions (8 N F), beta and its
+    checkpoint copies (a few 8 N K), the blocks' transition parts (8 n K^2).
+
+    Parameters
+    ----------
+    n_positions, n_features, n_states, n_examples : int
+        N training positions (letters of all words; 1 per multiclass example), F features
+        per position, K labels, n examples.
+    kernel_cache_mb : float
+        The solver's ``kernel_cache_mb``.
+    n_edges : bool
+        Chains keep a K x K transition part per block; multiclass does not.
+
+    Returns
+    -------
+    dict
+        ``gram_bytes`` (the whole Gram matrix), ``cache_bytes`` (what the cache will hold),
+        ``memory_bytes`` (the estimated peak: the cache plus the arrays above),
+        ``cached_fraction`` (of the kernel rows), ``flops_per_pass`` (kernel-feature products
+        a pass recomputes: the uncached fraction of N^2 F).
+    """
+    N, F, K, n = (int(v) for v in (n_positions, n_features, n_states, n_examples))
+    gram = 8.0 * N * N
+    cache = min(gram, max(0.0, float(kernel_cache_mb)) * 2.0 ** 20)
+    arrays = 8.0 * (N * F + 4 * N * K + (n * K * K if n_edges else 0))
+    cached = cache / gram if gram else 1.0
+    return dict(gram_bytes=gram, cache_bytes=cache, memory_bytes=cache + arrays, cached_fraction=cached,
+                flops_per_pass=(1.0 - cached) * N * N * F)
+
+
+def large_fit_message(est: dict[str, float], n_positions: int, n_features: int) -> str | None:
+    """The warning for a fit that `estimate_fit_size` finds large, or None."""
+    if est["memory_bytes"] <= LARGE_FIT_BYTES and est["flops_per_pass"] <= LARGE_FIT_FLOPS_PER_PASS:
+        return None
+    gb = 2.0 ** 30
+    text = (f"kernel-bcfw on {n_positions:,} training positions ({n_features} features each): about "
+            f"{est['memory_bytes'] / gb:.1f} GB (kernel-row cache {est['cache_bytes'] / gb:.1f} GB")
+    if est["cached_fraction"] < 1.0:
+        text += (f" of the {est['gram_bytes'] / gb:.0f} GB Gram matrix; every pass and checkpoint recomputes "
+                 f"the other {1 - est['cached_fraction']:.0%} of it, {est['flops_per_pass']:.1e} multiply-adds: "
+                 "expect minutes per pass")
+    return (text + "). Faster and smaller: train on a subsample, or use the linear BCFW (solver 'bcfw'), "
+            "which needs no Gram matrix; smaller but slower: lower kernel_cache_mb (--kernel-cache-mb)")
+
+
+def warn_if_large(n_positions: int, n_features: int, n_states: int, n_examples: int, kernel_cache_mb: float = 1024.0,
+                  n_edges: bool = True, stacklevel: int = 2) -> str | None:
+    """Issue a `LargeFitWarning` when the fit is large (see `estimate_fit_size`); returns the message
+    or None."""
+    import warnings
+
+    msg = large_fit_message(estimate_fit_size(n_positions, n_features, n_states, n_examples, kernel_cache_mb,
+                                              n_edges), n_positions, n_features)
+    if msg is not None:
+        warnings.warn(msg, LargeFitWarning, stacklevel=stacklevel + 1)
+    return msg
+
+
+def fit_shape(model: Any, X: Sequence[Any]) -> tuple[int, int, int, int, bool]:
+    """(N positions, F features, K labels, n examples, chain?) of a kernelized fit on ``X``, from the
+    shapes alone (nothing is copied)."""
+    kind = kernel_model_kind(model)
+    if kind == "chain":
+        N = sum(int(np.shape(x)[0]) for x in X)
+    else:
+        N = len(X)
+    return N, int(model.n_features), int(model.n_states), len(X), kind == "chain"
 
 
 # ================================================================= data and kernel rows
@@ -114,14 +215,14 @@ class KernelRowCache:
     changes the iterates.
     """
 
-    def __init__(self, budget_bytes):
+    def __init__(self, budget_bytes: float) -> None:
         self.budget = int(budget_bytes)
         self.used = 0
-        self.rows = OrderedDict()
+        self.rows: OrderedDict[int, npt.NDArray[np.float64]] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
-    def get(self, i, compute):
+    def get(self, i: int, compute: Callable[[int], npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
         G = self.rows.get(i)
         if G is not None:
             self.rows.move_to_end(i)
@@ -154,10 +255,10 @@ class KernelData:
     edges : bool                               chains have transitions; multiclass has none
     """
 
-    def __init__(self, problem, kind, spec, cache_bytes):
+    def __init__(self, problem: Problem, kind: str, spec: KernelSpec, cache_bytes: float) -> None:
         self.kind = kind
         self.spec = spec
-        model = problem.model
+        model: Any = problem.model  # a ChainModel or MulticlassModel (kernel_model_kind)
         self.K = int(model.n_states)
         self.edges = kind == "chain"
         rows = [_as_rows(x, kind) for x in problem.X]
@@ -170,19 +271,19 @@ class KernelData:
         self.cache = KernelRowCache(cache_bytes)
 
     @property
-    def N(self):
+    def N(self) -> int:
         return int(self.offsets[-1])
 
-    def _block_rows(self, i):
+    def _block_rows(self, i: int) -> npt.NDArray[np.float64]:
         o0, o1 = self.offsets[i], self.offsets[i + 1]
         return gram(self.positions[o0:o1], self.sqnorms[o0:o1], self.positions, self.sqnorms, *self.spec)
 
-    def rows(self, i):
+    def rows(self, i: int) -> npt.NDArray[np.float64]:
         """K_i: kappa(x_i,t, x_p) for the T_i positions of block i and every training position p."""
         return self.cache.get(i, self._block_rows)
 
 
-def _as_rows(x, kind):
+def _as_rows(x: Any, kind: str) -> Positions:
     """A training input as a matrix of positions (a multiclass input is one position)."""
     if kind == "chain":
         return x
@@ -192,7 +293,7 @@ def _as_rows(x, kind):
     return sp.csr_matrix((x.values, x.indices, np.array([0, x.indices.shape[0]])), shape=(1, x.dim))
 
 
-def _stack(rows):
+def _stack(rows: Sequence[Positions]) -> Positions:
     if any(sp.issparse(r) for r in rows):
         P = sp.vstack([sp.csr_matrix(r) for r in rows], format="csr", dtype=np.float64)
         P.sort_indices()
@@ -221,7 +322,8 @@ class KernelExpansion:
     #: test positions x support positions entries computed at once when predicting (bounds memory)
     CHUNK = 1 << 22
 
-    def __init__(self, support, coef, transitions, spec, kind):
+    def __init__(self, support: Positions, coef: npt.ArrayLike, transitions: npt.ArrayLike, spec: KernelSpec,
+                 kind: str) -> None:
         self.coef = _frozen(coef)
         self.transitions = _frozen(transitions)
         self.kernel, self.gamma, self.degree, self.coef0 = spec
@@ -230,21 +332,21 @@ class KernelExpansion:
         self.support_sqnorms = _frozen(squared_norms(support))
 
     @property
-    def spec(self):
+    def spec(self) -> KernelSpec:
         return (self.kernel, self.gamma, self.degree, self.coef0)
 
     @property
-    def n_support(self):
+    def n_support(self) -> int:
         """Number of support positions (training positions with a nonzero dual coefficient row)."""
         return int(self.coef.shape[0])
 
-    def copy(self):
+    def copy(self) -> KernelExpansion:
         """A new handle on the same read-only arrays (Monitor keeps the best iterate's copy)."""
         other = object.__new__(KernelExpansion)
         other.__dict__.update(self.__dict__)
         return other
 
-    def unary_scores(self, positions):
+    def unary_scores(self, positions: Positions) -> npt.NDArray[np.float64]:
         """(T, K) unary scores of a (T, F) matrix of positions: kappa(x_t, support) @ coef."""
         K = self.coef.shape[1]
         T = positions.shape[0]
@@ -264,7 +366,7 @@ class KernelExpansion:
                              "no prediction is made")
         return out
 
-    def decode_all(self, X):
+    def decode_all(self, X: Sequence[Any]) -> list[Any]:
         """argmax_y <w, phi(x, y)> for every input of a validated list X (the model's check_X)."""
         rows = [_as_rows(x, self.kind) for x in X]
         if not rows:
@@ -279,10 +381,10 @@ class KernelExpansion:
             o += T
         return out
 
-    def decode(self, x):
+    def decode(self, x: Any) -> Any:
         return self.decode_all([x])[0]
 
-    def linear_coef(self):
+    def linear_coef(self) -> npt.NDArray[np.float64] | None:
         """The explicit w in the model's layout (ChainModel / MulticlassModel) for kernel="linear",
         else None (an RBF or polynomial w lives in a feature space of kappa, not in R^d)."""
         if self.kernel != "linear":
@@ -294,7 +396,7 @@ class KernelExpansion:
         return w
 
 
-def _frozen(a):
+def _frozen(a: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """A read-only C-contiguous float64 version of ``a`` (a copy when ``a`` is not one already)."""
     a = np.array(a, dtype=np.float64, order="C", copy=True)
     a.setflags(write=False)
@@ -310,7 +412,7 @@ class BlockAlpha:
 
     __slots__ = ("Ys", "weights", "slots", "m")
 
-    def __init__(self, y_true):
+    def __init__(self, y_true: npt.NDArray[np.int64]) -> None:
         self.Ys = np.empty((4, y_true.shape[0]), np.int64)
         self.weights = np.zeros(4)
         self.Ys[0] = y_true
@@ -318,7 +420,7 @@ class BlockAlpha:
         self.slots = {y_true.tobytes(): 0}
         self.m = 1
 
-    def fw_update(self, y, gamma):
+    def fw_update(self, y: npt.NDArray[np.int64], gamma: float) -> None:
         """alpha_i <- (1 - gamma) alpha_i + gamma e_y (Alg. B.1 line 6)."""
         if gamma <= 0.0:
             return
@@ -336,7 +438,7 @@ class BlockAlpha:
             slot = self._append(y, key)
         self.weights[slot] += gamma
 
-    def _append(self, y, key):
+    def _append(self, y: npt.NDArray[np.int64], key: bytes) -> int:
         if self.m == self.weights.shape[0]:
             self.Ys = np.concatenate([self.Ys, np.empty_like(self.Ys)])
             self.weights = np.concatenate([self.weights, np.zeros_like(self.weights)])
@@ -347,7 +449,7 @@ class BlockAlpha:
         self.m += 1
         return slot
 
-    def pairwise_update(self, a_slot, y, gamma):
+    def pairwise_update(self, a_slot: int, y: npt.NDArray[np.int64], gamma: float) -> None:
         """alpha_i(y_a) -= gamma, alpha_i(y) += gamma (block pairwise step); a labelling whose
         weight reaches exactly 0 (gamma = alpha_i(y_a), a drop step) leaves the support."""
         if gamma <= 0.0:
@@ -361,7 +463,7 @@ class BlockAlpha:
         if self.weights[a_slot] <= 0.0:
             self._remove(a_slot)
 
-    def _remove(self, slot):
+    def _remove(self, slot: int) -> None:
         """Remove a labelling of zero weight (the last row moves into its slot)."""
         last = self.m - 1
         del self.slots[self.Ys[slot].tobytes()]
@@ -390,7 +492,8 @@ class KernelBCFWState:
     lam, n, d, fingerprint         the problem it belongs to
     """
 
-    def __init__(self, problem, data, rng, sampling):
+    def __init__(self, problem: Problem, data: KernelData, rng: int | np.random.Generator | None,
+                 sampling: str) -> None:
         n, K, N = problem.n, data.K, data.N
         self.n, self.d, self.lam = n, problem.d, problem.lam
         self.fingerprint = problem.fingerprint
@@ -404,17 +507,17 @@ class KernelBCFWState:
         self.passes = 0
         self.rng = np.random.default_rng(rng)
         self.sampler = BlockSampler(sampling, n, self.rng)
-        self.avg = None
+        self.avg: LazyAverage | None = None
 
     @property
-    def beta(self):
+    def beta(self) -> npt.NDArray[np.float64]:
         return self.theta[:self.N * self.K].reshape(self.N, self.K)
 
     @property
-    def wp(self):
+    def wp(self) -> npt.NDArray[np.float64]:
         return self.theta[self.N * self.K:].reshape(self.K, self.K)
 
-    def rescale_lam(self, lam_new):
+    def rescale_lam(self, lam_new: float) -> None:
         """Keep alpha, change lam: w = A alpha scales by lam / lam_new (so do beta, P, P_i and
         the average of theta); l does not depend on lam."""
         r = self.lam / lam_new
@@ -425,7 +528,7 @@ class KernelBCFWState:
             self.avg.renormalise()
         self.lam = lam_new
 
-    def averaged(self):
+    def averaged(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float] | None:
         """(beta, P, l) of the averaged iterate, or None without averaging."""
         if self.avg is None:
             return None
@@ -548,10 +651,10 @@ class KernelBCFW(Solver):
     The dual variables alpha are kept explicitly and sparsely per block; w = A alpha is
     implicit, as dual coefficients of the training positions under a kernel kappa on
     position features, plus explicit transition weights (see the module docstring).  Works
-    for :class:`~structfw.models.ChainModel` and, as a chain of length 1,
-    :class:`~structfw.models.MulticlassModel`; any other model is refused.
+    for `ChainModel` and, as a chain of length 1,
+    `MulticlassModel`; any other model is refused.
 
-    The fitted predictor is a :class:`KernelExpansion` (``SolveResult.w``; the estimator keeps
+    The fitted predictor is a `KernelExpansion` (``SolveResult.w``; the estimator keeps
     it as ``kernel_expansion_``).  With ``kernel="linear"`` the iterates are those of
     ``BCFW(step_size=...)`` with the same ``random_state`` (up to rounding).
 
@@ -584,7 +687,7 @@ class KernelBCFW(Solver):
         Report the weighted (14) or 0.5-suffix (15) average of the iterates (Alg. B.1, optional
         line 7); kept lazily in O(T_i K + K^2) per step.  A checkpoint then decodes twice.
     kernel_cache_mb : float >= 0
-        Memory for cached kernel rows of training blocks (:class:`KernelRowCache`); all of them
+        Memory for cached kernel rows of training blocks (`KernelRowCache`); all of them
         take 8 N^2 bytes for N training positions.
 
     Notes
@@ -592,7 +695,7 @@ class KernelBCFW(Solver):
     A block step costs one kernel-row product O(T_i N K) (plus O(T_i N F) to compute the rows
     when not cached) and O(T_i K + K^2) for the update; the time per step therefore grows with
     the number of training positions N, not with the number of iterations (the expansion is
-    over training positions, not over visited corners).  The state (:class:`KernelBCFWState`)
+    over training positions, not over visited corners).  The state (`KernelBCFWState`)
     is complete: a warm start continues the run exactly, a new lam rescales w = A alpha, a new
     kernel keeps alpha (a point of the same dual domain).  Ctrl-C ends the solve after the
     current block step with the best evaluated iterate.
@@ -615,12 +718,23 @@ class KernelBCFW(Solver):
               help="Kernel-BCFW: memory (MB) for cached kernel rows of training examples."),
     )
 
-    def __init__(self, kernel="rbf", gamma=0.05, degree=3, coef0=1.0, step_size="linesearch", sampling="uniform",
-                 step="fw", averaging=None, kernel_cache_mb=1024.0):
+    kernel: str
+    gamma: float
+    degree: int
+    coef0: float
+    step_size: str
+    sampling: str
+    step: str
+    averaging: str | None
+    kernel_cache_mb: float
+
+    def __init__(self, kernel: str = "rbf", gamma: float = 0.05, degree: int = 3, coef0: float = 1.0,
+                 step_size: str = "linesearch", sampling: str = "uniform", step: str = "fw",
+                 averaging: str | None = None, kernel_cache_mb: float = 1024.0) -> None:
         self._init_params(locals())
 
     @property
-    def label(self):
+    def label(self) -> str:
         parts = [f"kernel-{'BCPFW' if self.step == 'pairwise' else 'BCFW'}-{self.kernel}"]
         if self.sampling != "uniform":
             parts.append(self.sampling)
@@ -631,13 +745,17 @@ class KernelBCFW(Solver):
         return "-".join(parts)
 
     @property
-    def spec(self):
+    def spec(self) -> KernelSpec:
         return (self.kernel, float(self.gamma), int(self.degree), float(self.coef0))
 
     # ------------------------------------------------------------ state
-    def init_state(self, problem, state, rng):
+    def init_state(self, problem: Problem, state: object | None,
+                   rng: int | np.random.Generator | None) -> KernelBCFWState:
         kind = kernel_model_kind(problem.model)
         data = KernelData(problem, kind, self.spec, self.kernel_cache_mb * 2.0 ** 20)
+        model: Any = problem.model  # a ChainModel or MulticlassModel (kernel_model_kind)
+        warn_if_large(data.N, int(model.n_features), data.K, problem.n, self.kernel_cache_mb, data.edges,
+                      stacklevel=4)
         st = continue_or_restart(state, KernelBCFWState, problem)
         if st is not None:
             self._continue(problem, st)
@@ -648,13 +766,13 @@ class KernelBCFW(Solver):
         self._one_blas_thread = _blas_limiter()
         self._calls = 0
         self._passes_done = 0
-        self._last = None  # (k, expansion) of the last checkpoint
+        self._last: tuple[int, KernelExpansion] | None = None  # (k, expansion) of the last checkpoint
         return st
 
-    def _new_average(self, st):
+    def _new_average(self, st: KernelBCFWState) -> None:
         st.avg = LazyAverage(self.averaging, st.theta, st.ell) if self.averaging else None
 
-    def _continue(self, problem, st):
+    def _continue(self, problem: Problem, st: KernelBCFWState) -> None:
         """Carry a previous state into this solve: rescale to a new lam, adapt sampler and average."""
         if st.lam != problem.lam:
             st.rescale_lam(problem.lam)
@@ -664,7 +782,7 @@ class KernelBCFW(Solver):
             self._new_average(st)
 
     # ------------------------------------------------------------ passes
-    def run_pass(self, problem, st, flag):
+    def run_pass(self, problem: Problem, st: KernelBCFWState, flag: InterruptFlag) -> None:
         """n block steps (fewer if Ctrl-C arrives: the pass ends after the current step)."""
         st.sampler.start_pass()
         with self._one_blas_thread():
@@ -678,7 +796,7 @@ class KernelBCFW(Solver):
         if st.avg is not None:
             st.avg.renormalise()
 
-    def _block_step(self, problem, st, i):
+    def _block_step(self, problem: Problem, st: KernelBCFWState, i: int) -> None:
         """Alg. B.1 lines 4-7 on block i (with ``step="pairwise"``: the block pairwise step)."""
         data = self._data
         n, lam = problem.n, problem.lam
@@ -721,7 +839,8 @@ class KernelBCFW(Solver):
             avg.end_step(rho, st.ell)
 
     # ------------------------------------------------------------ certificate
-    def exact_point(self, problem, st):
+    def exact_point(self, problem: Problem,
+                    st: KernelBCFWState) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
         """(beta, P, l) of w = A alpha rebuilt from the explicit alpha (the certificate's point)."""
         data = self._data
         inv_ln = 1.0 / (problem.lam * problem.n)
@@ -736,7 +855,9 @@ class KernelBCFW(Solver):
             ell += loss / problem.n
         return beta, P, ell
 
-    def decoding_pass(self, problem, points):
+    def decoding_pass(self, problem: Problem,
+                      points: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
+                      ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """Decode every training example at each point (beta, P): per point (hinge sum, ||w||^2).
 
         sum_i max_y H_i(y; w) >= 0 by loss-augmented Viterbi on the unary scores K_i beta (one
@@ -756,7 +877,8 @@ class KernelBCFW(Solver):
                 sq[j] += float(np.sum(beta[o0:o1] * U))
         return hinge, sq
 
-    def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):
+    def checkpoint(self, problem: Problem, st: KernelBCFWState, monitor: Monitor, initial: bool,
+                   monitoring_only: bool = False) -> float:
         """Rebuild w = A alpha from alpha, decode every example there: P(w), D(alpha), gap."""
         n, lam = problem.n, problem.lam
         with monitor.monitoring(), self._one_blas_thread():
@@ -781,7 +903,7 @@ class KernelBCFW(Solver):
                            kernel_cache_hit_rate=cache.hits / max(cache.hits + cache.misses, 1))
         return gap
 
-    def expansion(self, beta, P):
+    def expansion(self, beta: npt.NDArray[np.float64], P: npt.NDArray[np.float64]) -> KernelExpansion:
         """The predictor of w given by (beta, P): the support positions and their rows."""
         data = self._data
         keep = np.flatnonzero(np.any(beta != 0.0, axis=1))
@@ -790,7 +912,7 @@ class KernelBCFW(Solver):
             support = sp.csr_matrix(support)
         return KernelExpansion(support, beta[keep].copy(), P.copy(), self.spec, data.kind)
 
-    def result_w(self, st):
+    def result_w(self, st: KernelBCFWState) -> KernelExpansion:
         if self._last is not None and self._last[0] == st.k:
             return self._last[1]
         avg = st.averaged()
@@ -800,7 +922,7 @@ class KernelBCFW(Solver):
         return self.expansion(beta, P)
 
 
-def _blas_limiter():
+def _blas_limiter() -> Callable[[], AbstractContextManager[Any]]:
     """A callable giving a context in which BLAS runs on one thread (a null context without threadpoolctl).
 
     Why: the products of a step are small (T_i rows times N columns), and OpenBLAS's threads only add

@@ -1,4 +1,4 @@
-"""Kernel functions for :mod:`structfw.svm`.
+"""Kernel functions for `structfw.svm`.
 
 Kernel *kinds* are small integers so that the numba solver can branch on them:
 

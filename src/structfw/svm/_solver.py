@@ -13,29 +13,29 @@ maximisation form).
 
 Methods (integers in the numba core), one step function each:
 
-0 ``fw``      :func:`_fw_step`, Algorithm 1, FW vertex ``e_i``, i = argmin g, exact
+0 ``fw``      `_fw_step`, Algorithm 1, FW vertex ``e_i``, i = argmin g, exact
               line search;
-1 ``mfw``     :func:`_away_vertex` / :func:`_away_step`, modified FW: away direction
+1 ``mfw``     `_away_vertex` / `_away_step`, modified FW: away direction
               ``alpha - e_v`` (v = argmax of g over the support) when its slope
               ``2f - g_v`` beats the FW slope ``g_i - 2f``; exact line search clipped at
               the drop step ``alpha_v / (1 - alpha_v)``;
-2 ``swap``    :func:`_swap_vertex` / :func:`_swap_step`, pairwise direction
+2 ``swap``    `_swap_vertex` / `_swap_step`, pairwise direction
               ``e_i - e_v``, chosen greedily against the FW step by the objective
               decrease each achieves with its exact line search;
-3 ``partan``  :func:`_partan_step`, Algorithm 2: FW step (7) with the closed form
+3 ``partan``  `_partan_step`, Algorithm 2: FW step (7) with the closed form
               (11)-(12), then the PARTAN step (8) along ``alpha~ - alpha^(k-1)`` with
               the closed forms (13)-(15).  Our ``W = alpha^(k)T Kt alpha^(k-1)`` is minus
               the paper's W (its (14) carries the sign of a maximisation); the step mu
               is clipped to the interval that keeps ``alpha^(k+1)`` in the simplex.
 
-The numba core works on two bundles (numba structrefs): :class:`ColumnCache`
+The numba core works on two bundles (numba structrefs): `ColumnCache`
 (training matrix, kernel parameters and the LRU cache of columns of Kt) and
-:class:`Iterate` (alpha, gradient, the PARTAN memory and the scalar state); the
+`Iterate` (alpha, gradient, the PARTAN memory and the scalar state); the
 method and the stopping test are plain scalar arguments.
 
 All hot loops are compiled with numba (``cache=True``); the Python driver runs them in
 chunks of at most ``trace_every`` iterations, records the trace between chunks, and
-polls the deferred Ctrl-C flag of :mod:`structfw._interrupt` there, so an interrupt
+polls the deferred Ctrl-C flag of `structfw._interrupt` there, so an interrupt
 ends the run at a consistent iterate (never inside compiled code).
 """
 from __future__ import annotations
@@ -111,6 +111,20 @@ class Iterate(structref.StructRefProxy):
 
 structref.define_proxy(ColumnCache, _ColumnCacheType, list(_CACHE_FIELDS))
 structref.define_proxy(Iterate, _IterateType, list(_ITERATE_FIELDS))
+
+
+# Built in compiled code because numba does not cache a structref constructor called from
+# Python: it recompiled in every process (~1-3 s of each first fit, warm cache or not).
+@njit(cache=True)
+def _new_column_cache(X, XT, sqn, y, kind, gamma, coef0, degree, invC, block, cols, slot_of, idx_of,
+                      last_used, counters):
+    return ColumnCache(X, XT, sqn, y, kind, gamma, coef0, degree, invC, block, cols, slot_of, idx_of,
+                       last_used, counters)
+
+
+@njit(cache=True)
+def _new_iterate(alpha, alpha_p, g, g_p, diag, fs, ist, perm):
+    return Iterate(alpha, alpha_p, g, g_p, diag, fs, ist, perm)
 
 
 @njit(cache=True)
@@ -219,9 +233,14 @@ def _prefetch(i, g, cc):
     cand = _prefetch_candidates(i, g, nb, cc.slot_of)
     k = cand.shape[0]
     X = cc.X
-    Xb = np.empty((k, X.shape[1]), X.dtype)
+    d = X.shape[1]
+    Xb = np.empty((k, d), X.dtype)
+    # element by element: a row slice assignment (Xb[r] = X[c]) links in numba's
+    # shape-mismatch error, whose message formatting cost ~3 s of every first compile
     for r in range(k):
-        Xb[r] = X[cand[r]]
+        c = cand[r]
+        for t in range(d):
+            Xb[r, t] = X[c, t]
     D = np.dot(Xb, cc.XT)
     ctr = cc.counters
     ctr[_CLOCK] += 1
@@ -587,7 +606,7 @@ class SimplexFWSolver:
     X : ndarray (m, d) of features, or (m, m) Gram matrix (``kernel_kind`` 3) or the
         simplex-QP matrix itself (``kernel_kind`` 4, then ``y`` and ``C`` are unused).
     y : ndarray (m,) of +-1.
-    kernel_kind, gamma, coef0, degree : see :mod:`structfw.svm._kernels`.
+    kernel_kind, gamma, coef0, degree : see `structfw.svm._kernels`.
     C : float > 0.
     method : "fw" | "mfw" | "swap" | "partan".
     tol : duality-gap tolerance.  max_iter : iteration cap.
@@ -602,7 +621,7 @@ class SimplexFWSolver:
         objective and the gap are accumulated in float64.
     block : number of kernel columns computed per BLAS-3 product on a miss (1 = one
         matrix-vector product per column).
-    blas_threads : BLAS threads during :meth:`run` (threadpoolctl; None leaves the
+    blas_threads : BLAS threads during `run` (threadpoolctl; None leaves the
         setting alone).  Default 1: the column blocks (block x n_features x m) are too
         small for threads to pay off, and on a loaded machine OpenBLAS threads made the
         fashion-MNIST fit 2-5x slower.
@@ -612,7 +631,7 @@ class SimplexFWSolver:
     converged : bool
         The stopping test fired (gap <= tol).
     stopped : str or None
-        Why :meth:`run` ended: "converged", "max_iter", "interrupted" (Ctrl-C, taken
+        Why `run` ended: "converged", "max_iter", "interrupted" (Ctrl-C, taken
         between chunks of compiled iterations; the iterate is the current one, which
         is also the best: every method decreases f monotonically) or "nonfinite"
         (the gap or the objective became NaN/inf; the iterate is then unusable).
@@ -623,6 +642,9 @@ class SimplexFWSolver:
                  sample_check="resample", n_resample=2, cache_size=200.0,
                  trace_every=10, seed=0, diag=None, block=16, kernel_dtype="float64",
                  blas_threads=1):
+        from .._compile import install_compile_notice
+
+        install_compile_notice()
         X = np.require(X, np.float64, ["C", "W"])
         m = X.shape[0]
         kdt = np.dtype(kernel_dtype)
@@ -663,8 +685,8 @@ class SimplexFWSolver:
             alpha=np.zeros(m), alpha_p=np.zeros(m), g=np.zeros(m), g_p=np.zeros(m),
             diag=np.require(diag, np.float64, ["C", "W"]), fs=np.zeros(8),
             ist=np.zeros(5, np.int64), perm=np.arange(m, dtype=np.int64))
-        self.cc = ColumnCache(**vars(self._c))
-        self.it = Iterate(**vars(self._i))
+        self.cc = _new_column_cache(*(getattr(self._c, k) for k in _CACHE_FIELDS))
+        self.it = _new_iterate(*(getattr(self._i, k) for k in _ITERATE_FIELDS))
         # method and stopping test, the scalar arguments of _iterate after n_steps
         self.tol = float(tol)
         self.sample_size = 0 if sample_size is None else int(sample_size)
@@ -741,7 +763,7 @@ class SimplexFWSolver:
             it.fs[_W] = float(it.alpha @ it.g_p)
 
     def _advance(self, n):
-        """Run at most n compiled iterations; returns the status of :func:`_iterate`."""
+        """Run at most n compiled iterations; returns the status of `_iterate`."""
         if not self._initialised:
             self.initialize()
         t = time.perf_counter()
@@ -816,7 +838,7 @@ class SimplexFWSolver:
 def solve_simplex_qp(Q, method="partan", tol=1e-6, max_iter=1000000, **kw):
     """Minimise 1/2 a^T Q a over the unit simplex (Q symmetric PSD), for tests/low level use.
 
-    Returns the finished :class:`SimplexFWSolver` (``.alpha``, ``.f``, ``.gap``, ``.trace``).
+    Returns the finished `SimplexFWSolver` (``.alpha``, ``.f``, ``.gap``, ``.trace``).
     """
     Q = np.asarray(Q, dtype=np.float64)
     if Q.ndim != 2 or Q.shape[0] != Q.shape[1]:
