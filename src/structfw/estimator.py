@@ -7,10 +7,12 @@ import numpy as np
 
 from sklearn.base import BaseEstimator
 
+from ._compile import install_compile_notice
 from ._interrupt import deferred_sigint
 from .executor import get_executor
 from .models.base import MODEL_REGISTRY, StructuredModel
 from .solvers import SOLVER_NAMES, Monitor, Problem, Solver, StopRule, make_solver
+from . import _labels
 from . import io as sfio
 from .solvers.problem import check_lam
 from .trace import Trace
@@ -27,7 +29,9 @@ class StructuredSVM(BaseEstimator):
         "bcfw", "fw", "ssg" (each with its defaults) or a configured solver object
         such as ``structfw.solvers.BCFW(sampling="gap", step="pairwise")``.
     lam : float
-        Regularisation lambda > 0.
+        Regularisation lambda, at least 1e-12 (`structfw.solvers.problem.LAM_FLOOR`:
+        the iterates grow like 1/lam and the dual values lose about -log10(lam) of
+        float64's 16 digits; scale the features by c instead, the same problem at lam/c^2).
     max_passes : float
         Passes over the data (n block iterations, or one batch step, each).
     tol : float or None
@@ -39,11 +43,17 @@ class StructuredSVM(BaseEstimator):
         gap (plus predicting ``X_test``, if given), counted apart from the
         optimisation's oracle calls.  "auto" (default) checks every
         ``ceil(9 * (1 + n_test / n))`` passes, so monitoring costs at most 10 % of
-        the work (:class:`structfw.solvers.StopRule`); 1 traces every pass, at
+        the work (`structfw.solvers.StopRule`); 1 traces every pass, at
         twice the work.
     time_budget : float or None
         Seconds of optimisation time.
-    random_state : int, Generator or None
+    random_state : int, numpy.random.Generator or None
+        Seed of the solver's sampling (which block each step updates, the order of a
+        permuted pass).  An int makes a fit reproducible: the same data, seed and
+        options give the same iterates on this machine -- except with options that read the
+        clock: MP-BCFW's ``approx_rule="time"`` (the default "work" is reproducible) and
+        ``time_budget``.  None draws fresh entropy.  A warm start continues the saved
+        generator instead of re-reading this.
     warm_start : bool
         Continue from the previous fit's dual state (also after ``set_params(lam=...)``:
         the corners do not depend on lam).
@@ -58,8 +68,16 @@ class StructuredSVM(BaseEstimator):
         Workers for ``n_jobs > 1``: local processes (the data are sent once, when they
         start), threads of this process (for oracles that release the GIL: the numba
         kernels, the graph-cut min cut), or actors of a Ray cluster
-        (``structfw[distributed]``; :mod:`structfw.executor_ray`): "ray" joins the cluster
+        (``structfw[distributed]``; `structfw.executor_ray`): "ray" joins the cluster
         named by RAY_ADDRESS or starts a local one, "ray:ADDRESS" joins ADDRESS.
+    oracle_timeout : float or None
+        Seconds one example's oracle may take on a worker; a call that takes longer raises
+        `structfw.executor.OracleTimeout` naming its examples, and the workers
+        running it are ended (processes are terminated, Ray actors killed; a thread cannot
+        be killed and keeps running the hung oracle).  A serial in-process oracle cannot be
+        pre-empted (a numba kernel holds the thread), so with a timeout the oracles always
+        run on workers (one for ``n_jobs=None``).  None (default): no limit; a second
+        Ctrl-C while the first is pending is then the way out of a hung oracle.
 
     Attributes
     ----------
@@ -68,10 +86,23 @@ class StructuredSVM(BaseEstimator):
     kernel_expansion_ : KernelExpansion or None
         The predictor of a kernelized fit (``solver="kernel-bcfw"``): support positions, their
         dual coefficients and the transition weights; None for linear solvers.
+    classes_ : ndarray or None
+        The labels, in the order of the model's states: state k predicts ``classes_[k]``.
+        Integer labels in 0..n_states-1 are the states themselves (``classes_ =
+        arange(n_states)``); labels of any other kind (strings, other integers, floats) are
+        encoded as their index in ``numpy.unique`` of all labels of ``Y``, which may hold at
+        most ``n_states`` of them.  None for models whose labels are not class labels
+        (matching: target positions).
     trace_ : Trace
         Per checkpoint: passes, oracle_calls, time_s, primal, dual, gap (and test_loss).
     gap_, primal_, dual_ : float
         At the returned iterate.
+    certified_gap_ : float or None
+        With an approximate oracle that bounds its maximum (`GraphModel` on loopy graphs,
+        `GridModel`, `PottsModel`): an upper bound of P(coef_) - P*, from the relaxation's
+        bound (docs/design.md, "Certified gaps with approximate oracles"); ``gap_`` is then
+        only a lower bound of the true gap.  None for exact oracles, whose ``gap_`` is
+        itself the certificate.
     stopped_ : str
         Why the fit ended: "tol", "max_passes", "time_budget" or "interrupted".
     state_ : object
@@ -81,7 +112,8 @@ class StructuredSVM(BaseEstimator):
     """
 
     def __init__(self, model, solver="bcfw", lam=0.01, max_passes=50, tol=1e-3, check_every="auto",
-                 time_budget=None, random_state=None, warm_start=False, verbose=0, n_jobs=None, executor="process"):
+                 time_budget=None, random_state=None, warm_start=False, verbose=0, n_jobs=None, executor="process",
+                 oracle_timeout=None):
         self.model = model
         self.solver = solver
         self.lam = lam
@@ -94,6 +126,7 @@ class StructuredSVM(BaseEstimator):
         self.verbose = verbose
         self.n_jobs = n_jobs
         self.executor = executor
+        self.oracle_timeout = oracle_timeout
 
     # ------------------------------------------------------------ scikit-learn
     def __sklearn_tags__(self):
@@ -123,25 +156,44 @@ class StructuredSVM(BaseEstimator):
     def fit(self, X, Y, X_test=None, Y_test=None):
         """Train on (X, Y); with (X_test, Y_test) the trace also records ``test_loss``.
 
+        X is a list of examples and Y a list of their labellings.  For the models with
+        class labels, Y may hold labels of any kind (strings, other integers): they are
+        encoded as the model's states, see ``classes_``; Y_test is encoded the same way.
+
         With ``warm_start=True`` a previous fit's solver state is continued exactly
         (same data and lam: 5 passes and then 5 more give the iterates of one
         10-pass fit; its random generator is continued and ``random_state`` is
         not re-read).  A state from other data is not reused (a warning says so).
         Ctrl-C ends the fit "interrupted" with the best iterate evaluated so far;
-        all fitted attributes are then set together, as after a normal end.
+        all fitted attributes are then set together, as after a normal end.  Only a fit
+        of the main thread receives Ctrl-C, and each fit its own
+        (`structfw._interrupt`); a second Ctrl-C before the first is taken (a hung
+        oracle) raises KeyboardInterrupt at once, ending the workers and keeping the
+        previous fitted attributes.
+
+        A resumed fit's trace continues the previous one's counts: its ``passes``,
+        ``engine_passes``, ``oracle_calls``, ``monitor_calls``, ``cache_hits`` and ``time_s``
+        start from the previous fit's last entry (``trace_.meta["resumed_from"]`` holds those
+        offsets), so the rows of the two fits line up as one run; ``n_iter_`` counts this
+        fit's passes only.  An estimator loaded from a file saved without its solver state
+        (``save(path)`` rather than ``save(path, state=True)``) has nothing to continue:
+        ``warm_start=True`` then warns and the fit starts afresh from w = 0.
         """
+        install_compile_notice()
         with deferred_sigint():
             self._check_model()
             lam = check_lam(self.lam)
             solver = make_solver(self.solver)
             stop = StopRule(max_passes=self.max_passes, tol=self.tol, check_every=self.check_every,
                             time_budget=self.time_budget)
+            classes, Y = _labels.fit_classes(self.model, Y)
             X, Y = self.model.check_data(X, Y)
             if (X_test is None) != (Y_test is None):
                 raise ValueError("X_test and Y_test must be given together")
             if X_test is not None:
-                X_test, Y_test = self.model.check_data(X_test, Y_test)
-            executor = get_executor(self.n_jobs, self.executor)
+                X_test, Y_test = self.model.check_data(X_test, _labels.encode(self.model, classes, Y_test,
+                                                                              "Y_test"))
+            executor = get_executor(self.n_jobs, self.executor, self.oracle_timeout)
             problem = Problem(self.model, X, Y, lam, executor=executor, validated=True)
             meta = dict(solver=getattr(solver, "label", solver.name),
                         solver_params=_jsonable(solver.get_params()), lam=lam, n=problem.n, d=problem.d,
@@ -150,6 +202,11 @@ class StructuredSVM(BaseEstimator):
                         else None)
             monitor = Monitor(problem, stop, meta, X_test, Y_test, verbose=self.verbose)
             state = getattr(self, "state_", None) if self.warm_start else None
+            if self.warm_start and state is None and hasattr(self, "coef_"):
+                _warn_no_state_to_continue()
+            if state is not None and hasattr(self, "classes_") and not _labels.check_warm_start(self.classes_,
+                                                                                               classes):
+                state = None
             try:
                 res = solver.solve(problem, stop, state=state, rng=self.random_state, monitor=monitor)
             finally:
@@ -159,10 +216,13 @@ class StructuredSVM(BaseEstimator):
             # explicit w when there is one (linear kernel), else None
             expansion = None if isinstance(res.w, np.ndarray) else res.w
             coef = res.w if expansion is None else expansion.linear_coef()
+            n_iter = float(res.trace.last("engine_passes", res.trace.last("passes")))
+            if state is not None and res.state is state:  # the solver continued it (it did not start afresh)
+                _continue_trace(res.trace, getattr(self, "trace_", None))
             fitted = dict(coef_=coef, kernel_expansion_=expansion, trace_=res.trace, state_=res.state,
-                          stopped_=res.stopped,
-                          gap_=res.gap, primal_=res.primal, dual_=res.dual,
-                          n_iter_=float(res.trace.last("engine_passes", res.trace.last("passes"))))
+                          classes_=classes, stopped_=res.stopped,
+                          gap_=res.gap, primal_=res.primal, dual_=res.dual, n_iter_=n_iter,
+                          certified_gap_=res.certified_gap)
             if isinstance(n_features, int):
                 fitted["n_features_in_"] = n_features
             # set together: an estimator is never half old, half new
@@ -175,30 +235,62 @@ class StructuredSVM(BaseEstimator):
             raise ValueError("this StructuredSVM is not fitted yet; call fit(X, Y) first")
 
     def predict(self, X):
-        """argmax_y <w, phi(x, y)> for every input (through the kernel expansion after a kernelized fit)."""
+        """argmax_y <w, phi(x, y)> for every input (through the kernel expansion after a kernelized fit).
+
+        Parameters
+        ----------
+        X : list
+            A list of examples, even for one (``predict([x])``).
+
+        Returns
+        -------
+        list
+            One labelling per example, in the labels `fit` was given (``classes_``): strings for
+            string labels, for instance.
+        """
         self._check_fitted()
+        install_compile_notice()
         X, _ = self.model.check_data(X)
+        return _labels.decode(self.model, getattr(self, "classes_", None), self._predict_states(X))
+
+    def _predict_states(self, X):
+        """The predictions of a validated X in the model's states 0..n_states-1."""
         if getattr(self, "kernel_expansion_", None) is not None:
             return self.kernel_expansion_.decode_all(X)
-        executor = get_executor(self.n_jobs, self.executor)
+        executor = get_executor(self.n_jobs, self.executor, self.oracle_timeout)
         try:
             return executor.decode(executor.bind(self.model, X), self.coef_)
         finally:
             executor.close()
 
     def score(self, X, Y):
-        """1 - mean task loss (for chains: 1 - mean normalised Hamming loss)."""
+        """Mean per-example accuracy, 1 - (1/n) sum_i Delta(Y_i, predict(X)_i).
+
+        For the models with class labels the task loss Delta is the normalised Hamming loss
+        (chain, grid, graph cut, Potts: the fraction of positions labelled wrongly) or the
+        0-1 loss (multiclass), so this is the mean over examples of each example's fraction
+        of correct positions, `structfw.metrics.hamming_accuracy`: every example weighs the
+        same, whatever its length.  It is not the per-token accuracy over all positions of
+        all examples, where long examples weigh more: that is
+        `structfw.metrics.token_accuracy` (``scoring=structfw.metrics.token_accuracy_scorer``
+        in scikit-learn's model selection).  For matching it is 1 - the mean normalised
+        alignment loss.
+
+        Y is in the labels `fit` was given; a label `fit` did not see is a ValueError here
+        (the metrics of `structfw.metrics` count it as an error instead).
+        """
         self._check_fitted()
-        X, Y = self.model.check_data(X, Y)
-        return 1.0 - self.model.mean_loss(Y, self.predict(X))
+        X, Y = self.model.check_data(X, _labels.encode(self.model, getattr(self, "classes_", None), Y))
+        return 1.0 - self.model.mean_loss(Y, self._predict_states(X))
 
     # --------------------------------------------------------- save/load
     def save(self, path, state=False):
-        """Write the fitted model to a model file (:mod:`structfw.io`; no pickle).
+        """Write the fitted model to a model file (`structfw.io`; no pickle).
 
         ``.npz`` is appended to ``path`` when missing; returns the path written.
         The file holds the model class and configuration, the parameters (not the
-        execution settings ``n_jobs`` / ``verbose``), ``coef`` and the trace; after a
+        execution settings ``n_jobs`` / ``verbose``), the labels ``classes_`` when they are
+        not the integer states (a JSON list in the header), ``coef`` and the trace; after a
         kernelized fit with a non-linear kernel (``coef_`` is None) it holds the kernel
         expansion instead of ``coef``: kappa's parameters, the support positions (dense
         or CSR), their dual coefficients and the transition weights.
@@ -220,6 +312,11 @@ class StructuredSVM(BaseEstimator):
         header = dict(model=type(self.model).__name__, model_config=self.model.get_config(),
                       params=_saved_params(self), stopped=self.stopped_, gap=_f(self.gap_),
                       primal=_f(self.primal_), dual=_f(self.dual_), n_iter=_f(self.n_iter_))
+        if getattr(self, "certified_gap_", None) is not None:
+            header["certified_gap"] = _f(self.certified_gap_)
+        classes = _labels.classes_to_header(self.model, getattr(self, "classes_", None))
+        if classes is not None:  # integer states need no field, so such files are unchanged
+            header["classes"] = classes
         if self.coef_ is not None:
             arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
         else:  # a non-linear kernel: w is implicit, the file holds its expansion
@@ -234,7 +331,7 @@ class StructuredSVM(BaseEstimator):
 
     @classmethod
     def load(cls, path):
-        """Read a model written by :meth:`save`, validating every field against the
+        """Read a model written by `save`, validating every field against the
         model it builds (registered model class, its configuration through its
         constructor, ``coef`` of length ``size_joint_feature`` and finite, the
         parameters through the estimator's own checks, the trace as JSON text).
@@ -245,8 +342,10 @@ class StructuredSVM(BaseEstimator):
         header, arrays = sfio.read_model_file(path, _KIND)
         state = sfio.unpack_state(header, arrays)
         sfio.check_fields(header, ["model", "model_config", "params", "stopped", "gap",
-                                   "primal", "dual", "n_iter"], optional=["expansion"])
+                                   "primal", "dual", "n_iter"], optional=["expansion", "classes", "certified_gap"])
         model = _model_from_header(header)
+        classes = _labels.classes_from_header(header.get("classes"), model,
+                                              getattr(header, "source", "model file"))
         est = cls(model, **_params_from_header(header))
         expansion = None
         if "expansion" in header:
@@ -259,12 +358,14 @@ class StructuredSVM(BaseEstimator):
             trace = Trace.from_json_text(sfio.text_field(arrays, "trace"))
         except ValueError as exc:
             raise ValueError(f"{arrays.source}: field 'trace': {exc}") from None
-        fitted = dict(coef_=coef, kernel_expansion_=expansion, trace_=trace,
+        fitted = dict(coef_=coef, kernel_expansion_=expansion, trace_=trace, classes_=classes,
                       stopped_=sfio.header_str_choice(header, "stopped", _STOPPED),
                       gap_=sfio.header_float(header, "gap", allow_none=True),
                       primal_=sfio.header_float(header, "primal", allow_none=True),
                       dual_=sfio.header_float(header, "dual", allow_none=True),
-                      n_iter_=sfio.header_float(header, "n_iter", lo=0.0))
+                      n_iter_=sfio.header_float(header, "n_iter", lo=0.0),
+                      certified_gap_=sfio.header_float(header, "certified_gap", allow_none=True)
+                      if "certified_gap" in header else None)
         n_features = getattr(model, "n_features", None)
         if isinstance(n_features, int):
             fitted["n_features_in_"] = n_features
@@ -275,7 +376,7 @@ class StructuredSVM(BaseEstimator):
 
 
 def load(path):
-    """Load a StructuredSVM saved with ``StructuredSVM.save`` (see :meth:`StructuredSVM.load`)."""
+    """Load a StructuredSVM saved with ``StructuredSVM.save`` (see `StructuredSVM.load`)."""
     return StructuredSVM.load(path)
 
 
@@ -297,7 +398,7 @@ def _saved_params(est):
 
 
 def _state_section(est):
-    """The solver-state section of a model file: ``(tree, arrays)`` (:mod:`structfw.solvers.state_file`)."""
+    """The solver-state section of a model file: ``(tree, arrays)`` (`structfw.solvers.state_file`)."""
     from .solvers.state_file import encode_state
 
     try:
@@ -312,7 +413,8 @@ def _restore_state(est, meta, arrays):
     belongs to the data of a later fit is checked there (size and fingerprint of X and Y)."""
     from .solvers.state_file import decode_state
 
-    return {"state_": decode_state(dict(meta), dict(arrays), source=getattr(meta, "source", "state"))}
+    return {"state_": decode_state(dict(meta), dict(arrays), source=getattr(meta, "source", "state"), model=est.model,
+                                   owned=True)}
 
 
 #: the kernel expansion's arrays in a model file (the support rows are dense, or CSR in three arrays)
@@ -470,3 +572,32 @@ def _f(x):
 
 def _nan(x):
     return math.nan if x is None else float(x)
+
+
+# ------------------------------------------------------------- warm starts
+#: trace columns that count from the start of a fit; a resumed fit continues them
+_RUNNING_COLUMNS = ("passes", "engine_passes", "oracle_calls", "monitor_calls", "cache_hits", "time_s")
+
+
+def _continue_trace(trace, previous):
+    """Offset ``trace``'s running counts by ``previous``'s last entry, in place, so a resumed
+    fit's passes, oracle calls and time continue those of the fit it resumes."""
+    if previous is None or not len(previous):
+        return
+    offsets = {}
+    for col in _RUNNING_COLUMNS:
+        last = previous.last(col)
+        if col in trace and last is not None and math.isfinite(last):
+            offsets[col] = float(last)
+    if offsets:
+        trace.shift(offsets)
+        trace.meta["resumed_from"] = offsets
+
+
+def _warn_no_state_to_continue():
+    import warnings
+
+    warnings.warn("warm_start=True, but this estimator has no solver state to continue (it was loaded from a "
+                  "model file saved without one): the fit starts afresh from w = 0, and the loaded coef_ is "
+                  "replaced.  To resume a run, save it with save(path, state=True) (structfw train: "
+                  "--save-state)", RuntimeWarning, stacklevel=3)

@@ -1,6 +1,7 @@
 """Structured models: joint features, task loss, max oracle, decoding."""
 from .base import MODEL_REGISTRY, StructuredModel, register_model
 from .chain import ChainModel
+from .graph import GraphExample, GraphModel
 from .graphcut import GraphCutModel, GraphInput
 from .grid import GridModel
 from .matching import MatchingInput, MatchingModel
@@ -8,4 +9,5 @@ from .multiclass import MulticlassModel
 from .potts import PottsModel
 
 __all__ = ["StructuredModel", "register_model", "MODEL_REGISTRY", "ChainModel", "MulticlassModel",
-           "GridModel", "GraphCutModel", "PottsModel", "GraphInput", "MatchingModel", "MatchingInput"]
+           "GridModel", "GraphCutModel", "PottsModel", "GraphInput", "GraphModel", "GraphExample",
+           "MatchingModel", "MatchingInput"]

@@ -14,7 +14,12 @@ better (so H_i(y*) >= H_i(y_i) = 0 always).
 """
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from .._linalg import SparseVector
 from ..oracles.grid import grid_energy, grid_max_product, grid_phi_diff, grid_unary
@@ -24,10 +29,25 @@ from ._validation import (
     check_finite,
     check_int_param,
     check_sequence_of_inputs,
+    one_example_error,
 )
 from .base import StructuredModel, register_model
 
 _EMPTY2 = np.empty((0, 0), np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_edges(h: int, wd: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """The 4-grid's edges over cells numbered row-major, (left, right) then (upper, lower),
+    and which of them are horizontal; one per grid shape (the data sets share a few)."""
+    cell = np.arange(h * wd, dtype=np.int64).reshape(h, wd)
+    hor = np.stack([cell[:, :-1].ravel(), cell[:, 1:].ravel()], axis=1)
+    ver = np.stack([cell[:-1, :].ravel(), cell[1:, :].ravel()], axis=1)
+    edges = np.ascontiguousarray(np.concatenate([hor, ver]).reshape(-1, 2))
+    horizontal = np.r_[np.ones(len(hor), bool), np.zeros(len(ver), bool)]
+    edges.setflags(write=False)
+    horizontal.setflags(write=False)
+    return edges, horizontal
 
 
 @register_model
@@ -52,13 +72,14 @@ class GridModel(StructuredModel):
     Notes
     -----
     Inputs and labellings: x is an (h, w, F) array (C-contiguous float64 after
-    :meth:`check_X`), y an (h, w) int64 array with values 0..S-1.
+    `check_X`), y an (h, w) int64 array with values 0..S-1.
     """
 
     approximate_oracle = True
+    class_labels = True
 
-    def __init__(self, n_states, n_features, directional=True, n_iter=10, damping=0.5,
-                 max_sweeps=20):
+    def __init__(self, n_states: int, n_features: int, directional: bool = True, n_iter: int = 10,
+                 damping: float = 0.5, max_sweeps: int = 20) -> None:
         self.n_states = check_int_param(n_states, "n_states", 2)
         self.n_features = check_int_param(n_features, "n_features", 1)
         if not isinstance(directional, (bool, np.bool_)):
@@ -74,7 +95,7 @@ class GridModel(StructuredModel):
         self._offV = S * F + (S * S if self.directional else 0)
         self.size_joint_feature = S * F + (2 if self.directional else 1) * S * S
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {
             "n_states": self.n_states,
             "n_features": self.n_features,
@@ -85,34 +106,36 @@ class GridModel(StructuredModel):
         }
 
     # ------------------------------------------------------------ weights
-    def unary_weights(self, w):
+    def unary_weights(self, w: npt.ArrayLike) -> np.ndarray:
         return np.asarray(w)[: self._offH].reshape(self.n_states, self.n_features)
 
-    def horizontal_weights(self, w):
+    def horizontal_weights(self, w: npt.ArrayLike) -> np.ndarray:
         S = self.n_states
         return np.asarray(w)[self._offH:self._offH + S * S].reshape(S, S)
 
-    def vertical_weights(self, w):
+    def vertical_weights(self, w: npt.ArrayLike) -> np.ndarray:
         S = self.n_states
         return np.asarray(w)[self._offV:self._offV + S * S].reshape(S, S)
 
     # ------------------------------------------------------------------ core
-    def joint_feature(self, x, y):
+    def joint_feature(self, x: npt.NDArray[np.float64], y: npt.ArrayLike) -> SparseVector:
         y = np.ascontiguousarray(y, dtype=np.int64)
         none = np.full(y.shape, -1, np.int64)
         i, v = grid_phi_diff(x, y, none, self.n_states, self.n_features, self._offH, self._offV)
         return SparseVector(i, v, self.size_joint_feature)
 
-    def psi(self, x, y_true, y):
+    def psi(self, x: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
+            y: npt.NDArray[np.int64]) -> SparseVector:
         i, v = grid_phi_diff(x, y_true, y, self.n_states, self.n_features, self._offH, self._offV)
         return SparseVector(i, v, self.size_joint_feature)
 
-    def loss(self, y_true, y):
+    def loss(self, y_true: np.ndarray, y: np.ndarray) -> float:
         """Normalised Hamming loss over the cells."""
         n = y_true.size
         return float(np.count_nonzero(y_true != y)) / n if n else 0.0
 
-    def energy(self, x, y, w, y_true=None):
+    def energy(self, x: npt.NDArray[np.float64], y: npt.ArrayLike, w: npt.ArrayLike,
+               y_true: npt.NDArray[np.int64] | None = None) -> float:
         """<w, phi(x, y)> (+ Delta(y_true, y) when y_true is given)."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         aug = y_true is not None
@@ -120,7 +143,8 @@ class GridModel(StructuredModel):
                        y_true if aug else _EMPTY2, aug)
         return grid_energy(U, w, self._offH, self._offV, np.ascontiguousarray(y, np.int64))
 
-    def loss_augmented_decode(self, x, y_true, w):
+    def loss_augmented_decode(self, x: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
+                              w: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         U = grid_unary(x, w, self.n_states, self.n_features, y_true, True)
         y, e = grid_max_product(U, w, self._offH, self._offV, y_true, True,
                                 self.n_iter, self.damping, self.max_sweeps)
@@ -129,7 +153,30 @@ class GridModel(StructuredModel):
             return y_true.copy()
         return y
 
-    def decode(self, x, w):
+    def loss_augmented_decode_with_bound(self, x: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
+                                         w: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float]:
+        """(the oracle's labelling, B) with B >= max_y Delta(y_true, y) + <w, phi(x, y)>.
+
+        B is TRW-S's bound (the dual of the grid's local-polytope relaxation,
+        `structfw.oracles.loopy.trws`); the engine turns it into a certified duality gap
+        (`structfw.solvers.problem.Problem.hinge_bounds`).  The labelling is the better of
+        loopy max-product's (`loss_augmented_decode`) and TRW-S's."""
+        from ..oracles.loopy import trws
+
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        U = grid_unary(x, w, self.n_states, self.n_features, y_true, True)
+        h, wd, S = U.shape
+        edges, horizontal = _grid_edges(h, wd)
+        pairwise = np.where(horizontal[:, None, None], self.horizontal_weights(w)[None],
+                            self.vertical_weights(w)[None])
+        y_t, _, bound = trws(U.reshape(h * wd, S), edges, np.ascontiguousarray(pairwise))
+        y_t = y_t.reshape(h, wd)
+        y = self.loss_augmented_decode(x, y_true, w)
+        if grid_energy(U, w, self._offH, self._offV, y_t) > grid_energy(U, w, self._offH, self._offV, y):
+            y = y_t
+        return y, float(bound)
+
+    def decode(self, x: npt.NDArray[np.float64], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         w = np.ascontiguousarray(w, dtype=np.float64)
         U = grid_unary(x, w, self.n_states, self.n_features, _EMPTY2, False)
         y, _ = grid_max_product(U, w, self._offH, self._offV, _EMPTY2, False,
@@ -137,7 +184,7 @@ class GridModel(StructuredModel):
         return y
 
     # ------------------------------------------------------------ validation
-    def _check_x(self, x, name):
+    def _check_x(self, x: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
         arr = as_float_array(x, name)
         F = self.n_features
         if arr.ndim != 3:
@@ -149,9 +196,11 @@ class GridModel(StructuredModel):
         check_finite(arr, name)
         return np.ascontiguousarray(arr, dtype=np.float64)
 
-    def check_X(self, X):
+    def check_X(self, X: Iterable[npt.ArrayLike]) -> list[npt.NDArray[np.float64]]:
+        if isinstance(X, np.ndarray) and X.ndim == 3:
+            raise one_example_error(X, "(h, w, F) array", "grid")
         X = check_sequence_of_inputs(X, "X")
         return [self._check_x(x, f"X[{i}]") for i, x in enumerate(X)]
 
-    def check_y(self, x, y, name="Y"):
+    def check_y(self, x: np.ndarray, y: npt.ArrayLike, name: str = "Y") -> npt.NDArray[np.int64]:
         return as_label_array(y, name, self.n_states, x.shape[:2])

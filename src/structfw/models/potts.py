@@ -5,19 +5,19 @@ nodes with K labels, class-wise unary features (eq. (7) per node) and a Potts te
 neighbouring superpixels.  Here the Potts weight of an edge is learned from its
 non-negative edge features, c_e = <w_p, f_e> (+ a fixed ``potts_constant``, the
 paper's constant weight 1 when set to 1), with the joint feature and sign convention of
-:class:`~structfw.models.GraphCutModel`::
+`GraphCutModel`::
 
     phi(x, y) = [ sum_v x_v placed in block y_v ,  - sum_{e=(u,v) : y_u != y_v} f_e ]   (d = K F + Fe)
 
 Loss-augmented decoding (eq. (10) of App. A) is NP-hard for K > 2; the oracle is
 alpha-expansion (Boykov, Veksler & Zabih 2001; each move an exact min cut,
-:func:`structfw.oracles.potts.alpha_expansion`) started from the unary argmax, so
+`structfw.oracles.potts.alpha_expansion`) started from the unary argmax, so
 ``approximate_oracle = True``.  It never returns a labelling scoring below the ground
 truth: when expansion ends below H_i(y_i) = 0 the ground truth is returned (the engine
 guards this too).  For K = 2 alpha-expansion is exact (it reaches the min cut).
 
 ``potts_constant`` is a fixed term -C #cut(y) of the score, not part of phi (it is the
-phi_o component of Sec. 3 of the MP-BCFW paper): :meth:`PottsModel.fixed_score`.  The
+phi_o component of Sec. 3 of the MP-BCFW paper): `PottsModel.fixed_score`.  The
 engine adds its difference to each corner's constant, L_i(y) = Delta(y_i, y)
 - C (#cut(y) - #cut(y_i)), so the gaps it reports are those of the objective the
 oracle maximises.
@@ -25,13 +25,16 @@ oracle maximises.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from ..oracles.potts import alpha_expansion, potts_score, unary_argmax
+from ..oracles.potts import alpha_expansion, edge_costs, potts_score, unary_argmax
 from ._validation import check_int_param
 from .base import register_model
-from .graphcut import GraphLabellingModel
+from .graphcut import GraphInput, GraphLabellingModel
 
 
 @register_model
@@ -55,32 +58,34 @@ class PottsModel(GraphLabellingModel):
 
     Notes
     -----
-    Inputs and labellings are as for :class:`~structfw.models.GraphCutModel`, with
+    Inputs and labellings are as for `GraphCutModel`, with
     y (V,) int64 in 0..K-1.  ``nonnegative_indices`` = the Fe pairwise coordinates.
     """
 
     approximate_oracle = True
 
-    def __init__(self, n_states, n_features, n_edge_features, potts_constant=0.0, max_cycles=10,
-                 negative_weights="clip"):
+    def __init__(self, n_states: int, n_features: int, n_edge_features: int, potts_constant: float = 0.0,
+                 max_cycles: int = 10, negative_weights: str = "clip") -> None:
         self.n_states = check_int_param(n_states, "n_states", 2)
         self._init_sizes(n_features, n_edge_features, negative_weights)
         if (isinstance(potts_constant, bool) or not isinstance(potts_constant, numbers.Real)
                 or not np.isfinite(potts_constant) or potts_constant < 0):
             raise ValueError(f"potts_constant must be a finite float >= 0, got {potts_constant!r}")
         self.potts_constant = float(potts_constant)
-        self.max_cycles = check_int_param(max_cycles, "max_cycles", 1)
+        self.max_cycles: int = check_int_param(max_cycles, "max_cycles", 1)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"n_states": self.n_states, "n_features": self.n_features,
                 "n_edge_features": self.n_edge_features, "potts_constant": self.potts_constant,
                 "max_cycles": self.max_cycles, "negative_weights": self.negative_weights}
 
-    def _expand(self, U, tails, heads, c):
+    def _expand(self, U: npt.NDArray[np.float64], tails: npt.NDArray[np.int64], heads: npt.NDArray[np.int64],
+                c: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int64], float]:
         y, s = alpha_expansion(U, tails, heads, c, unary_argmax(U), self.max_cycles)
         return y, s
 
-    def loss_augmented_decode(self, x, y_true, w):
+    def loss_augmented_decode(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike,
+                              w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Alpha-expansion on Delta(y_true, y) + <Pi(w), phi(x, y)> - C #cut(y); y_true
         itself when expansion ends below it."""
         w = self._check_w(w)
@@ -93,11 +98,36 @@ class PottsModel(GraphLabellingModel):
             return y_true.copy()
         return self._not_below_truth(U, tails, heads, ef, w, y, y_true)
 
+    def loss_augmented_decode_with_bound(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike,
+                                         w: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float]:
+        """(the oracle's labelling, B) with B >= max_y Delta(y_true, y) + <w, phi(x, y)> - C #cut(y).
+
+        B is TRW-S's bound on the Potts energy at w itself (`structfw.oracles.loopy.trws`,
+        the dual of the local-polytope relaxation); the engine turns it into a certified
+        duality gap (`structfw.solvers.problem.Problem.hinge_bounds`).  The labelling is the
+        better of alpha expansion's (`loss_augmented_decode`) and TRW-S's."""
+        from ..oracles.loopy import trws
+
+        w = self._check_w(w)
+        nodes, tails, heads, ef = self._parts(x)
+        y_true = np.ascontiguousarray(y_true, np.int64)
+        U = self._unary(nodes, w, y_true, True)
+        c = edge_costs(ef, w, self.edge_offset, self.potts_constant, False)
+        K = self.n_states
+        pairwise = np.ascontiguousarray(-c[:, None, None] * (1.0 - np.eye(K))[None])
+        edges = np.ascontiguousarray(np.stack([tails, heads], axis=1))
+        y_t, _, bound = trws(np.ascontiguousarray(U), edges, pairwise)
+        y = self.loss_augmented_decode(x, y_true, w)
+        if potts_score(U, tails, heads, c, y_t) > potts_score(U, tails, heads, c, y):
+            y = y_t
+        return y, float(bound)
+
+    # a property, where the base class has a plain attribute: the fixed term is there only when C > 0
     @property
-    def has_fixed_score(self):
+    def has_fixed_score(self) -> bool:  # type: ignore[override]
         return self.potts_constant > 0.0
 
-    def fixed_score(self, x, y):
+    def fixed_score(self, x: GraphInput | Sequence[Any], y: npt.ArrayLike) -> float:
         """-C #cut(y): the fixed Potts term (0 with the default C = 0)."""
         if self.potts_constant == 0.0:
             return 0.0
@@ -105,7 +135,7 @@ class PottsModel(GraphLabellingModel):
         y = np.asarray(y)
         return -self.potts_constant * float(np.count_nonzero(y[tails] != y[heads]))
 
-    def decode(self, x, w):
+    def decode(self, x: GraphInput | Sequence[Any], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Alpha-expansion on <Pi(w), phi(x, y)> - C #cut(y) from the unary argmax."""
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)

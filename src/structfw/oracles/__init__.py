@@ -38,6 +38,15 @@ from .matching import (
     matching_value,
     max_weight_partial_matching,
 )
+from .graph import (
+    check_graph,
+    connected_components,
+    exhaustive,
+    forest_schedule,
+    is_forest,
+    tree_marginals,
+    tree_max_product,
+)
 from .maxflow import available_backends, bk_maxflow, min_cut, min_cut_directed
 from .potts import (
     alpha_expansion,
@@ -52,6 +61,13 @@ from .potts import (
 )
 
 __all__ = [
+    "check_graph",
+    "connected_components",
+    "exhaustive",
+    "forest_schedule",
+    "is_forest",
+    "tree_marginals",
+    "tree_max_product",
     "min_cut",
     "min_cut_directed",
     "bk_maxflow",

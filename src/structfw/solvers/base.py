@@ -2,7 +2,7 @@
 
 Monitoring (full gap passes, test error) is timed apart from optimisation and
 its oracle calls are counted apart (``monitor_calls``, docs/design.md, "Passes
-and oracle calls").  Every solver runs the one skeleton :meth:`Solver.solve`:
+and oracle calls").  Every solver runs the one skeleton `Solver.solve`:
 state set-up, passes, checkpoints, clock, stop rules, and Ctrl-C taken at a
 safe point -- the end of the current block step -- after which the iterate
 with the lowest evaluated primal is returned and the state stays usable for a
@@ -12,15 +12,25 @@ from __future__ import annotations
 
 import math
 import numbers
-import sys
 import time
 import warnings
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from .._interrupt import deferred_sigint
 from ..trace import Trace
+
+if TYPE_CHECKING:
+    from .._interrupt import InterruptFlag
+    from .kernel_bcfw import KernelExpansion
+    from .problem import Problem
+
+_State = TypeVar("_State")
 
 
 @dataclass
@@ -50,7 +60,7 @@ class StopRule:
     check_every: int | str = "auto"
     time_budget: float | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not (isinstance(self.max_passes, (int, float, np.integer, np.floating)) and self.max_passes > 0):
             raise ValueError(f"max_passes must be a positive number; got {self.max_passes!r}")
         if self.tol is not None and not (self.tol >= 0):
@@ -59,7 +69,7 @@ class StopRule:
                                                 and not isinstance(self.check_every, bool) and self.check_every >= 1)):
             raise ValueError(f"check_every must be an integer >= 1 or 'auto'; got {self.check_every!r}")
 
-    def checkpoint_interval(self, n, n_test=0):
+    def checkpoint_interval(self, n: int, n_test: int = 0) -> int:
         """Passes between checkpoints: ``check_every``, or for "auto" ``ceil(9 * (1 + n_test / n))``
         (a checkpoint costs one oracle pass plus a prediction pass over the n_test test examples)."""
         if self.check_every != "auto":
@@ -84,22 +94,27 @@ class SolveResult:
         "tol", "max_passes", "time_budget" or "interrupted".
     gap, primal, dual : float
         At the returned iterate (last checkpoint).
+    certified_gap : float or None
+        The certified gap at the returned iterate when the model bounds its approximate
+        oracle (docs/design.md, "Certified gaps with approximate oracles"), else None.
     """
 
-    w: np.ndarray
+    w: npt.NDArray[np.float64] | KernelExpansion
     state: object
     trace: Trace
     stopped: str
     gap: float = math.nan
     primal: float = math.nan
     dual: float = math.nan
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    certified_gap: float | None = None
 
 
 class Monitor:
     """Checkpoints, timing, stopping, progress bar and interrupt handling."""
 
-    def __init__(self, problem, stop, meta, X_test=None, Y_test=None, verbose=0):
+    def __init__(self, problem: Problem, stop: StopRule, meta: Mapping[str, Any] | None,
+                 X_test: Sequence[Any] | None = None, Y_test: Sequence[Any] | None = None, verbose: int = 0) -> None:
         self.problem, self.stop = problem, stop
         self.trace = Trace(meta)
         self.X_test, self.Y_test = X_test, Y_test
@@ -111,40 +126,41 @@ class Monitor:
         self._monitor_time = 0.0
         self._monitor_since = None
         self._bar = None
-        self.best = None  # (primal, w copy, gap, dual)
+        self.best = None  # (primal, w copy, gap, dual, certified gap or None)
+        self.certified_gap = None  # of the last checkpoint, when the model bounds its oracle
         self.interrupted = False
+        from .. import _compile
+
+        # otherwise a first fit sits silent (or its bar at 0 % with a false ETA) while numba compiles
+        _compile.install_compile_notice()
         if self.verbose >= 1:
             from tqdm.auto import tqdm
 
-            from .._compile import FIRST_RUN_MESSAGE, kernels_cached
-
-            if kernels_cached() is False:
-                # otherwise the bar sits at 0 % with a false ETA while numba compiles
-                print(FIRST_RUN_MESSAGE, file=sys.stderr, flush=True)
             self._bar = tqdm(total=float(stop.max_passes), unit="pass", leave=True,
                              bar_format="{l_bar}{bar}| {n:.1f}/{total:.0f} passes [{elapsed}<{remaining}]{postfix}")
+            _compile.active_bar = self._bar
 
     # -- time
-    def start_clock(self):
+    def start_clock(self) -> None:
         """Start counting optimisation time (solvers call it once their state is set up)."""
         self._t0 = time.perf_counter()
         self._monitor_time = 0.0
 
-    def opt_time(self):
+    def opt_time(self) -> float:
         """Seconds since start_clock() minus monitoring, including a monitoring block in progress."""
         now = time.perf_counter()
         in_progress = now - self._monitor_since if self._monitor_since is not None else 0.0
         return now - self._t0 - self._monitor_time - in_progress
 
-    def monitoring(self):
+    def monitoring(self) -> AbstractContextManager[None]:
         """Context manager: the time spent inside is monitoring, not optimisation."""
         mon = self
 
         class _Ctx:
-            def __enter__(self):
+            def __enter__(self) -> None:
                 mon._monitor_since = time.perf_counter()
 
-            def __exit__(self, *exc):
+            def __exit__(self, *exc: object) -> bool:
                 mon._monitor_time += time.perf_counter() - mon._monitor_since
                 mon._monitor_since = None
                 return False
@@ -152,7 +168,7 @@ class Monitor:
         return _Ctx()
 
     # -- checkpoints
-    def test_loss(self, w):
+    def test_loss(self, w: npt.NDArray[np.float64] | KernelExpansion) -> float | None:
         if self.X_test is None:
             return None
         if hasattr(w, "decode_all"):  # a kernel expansion (KernelBCFW): w exists only implicitly
@@ -162,17 +178,21 @@ class Monitor:
         pred = self.problem.executor.decode(self._test_key, w)
         return self.problem.model.mean_loss(self.Y_test, pred)
 
-    def record(self, w, passes, oracle_calls, primal, dual, gap, **extra):
+    def record(self, w: npt.NDArray[np.float64] | KernelExpansion, passes: float, oracle_calls: float, primal: float,
+               dual: float, gap: float, **extra: float | None) -> None:
         """Append a checkpoint row (call inside ``monitoring()``)."""
         row = dict(passes=passes, oracle_calls=oracle_calls, time_s=self.opt_time(),
                    primal=primal, dual=dual, gap=gap, monitor_calls=self.monitor_calls)
         tl = self.test_loss(w)
         if tl is not None:
             row["test_loss"] = tl
+        certified = self._certify(w, dual)
+        if certified is not None:
+            row["primal_bound"], row["certified_gap"] = certified
         row.update(extra)
         self.trace.append(**row)
         if self.best is None or primal < self.best[0]:
-            self.best = (primal, w.copy(), gap, dual)
+            self.best = (primal, w.copy(), gap, dual, self.certified_gap)
         if self._bar is not None:
             self._bar.n = min(float(extra.get("engine_passes", passes)), self._bar.total)
             post = f"gap={gap:.3g} primal={primal:.5g}" + (f" test={tl:.3f}" if tl is not None else "")
@@ -180,8 +200,25 @@ class Monitor:
         if self.verbose >= 2:
             print(f"pass {passes:7.2f}  gap {gap:.4e}  primal {primal:.6g}  time {row['time_s']:.2f}s", flush=True)
 
-    def should_stop(self, engine_passes, gap):
-        """Reason to stop at a checkpoint, or None."""
+    def _certify(self, w: npt.NDArray[np.float64] | KernelExpansion, dual: float) -> tuple[float, float] | None:
+        """(upper bound of P(w), certified gap) at a checkpoint when the model bounds its
+        approximate oracle (`Problem.hinge_bounds`), else None.  One more pass over the
+        examples, counted as monitoring."""
+        self.certified_gap = None
+        if not self.problem.certifies or not isinstance(w, np.ndarray) or not np.isfinite(dual):
+            return None
+        U = self.problem.hinge_bounds(w)
+        self.monitor_calls += self.problem.n
+        primal_bound = self.problem.primal(w, float(U.sum()))
+        self.certified_gap = primal_bound - float(dual)
+        return primal_bound, self.certified_gap
+
+    def should_stop(self, engine_passes: float, gap: float | None) -> str | None:
+        """Reason to stop at a checkpoint, or None.  ``tol`` applies to the certified gap
+        when the model bounds its approximate oracle (the oracle's own gap is then only a
+        lower bound of the true one)."""
+        if self.certified_gap is not None:
+            gap = self.certified_gap
         if self.stop.tol is not None and gap is not None and gap <= self.stop.tol:
             return "tol"
         if engine_passes >= self.stop.max_passes - 1e-9:
@@ -190,11 +227,15 @@ class Monitor:
             return "time_budget"
         return None
 
-    def out_of_time(self):
+    def out_of_time(self) -> bool:
         return self.stop.time_budget is not None and self.opt_time() >= self.stop.time_budget
 
-    def close(self):
+    def close(self) -> None:
         if self._bar is not None:
+            from .. import _compile
+
+            if _compile.active_bar is self._bar:
+                _compile.active_bar = None
             self._bar.close()
             self._bar = None
 
@@ -220,12 +261,12 @@ class Param:
     name: str
     default: object
     kind: str
-    choices: tuple = ()
+    choices: tuple[Any, ...] = ()
     low: float | None = None
     low_open: bool = False
     help: str = ""
 
-    def check(self, value):
+    def check(self, value: object) -> None:
         """Raise ValueError naming the option unless ``value`` is allowed."""
         if self.kind == "choice":
             allowed = value is None if value is None else (
@@ -246,48 +287,48 @@ class Param:
             what = "an integer" if self.kind == "int" else "a number"
             raise ValueError(f"{self.name} must be {what}{self._bound()}; got {value!r}")
 
-    def _bound(self):
+    def _bound(self) -> str:
         if self.low is None:
             return ""
         return f" {'>' if self.low_open else '>='} {self.low:g}"
 
 
 class Solver:
-    """Base class of solvers: options declared in ``PARAMS``, the solve loop in :meth:`solve`.
+    """Base class of solvers: options declared in ``PARAMS``, the solve loop in `solve`.
 
     Options follow scikit-learn's conventions: the constructor stores every
     argument unchanged as an attribute of the same name (after checking it),
-    :meth:`get_params` reads the attributes, :meth:`set_params` checks and sets
+    `get_params` reads the attributes, `set_params` checks and sets
     them, so ``sklearn.base.clone`` and nested ``solver__option`` searches work,
-    and :meth:`solve` checks them again (an attribute may have been assigned).
+    and `solve` checks them again (an attribute may have been assigned).
 
     Subclasses fill in the solve skeleton:
 
-    - :meth:`init_state` -- a new state, or the previous one continued (warm start);
-    - :meth:`run_pass` -- one pass of optimisation, polling the interrupt flag
+    - `init_state` -- a new state, or the previous one continued (warm start);
+    - `run_pass` -- one pass of optimisation, polling the interrupt flag
       between its steps;
-    - :meth:`checkpoint` -- measure (and for some variants refresh) the gap, record a trace row;
-    - :meth:`result_w` -- the returned iterate (the average for averaged variants).
+    - `checkpoint` -- measure (and for some variants refresh) the gap, record a trace row;
+    - `result_w` -- the returned iterate (the average for averaged variants).
     """
 
     name = "solver"
     has_dual = True
-    PARAMS: tuple = ()
+    PARAMS: tuple[Param, ...] = ()
 
-    def _init_params(self, values):
+    def _init_params(self, values: Mapping[str, Any]) -> None:
         for p in self.PARAMS:
             p.check(values[p.name])
             setattr(self, p.name, values[p.name])
 
     @classmethod
-    def param_table(cls):
+    def param_table(cls) -> dict[str, Param]:
         """{name: Param} of the options this solver takes."""
         return {p.name: p for p in cls.PARAMS}
 
-    def get_params(self, deep=True):
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {p.name: getattr(self, p.name) for p in self.PARAMS}
 
-    def set_params(self, **params):
+    def set_params(self, **params: Any) -> Self:
         table = self.param_table()
         for key, value in params.items():
             if key not in table:
@@ -298,27 +339,29 @@ class Solver:
             setattr(self, key, value)
         return self
 
-    def validate_params(self):
+    def validate_params(self) -> None:
         for p in self.PARAMS:
             p.check(getattr(self, p.name))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
     @property
-    def label(self):
+    def label(self) -> str:
         return self.name.upper()
 
     # ------------------------------------------------------------- skeleton
-    def solve(self, problem, stop, state=None, rng=None, monitor=None):
-        """Run until a stop rule fires; returns a :class:`SolveResult`.
+    def solve(self, problem: Problem, stop: StopRule, state: object | None = None,
+              rng: int | np.random.Generator | None = None, monitor: Monitor | None = None) -> SolveResult:
+        """Run until a stop rule fires; returns a `SolveResult`.
 
         ``state`` continues a previous solve exactly (same data and lam: the
         iterates are those of one uninterrupted run); ``rng`` seeds a new state
         only.  Ctrl-C is deferred to the end of the current step
-        (:func:`structfw._interrupt.deferred_sigint`): the solve then ends
+        (`structfw._interrupt.deferred_sigint`): the solve then ends
         "interrupted" with the best evaluated iterate, the state stays consistent.
+        A second Ctrl-C before that safe point (a hung oracle) raises KeyboardInterrupt.
         """
         self.validate_params()
         own = set(vars(self))  # what solve adds to the solver object is per-run and removed at the end
@@ -326,10 +369,13 @@ class Solver:
             monitor = Monitor(problem, stop, {"solver": self.label})
         with deferred_sigint() as flag:
             st = self.init_state(problem, state, rng)
+            resumed = state is not None and st is state
             monitor.start_clock()
             stopped = None
             try:
                 gap = self.checkpoint(problem, st, monitor, initial=True)
+                if resumed:
+                    _check_resumed_gap(self, problem, monitor, gap)
                 stopped = "interrupted" if flag.requested else monitor.should_stop(0, gap)
                 done = 0
                 since_check = 0
@@ -339,21 +385,33 @@ class Solver:
                     since_check += 1
                     if flag.requested:
                         stopped = "interrupted"
-                        # the state is consistent: evaluate it once (a second Ctrl-C is ignored)
+                        # the state is consistent: evaluate it once (a second Ctrl-C aborts it)
                         self.checkpoint(problem, st, monitor, initial=False, monitoring_only=True)
                         break
                     if self.checkpoint_due(st, since_check, done, stop, monitor):
                         since_check = 0
                         gap = self.checkpoint(problem, st, monitor, initial=False)
                         stopped = "interrupted" if flag.requested else monitor.should_stop(done, gap)
+            except ValueError as exc:
+                if not resumed or str(exc).startswith("warm start:"):
+                    raise
+                # a state within every range a file can be checked for can still be far from this
+                # problem's (w at 1e150: the oracle's scores lose all precision; a step size that
+                # overflows the expectation oracle): name the state as the likely cause
+                raise ValueError(f"warm start: the fit continued from the given solver state failed: {exc} "
+                                 "(a damaged or forged state does not fit this problem; fit with warm_start=False "
+                                 "to start afresh)") from exc
             except KeyboardInterrupt:
+                if flag.aborted:  # a second Ctrl-C: the user wants out now, not a result
+                    raise
                 # raised by code rather than by the signal (a model's oracle, or no handler could be
                 # installed): the oracle runs before a step touches the state, so it is consistent
                 stopped = "interrupted"
                 try:
                     self.checkpoint(problem, st, monitor, initial=False, monitoring_only=True)
                 except KeyboardInterrupt:
-                    pass
+                    if flag.aborted:
+                        raise
             finally:
                 monitor.close()
         result = self.result(st, monitor, stopped)
@@ -361,33 +419,52 @@ class Solver:
             delattr(self, key)  # a solver object holds options only, never a run's data
         return result
 
-    def checkpoint_due(self, state, since_check, done, stop, monitor):
+    def checkpoint_due(self, state: Any, since_check: int, done: int, stop: StopRule, monitor: Monitor) -> bool:
         every = stop.checkpoint_interval(monitor.problem.n, monitor.n_test)
         return since_check >= every or done >= stop.max_passes - 1e-9 or monitor.out_of_time()
 
-    def result(self, state, monitor, stopped):
+    def result(self, state: Any, monitor: Monitor, stopped: str) -> SolveResult:
         tr = monitor.trace
         if stopped == "interrupted" and monitor.best is not None:
-            primal, w, gap, dual = monitor.best
+            primal, w, gap, dual, certified = monitor.best
         else:
             w = self.result_w(state)
             primal, dual, gap = tr.last("primal"), tr.last("dual"), tr.last("gap")
-        return SolveResult(w=w, state=state, trace=tr, stopped=stopped, gap=gap, primal=primal, dual=dual)
+            certified = monitor.certified_gap
+        return SolveResult(w=w, state=state, trace=tr, stopped=stopped, gap=gap, primal=primal, dual=dual,
+                           certified_gap=certified)
 
-    def result_w(self, state):
+    def result_w(self, state: Any) -> npt.NDArray[np.float64] | KernelExpansion:
         return state.w.copy()
 
-    def init_state(self, problem, state, rng):  # pragma: no cover - abstract
+    def init_state(self, problem: Problem, state: object | None, rng: int | np.random.Generator | None) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def run_pass(self, problem, state, flag):  # pragma: no cover - abstract
+    def run_pass(self, problem: Problem, state: Any, flag: InterruptFlag) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def checkpoint(self, problem, state, monitor, initial, monitoring_only=False):  # pragma: no cover
+    def checkpoint(self, problem: Problem, state: Any, monitor: Monitor, initial: bool,
+                   monitoring_only: bool = False) -> float:  # pragma: no cover
         raise NotImplementedError
 
 
-def continue_or_restart(state, state_cls, problem):
+def _check_resumed_gap(solver: Solver, problem: Problem, monitor: Monitor, gap: float) -> None:
+    """A continued state must be a feasible dual point of this problem: weak duality, P(w) >= D(alpha).
+
+    A state read from a file passed its field checks (`structfw.solvers.state_file.check_state`),
+    but a forger who keeps every field in range and consistent can still pair a w with an l no dual
+    point has; only the data can tell, and the first checkpoint has just measured it."""
+    if not solver.has_dual or problem.approximate:  # an approximate oracle may under-estimate P
+        return
+    primal, dual = monitor.trace.last("primal"), monitor.trace.last("dual")
+    tol = 1e-6 * max(1.0, abs(primal), abs(dual)) if math.isfinite(primal) and math.isfinite(dual) else 0.0
+    if not (math.isfinite(gap) and gap >= -tol):
+        raise ValueError(f"warm start: the solver state does not fit this problem: duality gap {gap!r} at its dual "
+                         f"point (primal {primal!r}, dual {dual!r}) where weak duality needs >= 0; the state was "
+                         "damaged or forged (fit with warm_start=False to start afresh)")
+
+
+def continue_or_restart(state: object | None, state_cls: type[_State], problem: Problem) -> _State | None:
     """The previous state if it belongs to this problem, else None (with a warning when one was given).
 
     A state is reused only for the same data (size, dimension and fingerprint of

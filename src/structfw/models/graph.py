@@ -1,0 +1,526 @@
+"""Pairwise CRFs on any graph: node labelling with learned unary and pairwise terms.
+
+Each example is a graph with node features x_v in R^F and edge features f_e in R^Fe on
+its edges e = (u_e, v_e); a labelling gives every node a state y_v in 0..K-1.  The joint
+feature (parametrisation "full") is
+
+    phi(x, y) = [ sum_v x_v ⊗ e_{y_v}  (K F) ,  sum_e f_e ⊗ E_{y_u, y_v}  (K K Fe) ]
+
+so that <w, phi(x, y)> is the energy E(y) of the shared inference interface
+(`structfw.oracles.graph`) with
+
+    unary[v, k] = <W_unary[k], x_v>,   pairwise[e, k, l] = <W_pair[k, l], f_e>.
+
+"symmetric" ties W_pair[k, l] = W_pair[l, k] (K(K+1)/2 Fe parameters, for undirected
+relations); "potts" keeps one vector on the diagonal, pairwise[e, k, l] = [k = l] <w_p, f_e>
+(Fe parameters; w_p > 0 rewards agreement).  In w the unary block comes first (state k,
+feature f at k F + f), then the pairwise slots (slot s, edge feature f at K F + s Fe + f);
+the slots are (k, l) -> k K + l ("full"), the pairs k <= l in row-major order
+("symmetric"), the diagonal ("potts").
+
+The task loss is the normalised Hamming loss over nodes, optionally class-weighted:
+node v counts c_v = cw[y_v^true] / sum_u cw[y_u^true].  It adds c_v [k != y_v^true] to the
+unary term, so loss-augmented decoding (the max oracle) is again max_y E(y).  Which
+back-end maximises E is the model's ``inference``: exact max-product on forests
+(`structfw.oracles.graph.tree_max_product`), brute force on tiny graphs, and on graphs
+with cycles the loopy back-ends of `structfw.oracles.loopy` (TRW-S, the LP relaxation,
+QPBO), which also return an upper bound on max_y E(y) (`GraphModel.loss_augmented_decode_with_bound`).
+"""
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._linalg import SparseVector
+from ..oracles.graph import (
+    EXHAUSTIVE_LIMIT,
+    TreeSchedule,
+    add_node_loss,
+    check_graph,
+    energy,
+    exhaustive,
+    forest_schedule,
+    graph_phi_diff_csr,
+    graph_phi_diff_dense,
+    tree_marginals,
+    tree_max_product,
+)
+from ._validation import as_float_array, as_label_array, check_int_param, check_sequence_of_inputs
+from .base import StructuredModel, register_model
+from .graphcut import _check_nodes
+
+PAIRWISE = ("full", "symmetric", "potts")
+#: every back-end name ``inference`` takes; "auto" picks one per graph
+BACKENDS = ("tree", "exhaustive", "trws", "lp", "qpbo")
+_EXACT = ("tree", "exhaustive")
+_LOOPY_FUNCTIONS = {"trws": "trws", "lp": "lp_relaxation", "qpbo": "qpbo"}
+
+
+class GraphExample(NamedTuple):
+    """A validated input of `GraphModel` (what `GraphModel.check_X` returns).
+
+    nodes : (V, F) C-contiguous float64 array, or CSR matrix (float64, int64 indices)
+    edges : (E, 2) C-contiguous int64, each unordered pair once, no self-loops
+    edge_features : (E, Fe) C-contiguous float64
+    tree : `TreeSchedule` when the graph is a forest (the message order, computed once
+        here and reused by every oracle call), None when it has a cycle
+    """
+
+    nodes: object
+    edges: np.ndarray
+    edge_features: np.ndarray
+    tree: TreeSchedule | None
+
+
+def _loopy_backend(name):
+    """The back-end function of `structfw.oracles.loopy` (imported on first use)."""
+    try:
+        from ..oracles import loopy
+    except ImportError as exc:
+        raise ImportError(f"inference {name!r} needs the loopy back-ends of structfw.oracles.loopy, which "
+                          f"could not be imported: {exc}") from exc
+    return getattr(loopy, _LOOPY_FUNCTIONS[name])
+
+
+def is_submodular(pairwise):
+    """True when every (E, 2, 2) pairwise term of a maximisation is submodular:
+    theta(0,0) + theta(1,1) >= theta(0,1) + theta(1,0) (QPBO is then exact)."""
+    P = pairwise
+    return bool(np.all(P[:, 0, 0] + P[:, 1, 1] >= P[:, 0, 1] + P[:, 1, 0]))
+
+
+@register_model
+class GraphModel(StructuredModel):
+    """Pairwise CRF on general graphs: exact on forests, certified bounds on loopy graphs.
+
+    Parameters
+    ----------
+    n_states : int >= 2
+        K, the number of labels.
+    n_features : int >= 1
+        F, node features (dense or scipy.sparse rows).
+    n_edge_features : int >= 1, default 1
+        Fe, edge features (any sign).  With 1, an input may omit them (all ones: one
+        learned K x K pairwise table shared by every edge).
+    pairwise : {"full", "symmetric", "potts"}, default "full"
+        The parametrisation of the pairwise term (module docstring): K^2 Fe, K(K+1)/2 Fe
+        or Fe parameters.
+    inference : {"auto", "tree", "exhaustive", "trws", "lp", "qpbo"}, default "auto"
+        The back-end of the max oracle and of `decode`.  "auto" decides per graph:
+        max-product on a forest; QPBO when K = 2 and every pairwise term is submodular
+        (exact then); TRW-S otherwise.  "tree" refuses graphs with cycles; "exhaustive"
+        graphs with K^V > 2^20; "qpbo" needs K = 2.
+    inference_options : dict, optional
+        Keyword arguments of the back-ends, by back-end name, e.g.
+        ``{"trws": {"max_iter": 200, "tol": 1e-6}}`` (or its JSON text).
+    class_weight : array-like of K positive floats, optional
+        (or its JSON text, as `get_config` writes it).  Weights of the loss: node v
+        counts cw[y_v^true] / sum_u cw[y_u^true], so the loss stays in [0, 1] and rare
+        classes can weigh more.  Default: uniform, the plain
+        normalised Hamming loss (1/V) sum_v [y_v != y_v^true].
+    nonnegative_pairwise : bool, default False
+        With ``pairwise="potts"`` only: keep the Fe Potts weights w_p >= 0 (they become
+        the model's ``nonnegative_indices``, which every solver respects).  With
+        non-negative edge features every edge then rewards agreement, so the energy is
+        attractive: submodular for K = 2 (``inference="auto"`` takes QPBO, exact).
+
+    Attributes
+    ----------
+    size_joint_feature : int
+        d = K F + n_slots Fe (n_slots = K^2, K(K+1)/2 or 1).
+    approximate_oracle : bool
+        False when the oracle is exact on the training graphs: ``inference`` "tree" or
+        "exhaustive", or "auto" when every labelled graph the model has validated
+        (`check_data` with labels, as `StructuredSVM.fit` does) is a forest.  True
+        otherwise (a loopy back-end may return a non-maximiser; its bound still certifies
+        the gap).
+
+    Notes
+    -----
+    Inputs: ``x = (node_features (V, F), edges (E, 2), edge_features (E, Fe))``, or
+    ``(node_features, edges)`` when ``n_edge_features == 1``; `check_X` returns
+    `GraphExample` tuples (sparse node features kept as CSR).  Labellings: (V,) int64 in
+    0..K-1.  ``psi`` and ``joint_feature`` return `SparseVector`.
+    """
+
+    class_labels = True
+
+    def __init__(self, n_states, n_features, n_edge_features=1, pairwise="full", inference="auto",
+                 inference_options=None, class_weight=None, nonnegative_pairwise=False):
+        self.n_states = K = check_int_param(n_states, "n_states", 2)
+        self.n_features = check_int_param(n_features, "n_features", 1)
+        self.n_edge_features = check_int_param(n_edge_features, "n_edge_features", 1)
+        if pairwise not in PAIRWISE:
+            raise ValueError(f"pairwise must be one of {PAIRWISE}, got {pairwise!r}")
+        self.pairwise = pairwise
+        if inference != "auto" and inference not in BACKENDS:
+            raise ValueError(f"inference must be 'auto' or one of {BACKENDS}, got {inference!r}")
+        if inference == "qpbo" and K != 2:
+            raise ValueError(f"inference='qpbo' needs n_states = 2 (binary labels), got n_states={K}")
+        self.inference = inference
+        self.inference_options = _check_options(inference_options)
+        self.class_weight = None if class_weight is None else _check_class_weight(class_weight, K)
+        self._cw = np.zeros(0) if class_weight is None else self.class_weight
+        # slot[k, l]: the pairwise parameter block of the label pair (k, l), -1 for none
+        if pairwise == "full":
+            slot = np.arange(K * K, dtype=np.int64).reshape(K, K)
+        elif pairwise == "symmetric":
+            slot = np.empty((K, K), np.int64)
+            iu = np.triu_indices(K)
+            slot[iu] = np.arange(iu[0].size)
+            slot[iu[1], iu[0]] = slot[iu]
+        else:
+            slot = np.full((K, K), -1, np.int64)
+            np.fill_diagonal(slot, 0)
+        self.slot = slot
+        self.n_slots = int(slot.max()) + 1
+        self.pairwise_offset = K * self.n_features
+        self.size_joint_feature = self.pairwise_offset + self.n_slots * self.n_edge_features
+        # 0/1 (K K, n_slots) membership of label pairs in slots: folds edge marginals onto slots
+        self._slot_matrix = np.zeros((K * K, self.n_slots))
+        has = slot.ravel() >= 0
+        self._slot_matrix[np.flatnonzero(has), slot.ravel()[has]] = 1.0
+        self._seen_labelled = False
+        self._seen_loopy = False
+        if not isinstance(nonnegative_pairwise, (bool, np.bool_)):
+            raise ValueError(f"nonnegative_pairwise must be True or False, got {nonnegative_pairwise!r}")
+        if nonnegative_pairwise and pairwise != "potts":
+            # a sign constraint on a full or symmetric table makes no label pair attractive
+            # or repulsive as such; on the Potts weights it is the smoothness prior
+            raise ValueError("nonnegative_pairwise=True applies to pairwise='potts' (the agreement weights), "
+                             f"got pairwise={pairwise!r}")
+        self.nonnegative_pairwise = bool(nonnegative_pairwise)
+        if self.nonnegative_pairwise:
+            self.nonnegative_indices = np.arange(self.pairwise_offset, self.size_joint_feature, dtype=np.int64)
+
+    def get_config(self):
+        # JSON scalars only (a saved fit's header holds no nested values): the two
+        # structured arguments travel as JSON text, which the constructor also takes
+        return {"n_states": self.n_states, "n_features": self.n_features,
+                "n_edge_features": self.n_edge_features, "pairwise": self.pairwise,
+                "inference": self.inference,
+                "inference_options": json.dumps(self.inference_options) if self.inference_options else None,
+                "class_weight": None if self.class_weight is None else json.dumps(self.class_weight.tolist()),
+                "nonnegative_pairwise": self.nonnegative_pairwise}
+
+    @property
+    def approximate_oracle(self):
+        """False when the oracle is exact on the training graphs (see the class docstring)."""
+        if self.inference in _EXACT:
+            return False
+        if self.inference == "auto":
+            return not self._seen_labelled or self._seen_loopy
+        return True
+
+    # ------------------------------------------------------------ weights
+    def unary_weights(self, w):
+        """View of w's unary part as (K, F): row k is W_unary[k]."""
+        return np.asarray(w)[: self.pairwise_offset].reshape(self.n_states, self.n_features)
+
+    def pairwise_weights(self, w):
+        """w's pairwise part as (K, K, Fe): [k, l] is W_pair[k, l] (zeros where the
+        parametrisation has no parameter, tied slots repeated)."""
+        Wp = np.asarray(w)[self.pairwise_offset:self.size_joint_feature]
+        Wp = np.vstack([Wp.reshape(self.n_slots, self.n_edge_features), np.zeros((1, self.n_edge_features))])
+        return Wp[np.where(self.slot >= 0, self.slot, self.n_slots)]
+
+    def potentials(self, x, w):
+        """(unary (V, K), pairwise (E, K, K)) of x at w, so that E(y) = <w, phi(x, y)>."""
+        x = self._example(x)
+        return self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))
+
+    def _potentials(self, x, w):
+        K, Fe = self.n_states, self.n_edge_features
+        W = w[: self.pairwise_offset].reshape(K, self.n_features)
+        U = x.nodes @ W.T
+        U = np.ascontiguousarray(U, dtype=np.float64)
+        Wp = w[self.pairwise_offset:self.size_joint_feature].reshape(self.n_slots, Fe)
+        theta = x.edge_features @ Wp.T  # (E, n_slots)
+        E = theta.shape[0]
+        if self.pairwise == "full":
+            P = theta.reshape(E, K, K)
+        elif self.pairwise == "symmetric":
+            P = theta[:, self.slot]
+        else:
+            P = theta[:, 0, None, None] * np.eye(K)
+        return U, np.ascontiguousarray(P)
+
+    def _node_loss_weights(self, y_true):
+        """c_v, the share of node v in the loss (sums to 1)."""
+        if self.class_weight is None:
+            return 1.0 / y_true.shape[0]
+        c = self.class_weight[y_true]
+        return c / c.sum()
+
+    def _augment(self, U, y_true, scale=1.0):
+        """U + scale c_v [k != y_v^true] in place: the loss as unary terms."""
+        return add_node_loss(U, y_true, self._cw, float(scale))
+
+    # ------------------------------------------------------------ inference
+    def _backend(self, x, P):
+        mode = self.inference
+        if mode == "auto":
+            if x.tree is not None:
+                return "tree"
+            return "qpbo" if self.n_states == 2 and is_submodular(P) else "trws"
+        return mode
+
+    def _maximise(self, x, U, P):
+        """(labels, value, bound, exact) of max_y E(y) by the chosen back-end."""
+        mode = self._backend(x, P)
+        if mode == "tree":
+            if x.tree is None:
+                raise ValueError("inference='tree' needs a forest, but this graph has a cycle; "
+                                 "use inference='auto' or a loopy back-end")
+            y, value, bound = tree_max_product(U, x.edges, P, schedule=x.tree)
+            return y, value, bound, True
+        if mode == "exhaustive":
+            y, value, bound = exhaustive(U, x.edges, P)
+            return y, value, bound, True
+        y, value, bound = _loopy_backend(mode)(U, x.edges, P, **self.inference_options.get(mode, {}))
+        return np.ascontiguousarray(y, dtype=np.int64), float(value), float(bound), False
+
+    def inference_backend(self, x, w):
+        """The back-end name ("tree", "qpbo", ...) the oracle uses for x at w."""
+        x = self._example(x)
+        if self.inference != "auto" or x.tree is not None:
+            return self._backend(x, None)
+        return self._backend(x, self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))[1])
+
+    def loss_augmented_decode_with_bound(self, x, y_true, w):
+        """The max oracle with a certificate: (y, B) with B >= max_y Delta(y_true, y) + <w, phi(x, y)>.
+
+        For the exact back-ends B is the value of y; for the loopy ones it is the
+        back-end's bound (its dual or LP value; +inf if it has none).  Then
+        B - <w, phi(x, y_true)> bounds the block's hinge max_y H_i(y; w) from above, which
+        certifies the duality gap even when y is not a maximiser.  When an approximate
+        back-end's labelling scores below y_true, y_true is returned (H_i >= 0)."""
+        x = self._example(x)
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        y_true = np.ascontiguousarray(y_true, dtype=np.int64)
+        U, P = self._potentials(x, w)
+        self._augment(U, y_true)
+        y, value, bound, exact = self._maximise(x, U, P)
+        if not exact:
+            truth = float(energy(U, x.edges, P, y_true))
+            if value < truth:
+                y, value = y_true.copy(), truth
+        return y, max(float(bound), value)
+
+    def loss_augmented_decode(self, x, y_true, w):
+        """argmax_y Delta(y_true, y) + <w, phi(x, y)> by the model's back-end (exact on
+        forests; on loopy graphs approximate, and never below y_true)."""
+        return self.loss_augmented_decode_with_bound(x, y_true, w)[0]
+
+    def decode(self, x, w):
+        """argmax_y <w, phi(x, y)> by the model's back-end."""
+        x = self._example(x)
+        U, P = self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))
+        return self._maximise(x, U, P)[0]
+
+    def marginals(self, x, w, temperature=1.0):
+        """Exact marginals of p(y) ∝ exp(<w, phi(x, y)> / T) on a forest (sum-product).
+
+        Returns ``(node_marginals (V, K), edge_marginals (E, K, K), log_partition)``, the
+        edge marginals indexed [e, label of edges[e, 0], label of edges[e, 1]].
+
+        Raises
+        ------
+        NotImplementedError
+            When x's graph has a cycle (exact marginals of loopy graphs are #P-hard;
+            none of the loopy back-ends computes them).
+        """
+        x = self._example(x)
+        self._need_forest(x, "marginals")
+        U, P = self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))
+        return tree_marginals(U, x.edges, P, temperature, schedule=x.tree)
+
+    def expectation(self, x, y_true, v, c):
+        """Expectation oracle on a forest (online exponentiated gradient; see
+        `StructuredModel.expectation`): p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>).
+
+        The loss adds c c_v [k != y_v^true] to the unary terms; node and edge marginals
+        then give E_phi = [sum_v x_v ⊗ mu_v, sum_e f_e ⊗ (mu_e folded onto the slots)].
+        E_phi is a SparseVector for sparse node features, dense otherwise.  Raises
+        NotImplementedError on graphs with cycles."""
+        v, c = self._expectation_args(v, c)
+        x = self._example(x)
+        self._need_forest(x, "expectation")
+        U, P = self._potentials(x, v)
+        Vn = U.shape[0]
+        if y_true is not None:
+            y_true = as_label_array(y_true, "y_true", self.n_states, (Vn,))
+            self._augment(U, y_true, c)
+        mu, mu_e, logZ = tree_marginals(U, x.edges, P, 1.0, schedule=x.tree)
+        E = mu_e.shape[0]
+        pair = ((mu_e.reshape(E, -1) @ self._slot_matrix).T @ x.edge_features).ravel()
+        if sp.issparse(x.nodes):
+            un = (sp.csr_matrix(mu.T) @ x.nodes).tocoo()
+            idx = un.row.astype(np.int64) * self.n_features + un.col
+            order = np.argsort(idx)
+            keep = np.flatnonzero(pair)
+            E_phi = SparseVector(np.concatenate([idx[order], self.pairwise_offset + keep]),
+                                 np.concatenate([un.data[order], pair[keep]]), self.size_joint_feature)
+        else:
+            E_phi = np.concatenate([(mu.T @ x.nodes).ravel(), pair])
+        E_loss = 0.0
+        if y_true is not None:
+            cv = np.broadcast_to(self._node_loss_weights(y_true), (Vn,))
+            E_loss = float(np.dot(cv, 1.0 - mu[np.arange(Vn), y_true]))
+        return E_phi, E_loss, logZ
+
+    @staticmethod
+    def _need_forest(x, what):
+        if x.tree is None:
+            raise NotImplementedError(f"GraphModel.{what} is exact on forests only, and this graph has a "
+                                      "cycle: marginals of loopy graphs are not implemented")
+
+    # ------------------------------------------------------------------ core
+    def joint_feature(self, x, y):
+        y = np.ascontiguousarray(y, dtype=np.int64)
+        return self._phi_diff(self._example(x), y, np.full(y.shape[0], -1, np.int64))
+
+    def psi(self, x, y_true, y):
+        """phi(x, y_true) - phi(x, y) as a SparseVector: only nodes whose labels differ and
+        edges whose label pair changes slot are read."""
+        return self._phi_diff(self._example(x), np.ascontiguousarray(y_true, np.int64),
+                              np.ascontiguousarray(y, np.int64))
+
+    def _phi_diff(self, x, ya, yb):
+        K = self.n_states
+        if sp.issparse(x.nodes):
+            X = x.nodes
+            i, v = graph_phi_diff_csr(X.indptr, X.indices, X.data, x.edge_features, x.edges, ya, yb,
+                                      self.slot, self.n_slots, K, self.n_features)
+        else:
+            i, v = graph_phi_diff_dense(x.nodes, x.edge_features, x.edges, ya, yb, self.slot,
+                                        self.n_slots, K)
+        return SparseVector(i, v, self.size_joint_feature)
+
+    def loss(self, y_true, y):
+        """(Class-weighted) normalised Hamming loss sum_v c_v [y_v != y_v^true]."""
+        y_true = np.asarray(y_true)
+        wrong = y_true != np.asarray(y)
+        if self.class_weight is None:
+            return float(np.count_nonzero(wrong)) / y_true.size
+        c = self.class_weight[y_true]
+        return float(c[wrong].sum() / c.sum())
+
+    def label_key(self, y):
+        return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 else (
+            np.ascontiguousarray(y, dtype=np.int64).tobytes())
+
+    # ------------------------------------------------------------ validation
+    def _example(self, x):
+        """A GraphExample of x, cheaply when it is one already (oracle calls of a fit)."""
+        if type(x) is GraphExample:
+            return x
+        return self._check_x(x, "x")
+
+    def _check_x(self, x, name):
+        Fe = self.n_edge_features
+        if isinstance(x, GraphExample):
+            x = tuple(x[:3])
+        if not isinstance(x, (tuple, list)) or len(x) not in (2, 3):
+            raise ValueError(f"{name} must be a tuple (node_features, edges, edge_features) "
+                             f"or (node_features, edges), got {type(x).__name__}")
+        nodes = _check_nodes(x[0], self.n_features, f"{name}: node_features")
+        V = nodes.shape[0]
+        edges = check_graph(V, x[1], f"{name}: edges")
+        E = edges.shape[0]
+        if len(x) == 2:
+            if Fe != 1:
+                raise ValueError(f"{name} has no edge_features, but n_edge_features = {Fe}: pass "
+                                 "(node_features, edges, edge_features)")
+            ef = np.ones((E, 1))
+        else:
+            ef = _check_edge_features(x[2], E, Fe, f"{name}: edge_features")
+        if self.inference == "exhaustive" and V * np.log2(self.n_states) > np.log2(EXHAUSTIVE_LIMIT) + 1e-9:
+            raise ValueError(f"{name} has {V} nodes: inference='exhaustive' would enumerate "
+                             f"{self.n_states}^{V} labellings, more than 2^20")
+        tree = forest_schedule(V, edges)
+        if tree is None and self.inference == "tree":
+            raise ValueError(f"{name}: edges contain a cycle, but inference='tree' needs a forest; "
+                             "use inference='auto' or a loopy back-end")
+        return GraphExample(nodes, edges, ef, tree)
+
+    def check_X(self, X):
+        # one graph is a tuple whose first item is its node-feature matrix (a list of graphs holds tuples)
+        if (isinstance(X, tuple) and len(X) in (2, 3)
+                and (sp.issparse(X[0]) or (isinstance(X[0], np.ndarray) and X[0].ndim == 2))):
+            raise ValueError("X must be a list of examples (one (node_features, edges, edge_features) tuple "
+                             "per graph), got a single graph; to predict one graph pass [x]")
+        X = check_sequence_of_inputs(X, "X")
+        return [self._check_x(x, f"X[{i}]") for i, x in enumerate(X)]
+
+    def check_data(self, X, Y=None):
+        X, Y = super().check_data(X, Y)
+        if Y is not None:
+            # the oracle is exact on the labelled (training) graphs when all are forests
+            self._seen_labelled = True
+            self._seen_loopy = self._seen_loopy or any(x.tree is None for x in X)
+        return X, Y
+
+    def check_y(self, x, y, name="Y"):
+        V = x.nodes.shape[0] if type(x) is GraphExample else np.shape(x[0])[0]
+        return as_label_array(y, name, self.n_states, (V,))
+
+
+def _check_edge_features(ef, E, Fe, name):
+    f = as_float_array(ef, name)
+    if f.ndim == 1 and Fe == 1 and f.shape[0] == E:
+        f = f.reshape(E, 1)
+    if f.size == 0 and E == 0:
+        f = f.reshape(0, Fe)
+    if f.shape != (E, Fe):
+        raise ValueError(f"{name} must have shape (E, n_edge_features) = ({E}, {Fe}), got {f.shape}")
+    f = np.ascontiguousarray(f, dtype=np.float64)
+    if not np.all(np.isfinite(f)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return f
+
+
+def _from_json(value, name):
+    """A JSON text argument (as `GraphModel.get_config` writes it) as a Python value."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a value or its JSON text, got {value!r}") from None
+
+
+def _check_class_weight(cw, K):
+    cw = _from_json(cw, "class_weight")
+    try:
+        a = np.asarray(cw, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"class_weight must be an array of {K} positive floats, got {cw!r}") from None
+    if a.shape != (K,) or not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError(f"class_weight must be an array of n_states = {K} positive finite floats, got {cw!r}")
+    return a
+
+
+def _check_options(options):
+    options = _from_json(options, "inference_options")
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ValueError(f"inference_options must be a dict {{back-end: {{option: value}}}}, got {options!r}")
+    out = {}
+    for name, kw in options.items():
+        if name not in BACKENDS:
+            raise ValueError(f"inference_options has an entry for {name!r}, which is not a back-end "
+                             f"(one of {BACKENDS})")
+        if not isinstance(kw, dict) or not all(isinstance(k, str) for k in kw):
+            raise ValueError(f"inference_options[{name!r}] must be a dict of keyword arguments, got {kw!r}")
+        if kw and name in _EXACT:
+            raise ValueError(f"inference_options[{name!r}]: the {name!r} back-end takes no options, got {kw!r}")
+        out[name] = dict(kw)
+    return out
+
+
+__all__ = ["GraphModel", "GraphExample", "is_submodular"]
