@@ -8,6 +8,7 @@ Every name is loaded on first use (PEP 562), so ``import structfw`` and
 ``structfw --help`` import neither scikit-learn nor numba.
 """
 import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -18,17 +19,18 @@ _LAZY = {
     "solvers": (".solvers", None),
     "svm": (".svm", None),
     "io": (".io", None),
+    "metrics": (".metrics", None),
     "StructuredSVM": (".estimator", "StructuredSVM"),
     "load": (".estimator", "load"),
     "Trace": (".trace", "Trace"),
     "regularization_path": (".path", "regularization_path"),
 }
 
-__all__ = ["StructuredSVM", "Trace", "load", "regularization_path", "datasets", "models", "solvers", "svm",
-           "__version__"]
+__all__ = ["StructuredSVM", "Trace", "load", "regularization_path", "datasets", "metrics", "models", "solvers",
+           "svm", "__version__"]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     try:
         module, attr = _LAZY[name]
     except KeyError:
@@ -39,5 +41,10 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+# the annotations above are evaluated when the functions are defined: drop the helper name so
+# that dir(structfw) lists the same names as before the package was annotated
+del Any

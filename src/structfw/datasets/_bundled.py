@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal, overload
 
 import numpy as np
+import numpy.typing as npt
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 OCR_N_FOLDS = 10
@@ -12,7 +15,8 @@ OCR_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 
 
 @functools.lru_cache(maxsize=1)
-def _ocr_arrays():
+def _ocr_arrays() -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64],
+                           npt.NDArray[np.int64], npt.NDArray[np.int64], np.ndarray | None]:
     """Decoded OCR arrays (cached; never hand these out without copying)."""
     with np.load(DATA_DIR / "ocr.npz") as d:
         pixels = np.unpackbits(d["pixels"], axis=1).astype(np.float64)  # (52152, 128)
@@ -27,12 +31,33 @@ def _ocr_arrays():
     return pixels, labels, lengths, folds, starts, words
 
 
-def _check_split(split, allowed):
+def _check_split(split: object, allowed: tuple[str, ...]) -> None:
     if not isinstance(split, str) or split not in allowed:
         raise ValueError(f"split must be one of {allowed}, got {split!r}")
 
 
-def load_ocr(split="train", fold=0, return_words=False):
+@overload
+def load_ocr(split: str = ..., fold: int = ...,
+             return_words: Literal[False] = ...) -> tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.int64]]]:
+    ...
+
+
+@overload
+def load_ocr(split: str = ..., fold: int = ..., *, return_words: Literal[True]
+             ) -> tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.int64]], list[str] | None]:
+    ...
+
+
+@overload
+def load_ocr(split: str = ..., fold: int = ..., return_words: bool = ...
+             ) -> (tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.int64]]]
+                   | tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.int64]], list[str] | None]):
+    ...
+
+
+def load_ocr(split: str = "train", fold: int = 0, return_words: bool = False
+             ) -> (tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.int64]]]
+                   | tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.int64]], list[str] | None]):
     """The OCR handwritten-letters sequence labelling set (Taskar et al. 2003).
 
     6,877 words (52,152 letters), each letter a 16x8 binary image flattened to 128
@@ -53,7 +78,7 @@ def load_ocr(split="train", fold=0, return_words=False):
     -------
     X : list of ndarray, float64, shape (L_i, 128), C-contiguous
     Y : list of ndarray, int64, shape (L_i,), values in 0..25
-    words : list of str (only when ``return_words``)
+    words : list of str (only when ``return_words``; None when the bundled file holds no words)
 
     The arrays are fresh copies: modifying them does not affect later calls.
     """
@@ -84,12 +109,12 @@ def load_ocr(split="train", fold=0, return_words=False):
 
 
 @functools.lru_cache(maxsize=1)
-def _snakes_arrays():
+def _snakes_arrays() -> dict[str, np.ndarray]:
     with np.load(DATA_DIR / "snakes.npz") as d:
         return {k: np.asarray(d[k]) for k in d.files}
 
 
-def load_snakes(split="train"):
+def load_snakes(split: str = "train") -> tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.int64]]]:
     """The "snakes" 2-D grid labelling set (Nowozin et al., ICCV 2011).
 
     200 train and 100 test grids of about 5-7 x 5-6 cells; every cell has an RGB
@@ -104,8 +129,8 @@ def load_snakes(split="train"):
     -------
     X : list of ndarray, float64, shape (h_i, w_i, 3)
         Cell colours scaled to [0, 1] (the input format of
-        :class:`structfw.models.GridModel` with ``n_features=3``; see
-        :func:`snakes_one_hot` for a more useful feature map).
+        `structfw.models.GridModel` with ``n_features=3``; see
+        `snakes_one_hot` for a more useful feature map).
     Y : list of ndarray, int64, shape (h_i, w_i), values in 0..10
     """
     _check_split(split, ("train", "test"))
@@ -121,7 +146,7 @@ def load_snakes(split="train"):
     return X, Y
 
 
-def snakes_one_hot(X, add_bias=True):
+def snakes_one_hot(X: Iterable[npt.ArrayLike], add_bias: bool = True) -> list[npt.NDArray[np.float64]]:
     """Turn snakes colour grids into one-hot colour features (plus a bias).
 
     The snake segments are drawn in a small set of distinct colours; a linear unary

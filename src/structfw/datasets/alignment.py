@@ -1,8 +1,8 @@
-"""A synthetic word-alignment task for :class:`structfw.models.MatchingModel`.
+"""A synthetic word-alignment task for `structfw.models.MatchingModel`.
 
 The BCFW paper's third task is the word alignment of Taskar, Lacoste-Julien and Klein
 (2005) on a bilingual corpus (n = 5,000 sentence pairs, d = 82 edge features).  No such
-corpus can be had offline, so :func:`make_alignment` generates sentence pairs with the
+corpus can be had offline, so `make_alignment` generates sentence pairs with the
 same structure -- one-to-one partial alignments, null words on both sides, local word
 reordering -- and edge features of the kinds Taskar et al. use (a noisy bilingual
 dictionary, a distributional similarity, relative position, orthographic similarity,
@@ -31,26 +31,32 @@ The generative process, with one random generator seeded by ``random_state``:
    the dictionary and similarity indicators (10); and whether k is the best-similarity
    target of j and j the best of k (competition features, 2); 8 constant-zero padding
    features are not used (the paper's d = 82 counts some empty ones too) -- all in a
-   CSR matrix with one row per edge (:class:`structfw.models.MatchingInput`).
+   CSR matrix with one row per edge (`structfw.models.MatchingInput`).
 
 Deterministic for a given ``random_state``; 5,000 pairs take about 4 s and 40 MB.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
-#: edge features of :func:`make_alignment` (d of the matching model)
+if TYPE_CHECKING:
+    from ..models.matching import MatchingInput
+
+#: edge features of `make_alignment` (d of the matching model)
 N_FEATURES = 82
 _BINS = 10
 
 
-def _bin(v, lo, hi):
+def _bin(v: npt.ArrayLike, lo: float, hi: float) -> npt.NDArray[np.int64]:
     return np.clip(((np.asarray(v) - lo) / (hi - lo) * _BINS).astype(np.int64), 0, _BINS - 1)
 
 
 class _Lexicon:
-    def __init__(self, rng, vocab):
+    def __init__(self, rng: np.random.Generator, vocab: int) -> None:
         self.vocab = vocab
         p = 1.0 / np.arange(1, vocab + 1) ** 1.1
         self.p = p / p.sum()
@@ -65,7 +71,8 @@ class _Lexicon:
         self.wrong = np.where(wrong, rng.integers(0, vocab, vocab), -1)
 
 
-def _pair(rng, lex):
+def _pair(rng: np.random.Generator,
+          lex: _Lexicon) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     ms = int(rng.integers(3, 13))
     src = rng.choice(lex.vocab, ms, p=lex.p)
     aligned = rng.random(ms) < 0.8
@@ -88,7 +95,8 @@ def _pair(rng, lex):
     return src, tgt, y
 
 
-def _edge_features(rng, lex, src, tgt):
+def _edge_features(rng: np.random.Generator, lex: _Lexicon, src: npt.NDArray[np.int64],
+                   tgt: npt.NDArray[np.int64]) -> sp.csr_matrix:
     ms, mt = src.size, tgt.size
     J, K = np.meshgrid(np.arange(ms), np.arange(mt), indexing="ij")
     s, t = src[J], tgt[K]
@@ -121,7 +129,8 @@ def _edge_features(rng, lex, src, tgt):
     return sp.csr_matrix((np.ones(keep.sum()), (rows[keep], C.reshape(-1)[keep])), shape=(ms * mt, N_FEATURES))
 
 
-def make_alignment(n=5000, vocab=2000, random_state=0):
+def make_alignment(n: int = 5000, vocab: int = 2000,
+                   random_state: int | None = 0) -> tuple[list[MatchingInput], list[npt.NDArray[np.int64]]]:
     """Synthetic sentence pairs with gold one-to-one partial alignments (module docstring).
 
     Parameters
@@ -134,7 +143,7 @@ def make_alignment(n=5000, vocab=2000, random_state=0):
 
     Returns
     -------
-    X : list of :class:`structfw.models.MatchingInput`
+    X : list of `structfw.models.MatchingInput`
         CSR edge features (m_s * m_t, ``N_FEATURES``) of each pair.
     Y : list of (m_s,) int64 arrays
         y[j] = the target position aligned to source word j, or -1.

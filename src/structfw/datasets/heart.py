@@ -9,13 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 #: Path of the bundled svmlight file.
 HEART_SCALE_PATH = Path(__file__).resolve().parent / "data" / "heart_scale"
 N_FEATURES = 13
 
 
-def load_heart_scale():
+def load_heart_scale() -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """heart_scale as dense arrays.
 
     Returns

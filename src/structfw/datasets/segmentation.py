@@ -36,26 +36,36 @@ pairwise weights on) 1.6 ms median / 3.2 ms max per loss-augmented min cut on 64
 pixel graphs (``make_horseseg_like(size=64)``), 2.5 ms per alpha-expansion oracle on
 120 x 120 images with ~280 superpixels and K = 6 (``make_stanford_like()``), 3.4 ms
 with ~390 superpixels (``size=140, n_segments=400``).  Node and edge features are
-divided by the number of nodes (see :func:`_normalised`).
+divided by the number of nodes (see `_normalised`).
 
-:func:`load_segmentation` generates a named set once and caches it (``.npz``, no
+`load_segmentation` generates a named set once and caches it (``.npz``, no
 pickle) under ``$STRUCTFW_DATA_HOME`` or ``~/.cache/structfw`` -- never inside the
 repository.
 """
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, NamedTuple
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    from ..models.graphcut import GraphLabellingModel
+
+# (node features, edges, edge features); the node features are Any, as they are a CSR matrix
+# (make_horseseg_like) or a dense array (make_stanford_like)
+_Graph = tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.float64]]
 
 _VERSION = 1
 
 
 # ------------------------------------------------------------------ image sources
-def _skimage():
+def _skimage() -> ModuleType:
     try:
         import skimage  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -65,7 +75,7 @@ def _skimage():
     return skimage
 
 
-def _as_rgb(img):
+def _as_rgb(img: npt.ArrayLike) -> npt.NDArray[np.float64]:
     img = np.asarray(img, dtype=np.float64)
     if img.max() > 1.0:
         img = img / 255.0
@@ -74,7 +84,7 @@ def _as_rgb(img):
     return img[:, :, :3]
 
 
-def _sources(names):
+def _sources(names: Iterable[str]) -> list[npt.NDArray[np.float64]]:
     data = _skimage().data
     return [_as_rgb(getattr(data, n)()) for n in names]
 
@@ -84,7 +94,8 @@ _BG_SOURCES = ("grass", "gravel", "rocket", "moon")
 _SCENE_SOURCES = ("grass", "brick", "gravel", "moon", "camera", "coffee", "chelsea", "rocket")
 
 
-def _random_crop(rng, img, size, scale_range=(0.5, 1.0)):
+def _random_crop(rng: np.random.Generator, img: np.ndarray, size: int,
+                 scale_range: tuple[float, float] = (0.5, 1.0)) -> np.ndarray:
     """A square crop of a random fraction of the image, resized to size x size."""
     from skimage.transform import resize
 
@@ -97,7 +108,7 @@ def _random_crop(rng, img, size, scale_range=(0.5, 1.0)):
     return resize(crop, (size, size) + img.shape[2:], order=1, anti_aliasing=True, mode="reflect")
 
 
-def _augment_mask(rng, mask, size):
+def _augment_mask(rng: np.random.Generator, mask: np.ndarray, size: int) -> npt.NDArray[np.bool_]:
     """Random crop, flip, rotation and scale of a binary shape, as a size x size mask."""
     from skimage.transform import resize, rotate
 
@@ -124,7 +135,7 @@ def _augment_mask(rng, mask, size):
     return resize(m, (size, size), order=1, anti_aliasing=False) > 0.5
 
 
-def _shape_masks():
+def _shape_masks() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from scipy import ndimage
     from skimage.filters import threshold_otsu
 
@@ -137,7 +148,7 @@ def _shape_masks():
 
 
 # ------------------------------------------------------------------ pixel features
-def _pixel_codes(img):
+def _pixel_codes(img: np.ndarray) -> tuple[list[npt.NDArray[np.int64]], np.ndarray]:
     """Per-pixel integer codes of the quantised cues: (intensity 12, hue 8, saturation 4,
     texture 8, gradient 6) and the grey image (used by the edge features)."""
     from scipy import ndimage
@@ -150,7 +161,7 @@ def _pixel_codes(img):
     tex = np.sqrt(ndimage.uniform_filter(log ** 2, 5))
     grad = ndimage.gaussian_gradient_magnitude(grey, 1.0)
 
-    def bins(v, n, hi):
+    def bins(v: np.ndarray, n: int, hi: float) -> npt.NDArray[np.int64]:
         return np.clip((v / hi * n).astype(np.int64), 0, n - 1)
 
     return [bins(smooth, 12, 1.0), bins(hsv[..., 0], 8, 1.0), bins(hsv[..., 1], 4, 1.0),
@@ -160,7 +171,7 @@ def _pixel_codes(img):
 _CUE_SIZES = (12, 8, 4, 8, 6)
 
 
-def _pixel_features(img):
+def _pixel_features(img: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
     """CSR (h*w, 55) one-hot pixel features: the cue bins, a 4x4 position cell, a bias."""
     h, w = img.shape[:2]
     codes, grey = _pixel_codes(img)
@@ -180,19 +191,19 @@ def _pixel_features(img):
     return X, grey
 
 
-def _grid_edges(h, w):
+def _grid_edges(h: int, w: int) -> npt.NDArray[np.int64]:
     idx = np.arange(h * w).reshape(h, w)
     return np.concatenate([np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
                            np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1)]).astype(np.int64)
 
 
-def _contrast(colour_u, colour_v):
+def _contrast(colour_u: np.ndarray, colour_v: np.ndarray) -> npt.NDArray[np.float64]:
     d2 = ((colour_u - colour_v) ** 2).sum(1)
     beta = 1.0 / (2.0 * d2.mean()) if d2.mean() > 0 else 1.0
     return np.exp(-beta * d2)
 
 
-def _normalised(nodes, edges, ef):
+def _normalised(nodes: Any, edges: npt.NDArray[np.int64], ef: npt.NDArray[np.float64]) -> _Graph:
     """Node and edge features divided by the number of nodes V.
 
     phi sums over nodes and edges while the normalised Hamming loss is a mean, so
@@ -204,7 +215,9 @@ def _normalised(nodes, edges, ef):
 
 
 # ------------------------------------------------------------------ binary set
-def _figure_ground_image(rng, size, kind, shapes, fg_src, bg_src, noise):
+def _figure_ground_image(rng: np.random.Generator, size: int, kind: int,
+                         shapes: tuple[np.ndarray, np.ndarray, np.ndarray], fg_src: Sequence[np.ndarray],
+                         bg_src: Sequence[np.ndarray], noise: float) -> tuple[np.ndarray, npt.NDArray[np.int64]]:
     horse, coins, coin_mask = shapes
     if kind == 1:  # a real photograph: coins on their background
         stack = np.concatenate([_as_rgb(coins), coin_mask[:, :, None].astype(np.float64)], 2)
@@ -226,7 +239,8 @@ def _figure_ground_image(rng, size, kind, shapes, fg_src, bg_src, noise):
     return img, mask.astype(np.int64)
 
 
-def make_horseseg_like(n_images=40, size=64, seed=0, noise=0.12):
+def make_horseseg_like(n_images: int = 40, size: int = 64, seed: int = 0,
+                       noise: float = 0.12) -> tuple[list[_Graph], list[npt.NDArray[np.int64]]]:
     """Figure-ground segmentation of pixel grids from real image content (HorseSeg-like).
 
     Parameters
@@ -245,7 +259,7 @@ def make_horseseg_like(n_images=40, size=64, seed=0, noise=0.12):
     -------
     X : list of (node_features CSR (size^2, 55), edges (E, 2) int64, edge_features (E, 2))
     Y : list of (size^2,) int64 in {0 (background), 1 (figure)}
-        Inputs for :class:`structfw.models.GraphCutModel` ``(n_features=55,
+        Inputs for `structfw.models.GraphCutModel` ``(n_features=55,
         n_edge_features=2)``.  See the module docstring for the images used.
     """
     n_images, size = int(n_images), int(size)
@@ -269,7 +283,7 @@ def make_horseseg_like(n_images=40, size=64, seed=0, noise=0.12):
 
 
 # ------------------------------------------------------------------ multi-label set
-def _scene_labels(rng, size, K, n_regions):
+def _scene_labels(rng: np.random.Generator, size: int, K: int, n_regions: int) -> npt.NDArray[np.int64]:
     """A warped Voronoi partition; region classes prefer class-specific heights."""
     from scipy import ndimage
 
@@ -286,7 +300,9 @@ def _scene_labels(rng, size, K, n_regions):
     return cls[np.argmin(d, axis=2)]
 
 
-def _superpixel_graph(img, seg, labels_px, K):
+def _superpixel_graph(img: np.ndarray, seg: npt.NDArray[np.integer], labels_px: npt.NDArray[np.int64], K: int
+                      ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64],
+                                 npt.NDArray[np.int64]]:
     """Node features, edges, edge features and majority labels of a superpixel map."""
     h, w = seg.shape
     n = int(seg.max()) + 1
@@ -318,7 +334,8 @@ def _superpixel_graph(img, seg, labels_px, K):
     return nodes, edges, ef, np.argmax(votes, 1).astype(np.int64)
 
 
-def make_stanford_like(n_images=40, size=120, n_classes=6, n_segments=300, seed=0, noise=0.08):
+def make_stanford_like(n_images: int = 40, size: int = 120, n_classes: int = 6, n_segments: int = 300,
+                       seed: int = 0, noise: float = 0.08) -> tuple[list[_Graph], list[npt.NDArray[np.int64]]]:
     """Scene-like multi-label segmentation over SLIC superpixels (Stanford-Background-like).
 
     Parameters
@@ -340,7 +357,7 @@ def make_stanford_like(n_images=40, size=120, n_classes=6, n_segments=300, seed=
     -------
     X : list of (node_features (V, 41) float64, edges (E, 2) int64, edge_features (E, 3))
     Y : list of (V,) int64 in 0..n_classes-1
-        Inputs for :class:`structfw.models.PottsModel` ``(n_classes, 41, 3)``.
+        Inputs for `structfw.models.PottsModel` ``(n_classes, 41, 3)``.
     """
     from skimage.segmentation import slic
 
@@ -371,14 +388,15 @@ def make_stanford_like(n_images=40, size=120, n_classes=6, n_segments=300, seed=
 
 
 # ------------------------------------------------------------------ loader and cache
-_SETS = {
+_SETS: dict[str, tuple[Callable[..., tuple[list[_Graph], list[npt.NDArray[np.int64]]]],
+                       dict[str, Any], dict[str, Any]]] = {
     # name: (generator, train kwargs, test kwargs, model factory)
     "seg-binary": (make_horseseg_like, dict(n_images=60, size=64, seed=0), dict(n_images=40, size=64, seed=1)),
     "seg-multi": (make_stanford_like, dict(n_images=60, seed=0), dict(n_images=40, seed=1)),
 }
 
 
-def _model_factory(name):
+def _model_factory(name: str) -> Callable[..., GraphLabellingModel]:
     from ..models import GraphCutModel, PottsModel
 
     if name == "seg-binary":
@@ -387,22 +405,23 @@ def _model_factory(name):
 
 
 class SegmentationData(NamedTuple):
-    """What :func:`load_segmentation` returns: ``X, Y, make_model = load_segmentation(...)``."""
+    """What `load_segmentation` returns: ``X, Y, make_model = load_segmentation(...)``."""
 
-    X: list
-    Y: list
-    make_model: Callable
+    X: list[_Graph]
+    Y: list[npt.NDArray[np.int64]]
+    make_model: Callable[..., GraphLabellingModel]
 
 
-def data_home():
+def data_home() -> Path:
     """``$STRUCTFW_DATA_HOME`` if set, else ``~/.cache/structfw`` (created on demand)."""
     root = os.environ.get("STRUCTFW_DATA_HOME")
     path = Path(root).expanduser() if root else Path.home() / ".cache" / "structfw"
     return path
 
 
-def _save(path, X, Y):
-    arrays = {"n": np.array([len(X)])}
+def _save(path: Path, X: Sequence[_Graph], Y: Sequence[npt.NDArray[np.int64]]) -> None:
+    # Any: numpy's stubs type savez_compressed's **kwds as its own keyword arguments
+    arrays: dict[str, Any] = {"n": np.array([len(X)])}
     for i, ((nodes, edges, ef), y) in enumerate(zip(X, Y)):
         if sp.issparse(nodes):
             nodes = sp.csr_matrix(nodes)
@@ -417,7 +436,7 @@ def _save(path, X, Y):
     os.replace(tmp, path)  # atomic: concurrent loaders never see half a file
 
 
-def _load(path):
+def _load(path: Path) -> tuple[list[_Graph], list[npt.NDArray[np.int64]]]:
     X, Y = [], []
     with np.load(path, allow_pickle=False) as d:
         for i in range(int(d["n"][0])):
@@ -431,16 +450,16 @@ def _load(path):
     return X, Y
 
 
-def load_segmentation(name="seg-binary", split="train", cache=True):
+def load_segmentation(name: str = "seg-binary", split: str = "train", cache: bool = True) -> SegmentationData:
     """A generated segmentation set, cached on disk after its first generation.
 
     Parameters
     ----------
     name : {"seg-binary", "seg-multi"}
-        "seg-binary": :func:`make_horseseg_like` (60 train / 40 test images of 64 x 64
-        pixels, for :class:`~structfw.models.GraphCutModel`); "seg-multi":
-        :func:`make_stanford_like` (60 train / 40 test images, 6 classes, ~300
-        superpixels, for :class:`~structfw.models.PottsModel`).
+        "seg-binary": `make_horseseg_like` (60 train / 40 test images of 64 x 64
+        pixels, for `GraphCutModel`); "seg-multi":
+        `make_stanford_like` (60 train / 40 test images, 6 classes, ~300
+        superpixels, for `PottsModel`).
     split : {"train", "test"}
         Train and test images come from different seeds.
     cache : bool
@@ -468,10 +487,10 @@ def load_segmentation(name="seg-binary", split="train", cache=True):
     return SegmentationData(X, Y, _model_factory(name))
 
 
-def _benchmark_graphs():  # pragma: no cover - used by structfw.oracles.maxflow's benchmark
+def _benchmark_graphs() -> list[tuple[str, tuple[np.ndarray, ...]]]:  # pragma: no cover - used by maxflow's benchmark
     """(name, (cost0, cost1, edges, weights)) min-cut instances on SLIC graphs."""
     rng = np.random.default_rng(0)
-    out = []
+    out: list[tuple[str, tuple[np.ndarray, ...]]] = []
     for segs in (400, 1500):
         X, _ = make_stanford_like(n_images=1, size=160, n_classes=2, n_segments=segs, seed=segs)
         nodes, edges, ef = X[0]

@@ -12,7 +12,7 @@ SOLVER_NAMES = {"bcfw": BCFW, "mpbcfw": MPBCFW, "fw": FW, "ssg": SSG, "cutting-p
                 "online-eg": OnlineEG, "kernel-bcfw": KernelBCFW}
 
 
-def make_solver(solver):
+def make_solver(solver: str | Solver) -> Solver:
     """A solver object from a name ("bcfw", "fw", "ssg") or a configured solver."""
     if isinstance(solver, Solver):
         solver.validate_params()  # an option may have been assigned after construction

@@ -17,11 +17,12 @@ averaged alpha is feasible and D(alphabar) = -lam/2 ||wbar||^2 + lbar).
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 AVERAGINGS = (None, "weighted", "uniform", "suffix")
 
 
-def averaging_rate(kind, t):
+def averaging_rate(kind: str | None, t: int) -> float:
     """rho_t of the scheme for the t-th iterate (t >= 1)."""
     if kind == "weighted":
         return 2.0 / (t + 1.0)
@@ -36,21 +37,21 @@ def averaging_rate(kind, t):
 class LazyAverage:
     """wbar = c * u + w and lbar, updated in O(size of the step)."""
 
-    def __init__(self, kind, w, ell, t=0):
+    def __init__(self, kind: str | None, w: npt.NDArray[np.float64], ell: float, t: int = 0) -> None:
         self.kind = kind
         self.t = int(t)
         self.u = np.zeros_like(w)
         self.c = 1.0
         self.lbar = float(ell)
 
-    def begin_step(self):
+    def begin_step(self) -> tuple[float, float]:
         """Advance t; returns (rho, inv_c) for the fused kernels."""
         self.t += 1
         rho = averaging_rate(self.kind, self.t)
         inv_c = 1.0 / self.c
         return rho, inv_c
 
-    def end_step(self, rho, ell_new):
+    def end_step(self, rho: float, ell_new: float) -> None:
         """After w moved (u already got -delta/c), finish the recursion."""
         if rho >= 1.0:
             self.u[:] = 0.0
@@ -61,14 +62,14 @@ class LazyAverage:
                 self.renormalise()
         self.lbar = (1.0 - rho) * self.lbar + rho * ell_new
 
-    def renormalise(self):
+    def renormalise(self) -> None:
         self.u *= self.c
         self.c = 1.0
 
-    def wbar(self, w):
+    def wbar(self, w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         return self.c * self.u + w
 
-    def set_from(self, wbar, w):
+    def set_from(self, wbar: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> None:
         """Make the average equal to ``wbar`` (used after a change of lam)."""
         self.u = wbar - w
         self.c = 1.0

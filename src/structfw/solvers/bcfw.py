@@ -2,7 +2,7 @@
 
 Algorithm 1 of Osokin et al. (2016) -- BCFW in the primal-only form
 (Alg. 1 of Lacoste-Julien et al. 2013) -- with the papers' contributions as
-options of the same loop, each selecting a part of :mod:`structfw.solvers.parts`
+options of the same loop, each selecting a part of `structfw.solvers.parts`
 once per solve (docs/design.md, "The engine and its parts"):
 
 - ``sampling``: "uniform" | "perm" | "gap" | "max_gap"   (2016 paper Sec. 3.1)
@@ -20,9 +20,12 @@ import math
 import time
 import warnings
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from .._compile import compile_leaves_in_background
 from .._linalg import SparseVector, axpy, dot
@@ -36,6 +39,11 @@ from .corners import CornerStore, cs_away_and_weighted_score, cs_weighted_rows
 from .parts import STEP_PARTS, BlockContext, ExactOracle, GapCache, WorkingSet
 from .sampling import SAMPLINGS, BlockSampler
 
+if TYPE_CHECKING:
+    from .._interrupt import InterruptFlag
+    from .base import Monitor, StopRule
+    from .problem import OracleCorner, Problem
+
 _EMPTY_I = np.empty(0, np.int64)
 _EMPTY_V = np.empty(0, np.float64)
 STEPS = ("fw", "pairwise", "away")
@@ -43,7 +51,7 @@ STEP_SIZES = ("linesearch", "predefined")
 BCFW_AVERAGINGS = (None, "weighted", "suffix")
 
 
-def ground_truth_corners(n, d, capacity, weighted):
+def ground_truth_corners(n: int, d: int, capacity: int, weighted: bool) -> CornerStore:
     """Corner sets holding only the ground truth's corner psi_i(y_i) = 0, L_i(y_i) = 0 (slot 0),
     where alpha^(0) sits (weight 1 when the weights are tracked)."""
     store = CornerStore(n, d, capacity=capacity)
@@ -57,8 +65,8 @@ class BCFWState:
     """Complete state of the block-coordinate engine: everything needed to continue a run.
 
     Public interface (used by warm starts and the regularisation path):
-    :meth:`rescale_lam` (keep alpha), :meth:`keep_w_change_lam` (Prop. 1),
-    :meth:`dual`, :meth:`delta`, and :meth:`BCFW.state_at_corners` to build one
+    `rescale_lam` (keep alpha), `keep_w_change_lam` (Prop. 1),
+    `dual`, `delta`, and `BCFW.state_at_corners` to build one
     at a given dual point.
 
     Attributes
@@ -69,7 +77,7 @@ class BCFWState:
     wi : ndarray (n, d) or list of SparseVector   w_i = A alpha_[i] (read only while dense rows are
                                scaled: it is then their product with the scales, a new array)
     wi_scale : ndarray (n,) or None   dense rows are stored scaled, w_i = wi_scale[i] * row i
-                               (:meth:`scaled_blocks`; :meth:`unscaled_blocks` folds them for writers)
+                               (`scaled_blocks`; `unscaled_blocks` folds them for writers)
     li : ndarray (n,)          l_i = b^T alpha_[i]
     corners : CornerStore or None (with ``alpha`` when ``track_alpha``)
     k : int                    block iterations done (for 2n/(k+2n))
@@ -88,7 +96,8 @@ class BCFWState:
     #: states saved before the flag existed kept their rows
     rows_stale = False
 
-    def __init__(self, problem, dense_blocks, track_alpha, keep_corners, corner_capacity=8, lazy_rows=False):
+    def __init__(self, problem: Problem, dense_blocks: bool, track_alpha: bool, keep_corners: bool,
+                 corner_capacity: int = 8, lazy_rows: bool = False) -> None:
         n, d = problem.n, problem.d
         self.lam = problem.lam
         self.n, self.d = n, d
@@ -107,62 +116,69 @@ class BCFWState:
             self.wi = [SparseVector.zeros(d) for _ in range(n)]
         self.li = np.zeros(n)
         self.track_alpha = track_alpha
-        self.corners = ground_truth_corners(n, d, corner_capacity, track_alpha) if keep_corners else None
+        self.corners: CornerStore | None = (ground_truth_corners(n, d, corner_capacity, track_alpha) if keep_corners
+                                            else None)
         self.truth = (problem.truth_keys, problem.Y)
         self.k = 0
         self.passes = 0
-        self.rng = None
-        self.sampler = None
-        self.avg = None
+        self.rng: np.random.Generator | None = None
+        self.sampler: BlockSampler | None = None
+        self.avg: LazyAverage | None = None
         self.oracle_gaps = np.full(n, np.inf)  # g_i at the last oracle call on i (cache rule)
-        self.full_gap = np.inf        # g at the last full gap pass (cache rule)
+        self.full_gap: float = np.inf  # g at the last full gap pass (cache rule)
         self.needs_refresh = True
         self.fingerprint = problem.fingerprint
         # w_i = A alpha_[i] = 0 at the start: a state whose passes will not keep the rows (see
         # BCFW.new_state) starts with them stale, and they are then never touched (OCR: 200 MB)
         self.rows_stale = bool(lazy_rows)
-        self.avg2 = None              # MP-BCFW: the average over approximate steps
+        self.avg2: LazyAverage | None = None  # MP-BCFW: the average over approximate steps
         self.mp_iter = 0              # MP-BCFW: outer iterations done (planes are stamped with it)
         self.mp_approx_passes = 0     # MP-BCFW: approximate passes of the last outer iteration
         self.mp_work = 0.0            # MP-BCFW, approx_rule='work': the work counter
 
+    #: the stored rows: an (n, d) array (dense_blocks) or a list of n SparseVector
+    _wi: Any
+    wi_scale: npt.NDArray[np.float64] | None
+    wi_scaled: bool
+
     @property
-    def wi(self):
+    def wi(self) -> npt.NDArray[np.float64] | list[SparseVector]:
         """w_i of every block: the stored rows, or (while they are scaled) their product with
-        the scales, a new array.  To write w_i in place call :meth:`unscaled_blocks`."""
+        the scales, a new array.  To write w_i in place call `unscaled_blocks`."""
         self._rebuild_stale_rows()
         if self.wi_scale is not None and self.wi_scaled:
             return self._wi * self.wi_scale[:, None]
         return self._wi
 
     @wi.setter
-    def wi(self, value):
+    def wi(self, value: npt.NDArray[np.float64] | list[SparseVector]) -> None:
         self._wi = value
         self.wi_scale = np.ones(len(value)) if isinstance(value, np.ndarray) else None
         self.wi_scaled = False
 
-    def scaled_blocks(self, stale_ok=False):
+    def scaled_blocks(self, stale_ok: bool = False) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]:
         """(rows, scales) with w_i = scales[i] * rows[i], which the dense block steps keep up
-        to date (:func:`structfw.solvers._kernels.dense_block_step`).  ``stale_ok``: for a
+        to date (`structfw.solvers._kernels.dense_block_step`).  ``stale_ok``: for a
         pass that neither reads nor writes them (it then marks them stale)."""
         if not stale_ok:
             self._rebuild_stale_rows()
         self.wi_scaled = True
         return self._wi, self.wi_scale
 
-    def _rebuild_stale_rows(self):
+    def _rebuild_stale_rows(self) -> None:
         """w_i = A alpha_[i] = sum_y alpha_i(y) psi_i(y) / (lam n) from the tracked weights,
         when pairwise passes left the rows stale.  Skipping the rows saved those passes their
         writes into n rows of d floats that no longer fit in any cache (~9% of an OCR pass);
         the rebuilt rows agree with kept ones to rounding."""
         if not self.rows_stale:
             return
-        cs_weighted_rows(self.corners.arrays, self._wi, 1.0 / (self.lam * self.n))
-        self.wi_scale[:] = 1.0
+        # stale rows are dense rows of a state that tracks its corners' weights
+        cs_weighted_rows(cast(CornerStore, self.corners).arrays, self._wi, 1.0 / (self.lam * self.n))
+        cast("npt.NDArray[np.float64]", self.wi_scale)[:] = 1.0
         self.wi_scaled = False
         self.rows_stale = False
 
-    def unscaled_blocks(self):
+    def unscaled_blocks(self) -> npt.NDArray[np.float64] | list[SparseVector]:
         """The stored w_i with the scales folded into the rows (all 1 afterwards): for code that
         writes w_i itself.  Folding rounds, so a fit that continues another is not folded."""
         self._rebuild_stale_rows()
@@ -174,12 +190,12 @@ class BCFWState:
         return self._wi
 
     @property
-    def resumed(self):
+    def resumed(self) -> bool:
         """True once the state has been through a solve (its oracle outputs were checked)."""
         return self.k > 0
 
     # ----------------------------------------------------------- lam changes
-    def rescale_lam(self, lam_new):
+    def rescale_lam(self, lam_new: float) -> None:
         """Keep alpha, change lam: w_i = A alpha_[i] scales by lam/lam_new (warm start).
 
         The average of the iterates scales with them (wbar = A alphabar); block gaps change,
@@ -189,7 +205,7 @@ class BCFWState:
         if self.v is not self.w:
             self.v *= r  # Pi(r v) = r Pi(v) for r > 0
         if self.dense_blocks:
-            self.wi_scale *= r
+            self.wi_scale *= r  # type: ignore[operator, assignment]  # dense rows always have their scales
             self.wi_scaled = True
         else:
             self.wi = [v * r for v in self.wi]
@@ -199,7 +215,7 @@ class BCFWState:
         self.lam = lam_new
         self.needs_refresh = True
 
-    def keep_w_change_lam(self, lam_new):
+    def keep_w_change_lam(self, lam_new: float) -> None:
         """Proposition 1 of Osokin et al. (2016): rho = lam_new/lam_old,
         alpha_i(y) <- rho alpha_i(y) for y != y_i, the rest onto y_i; then w is
         unchanged and l_i <- rho l_i."""
@@ -217,7 +233,7 @@ class BCFWState:
         self.lam = lam_new
         self.needs_refresh = True
 
-    def averaged(self, problem):
+    def averaged(self, problem: Problem) -> tuple[npt.NDArray[np.float64], float] | None:
         """(Pi(vbar), lbar): the primal point and l of the averaged dual variables (None without averaging).
 
         MP-BCFW keeps two averages, over exact and over approximate steps; the reported
@@ -238,23 +254,25 @@ class BCFWState:
                 v1, l1 = v2 + theta * d, l2 + theta * (l1 - l2)
         return problem.project(v1, out=v1) if self.v is not self.w else v1, l1
 
-    def delta(self):
+    def delta(self) -> float:
         """Delta(alpha, lam) = 1/n sum_i sum_y alpha_i(y) H_i(y; w) = l - lam ||w||^2 (eq. (11))."""
         return self.ell - self.lam * float(np.dot(self.w, self.w))
 
-    def dual(self):
+    def dual(self) -> float:
         return -0.5 * self.lam * float(np.dot(self.w, self.w)) + self.ell
 
-    def block_w_dot(self, i, w):
+    def block_w_dot(self, i: int, w: npt.NDArray[np.float64]) -> float:
         """<w_i, w> (without rescaling the stored rows; from the tracked weights, the sum of
         alpha_i(y) <psi_i(y), w> / (lam n), while the rows are stale)."""
         if self.rows_stale:
-            return cs_away_and_weighted_score(self.corners.arrays, i, w)[1] * (1.0 / (self.lam * self.n))
+            # stale rows are dense rows of a state that tracks its corners' weights
+            corners = cast(CornerStore, self.corners)
+            return cs_away_and_weighted_score(corners.arrays, i, w)[1] * (1.0 / (self.lam * self.n))
         if self.dense_blocks:
-            return float(self.wi_scale[i]) * dense_dot(self._wi[i], w)
+            return float(self.wi_scale[i]) * dense_dot(self._wi[i], w)  # type: ignore[index]  # dense: scaled
         return dot(self._wi[i], w)
 
-    def n_active(self):
+    def n_active(self) -> float:
         if self.corners is None:
             return math.nan
         return self.corners.n_active(weighted=self.track_alpha)
@@ -264,7 +282,7 @@ class BCFW(Solver):
     """Block-coordinate Frank-Wolfe for the SSVM dual, with every variant as an option.
 
     One engine (Alg. 1 of Osokin et al. 2016); each option selects a part
-    (:mod:`structfw.solvers.parts`) once per solve.  Any combination works.
+    (`structfw.solvers.parts`) once per solve.  Any combination works.
 
     Parameters
     ----------
@@ -302,7 +320,7 @@ class BCFW(Solver):
         Validate every labelling returned by the oracle in the first pass of a
         fresh state and in gap passes (ValueError naming the oracle's labelling otherwise).
     multi_plane, max_planes, max_approx_passes, plane_timeout, approx_rule, oracle_work
-        MP-BCFW (see :class:`MPBCFW`).
+        MP-BCFW (see `MPBCFW`).
     minibatch : int
         tau >= 1: the engine draws tau blocks, runs their max oracles at once at the current
         w on the executor's workers (``StructuredSVM(n_jobs=..., executor=...)``), then applies
@@ -325,14 +343,15 @@ class BCFW(Solver):
 
     Notes
     -----
-    The state (:class:`BCFWState`) is complete: dual point, block parts, corner
+    The state (`BCFWState`) is complete: dual point, block parts, corner
     sets, step counter, averages, sampler and random generator.  Passing it back
     (``StructuredSVM(warm_start=True)``) continues the run exactly: 5 passes and
     then 5 more give the iterates of one 10-pass run.
     """
 
     name = "bcfw"
-    PARAMS = (
+    # a tuple of any length: MPBCFW redefines it (its own defaults)
+    PARAMS: tuple[Param, ...] = (
         Param("step_size", "linesearch", "choice", STEP_SIZES,
               help="Line search (Alg. 1 line 7) or the predefined 2n/(k+2n)."),
         Param("sampling", "uniform", "choice", SAMPLINGS, help="Block sampling (gap: Osokin et al. Sec. 3.1)."),
@@ -352,9 +371,10 @@ class BCFW(Solver):
         Param("max_approx_passes", 1000, "int", low=0, help="MP-BCFW: M, the most approximate passes per iteration."),
         Param("plane_timeout", 10, "int", low=1,
               help="MP-BCFW: T, outer iterations a plane may stay inactive before it leaves."),
-        Param("approx_rule", "time", "choice", ("time", "work"),
-              help="MP-BCFW: stop approximate passes when the dual's rise per second ('time', Sec. 3.4) or per "
-                   "unit of work ('work': deterministic) of the last pass falls below the iteration's."),
+        Param("approx_rule", "work", "choice", ("work", "time"),
+              help="MP-BCFW: stop approximate passes when the dual's rise per unit of work ('work': reproducible, "
+                   "exactly resumable) or per second ('time', Sec. 3.4: depends on the machine's speed, not "
+                   "reproducible) of the last pass falls below the iteration's."),
         Param("oracle_work", 10.0, "float", low=0.0,
               help="MP-BCFW, approx_rule='work': an oracle call's cost in plane dot products."),
         Param("minibatch", 1, "int", low=1,
@@ -365,15 +385,38 @@ class BCFW(Solver):
                    "step before (staleness <= tau - 1; Wang et al. 2016's asynchronous variant)."),
     )
 
-    def __init__(self, step_size="linesearch", sampling="uniform", step="fw", cache=False,
-                 cache_F=0.25, cache_nu=0.01, cache_size=50, averaging=None, gap_refresh=10,
-                 block_storage="auto", max_dense_bytes=2 * 1024 ** 3, check_oracle=True, multi_plane=False,
-                 max_planes=1000, max_approx_passes=1000, plane_timeout=10, approx_rule="time",
-                 oracle_work=10.0, minibatch=1, asynchronous=False):
+    step_size: str
+    sampling: str
+    step: str
+    cache: bool
+    cache_F: float
+    cache_nu: float
+    cache_size: int
+    averaging: str | None
+    gap_refresh: int
+    block_storage: str
+    max_dense_bytes: int
+    check_oracle: bool
+    multi_plane: bool
+    max_planes: int
+    max_approx_passes: int
+    plane_timeout: int
+    approx_rule: str
+    oracle_work: float
+    minibatch: int
+    asynchronous: bool
+
+    def __init__(self, step_size: str = "linesearch", sampling: str = "uniform", step: str = "fw",
+                 cache: bool = False, cache_F: float = 0.25, cache_nu: float = 0.01, cache_size: int = 50,
+                 averaging: str | None = None, gap_refresh: int = 10, block_storage: str = "auto",
+                 max_dense_bytes: int = 2 * 1024 ** 3, check_oracle: bool = True, multi_plane: bool = False,
+                 max_planes: int = 1000, max_approx_passes: int = 1000, plane_timeout: int = 10,
+                 approx_rule: str = "work", oracle_work: float = 10.0, minibatch: int = 1,
+                 asynchronous: bool = False) -> None:
         self._init_params(locals())
         self._check_combination()
 
-    def _check_combination(self):
+    def _check_combination(self) -> None:
         if self.asynchronous and self.minibatch < 2:
             raise ValueError("asynchronous=True keeps minibatch=tau oracle calls in flight: give minibatch >= 2 "
                              f"(tau >= n_jobs + 1 keeps every worker busy); got minibatch={self.minibatch}")
@@ -381,12 +424,12 @@ class BCFW(Solver):
             raise ValueError("cache=True and multi_plane=True are two caches of oracle corners: choose one "
                              "(MP-BCFW's working sets replace the gap-based cache)")
 
-    def validate_params(self):
+    def validate_params(self) -> None:
         super().validate_params()
         self._check_combination()
 
     @property
-    def label(self):
+    def label(self) -> str:
         """A short name in the papers' style, e.g. "BCPFW-gap-cache-wavg"."""
         base = {"fw": "BCFW", "pairwise": "BCPFW", "away": "BCAFW"}[self.step]
         parts = ["MP-" + base if self.multi_plane else base]
@@ -419,7 +462,7 @@ class BCFW(Solver):
         return self.sampling in ("gap", "max_gap") or bool(self.cache)
 
     # ================================================================ state
-    def new_state(self, problem, rng=None):
+    def new_state(self, problem: Problem, rng: int | np.random.Generator | None = None) -> BCFWState:
         """A fresh state at alpha = e_{y_i} for every block (w = 0)."""
         dense = self.block_storage == "dense" or (
             self.block_storage == "auto" and problem.n * problem.d * 8 <= self.max_dense_bytes)
@@ -433,22 +476,30 @@ class BCFW(Solver):
         self._new_averages(st)
         return st
 
-    def _new_averages(self, st):
+    def _new_averages(self, st: BCFWState) -> None:
         """The running average; MP-BCFW keeps one over exact and one over approximate steps (Sec. 3.5)."""
         st.avg = LazyAverage(self.averaging, st.w, st.ell) if self.averaging else None
         st.avg2 = LazyAverage(self.averaging, st.w, st.ell) if self.averaging and self.multi_plane else None
 
-    def state_at_corners(self, problem, labellings, rng=None):
+    def state_at_corners(self, problem: Problem, labellings: Sequence[Any],
+                         rng: int | np.random.Generator | None = None) -> BCFWState:
         """The dual point alpha_i(y'_i) = 1 for the given labelling y'_i of every block.
 
         With y'_i = y_i this is the fresh state (w = 0); the regularisation path
         starts from the oracle's labellings at w = 0 (Osokin et al. 2016, Sec. 4)."""
         st = self.new_state(problem, rng)
         inv = 1.0 / (problem.lam * problem.n)
+        # rows the state's passes never read stay stale (rebuilt from the weights if ever
+        # read): writing them would fault in n*d*8 bytes (200 MB on OCR) for nothing
+        lazy = st.rows_stale and st.track_alpha
+        if lazy:
+            st.v[:] = 0.0
         for i, y in enumerate(labellings):
             y, psi, L, _ = problem.oracle_corner(i, y, st.w, validate=True)
-            if st.dense_blocks:
-                row = st.unscaled_blocks()[i]
+            if lazy:
+                np.add.at(st.v, psi.indices, psi.values * inv)
+            elif st.dense_blocks:
+                row = cast("npt.NDArray[np.float64]", st.unscaled_blocks())[i]  # dense_blocks: an (n, d) array
                 row[:] = 0.0
                 np.add.at(row, psi.indices, psi.values * inv)
             else:
@@ -459,17 +510,18 @@ class BCFW(Solver):
                 if st.track_alpha and slot != 0:  # slot 0 is the ground truth's corner
                     st.corners.alpha[i, :] = 0.0
                     st.corners.alpha[i, slot] = 1.0
-        st.v[:] = st.wi.sum(axis=0) if st.dense_blocks else 0.0
-        if not st.dense_blocks:
-            for v in st.wi:
-                axpy(1.0, v, st.v)
+        if not lazy:
+            st.v[:] = cast("npt.NDArray[np.float64]", st.wi).sum(axis=0) if st.dense_blocks else 0.0
+            if not st.dense_blocks:
+                for v in st.wi:
+                    axpy(1.0, v, st.v)
         if st.v is not st.w:
             problem.project(st.v, out=st.w)
         st.ell = float(st.li.sum())
         self._new_averages(st)
         return st
 
-    def init_state(self, problem, state, rng):
+    def init_state(self, problem: Problem, state: object | None, rng: int | np.random.Generator | None) -> BCFWState:
         st = continue_or_restart(state, BCFWState, problem)
         if st is not None:
             st = self._continue(problem, st)
@@ -504,14 +556,16 @@ class BCFW(Solver):
         return st
 
     # ============================================================= gap pass
-    def gap_pass(self, problem, state, w=None, validate=True, corners=False):
+    def gap_pass(self, problem: Problem, state: BCFWState, w: npt.NDArray[np.float64] | None = None,
+                 validate: bool = True,
+                 corners: bool = False) -> tuple[float, npt.NDArray[np.float64] | None, list[OracleCorner] | None]:
         """One oracle call per block at w: primal, block gaps (6), total gap (7).
 
         Returns (primal, block_gaps, oracle results or None).  With w = state.w the
         block gaps are g_i = lam <w_i, w> - l_i + H_i(y_i*; w)/n; their sum is
         P(w) - D(alpha).  The oracle results (y, psi, L, H) are built only when
         ``corners`` asks for them (the cache keeps them); otherwise the hinge terms
-        H_i alone are computed (:meth:`Problem.batch_hinges`).
+        H_i alone are computed (`Problem.batch_hinges`).
         """
         w = state.w if w is None else w
         res = None
@@ -528,11 +582,12 @@ class BCFW(Solver):
         return primal, gaps, res
 
     # ================================================================ skeleton parts
-    def checkpoint_due(self, st, since_check, done, stop, monitor):
+    def checkpoint_due(self, st: BCFWState, since_check: int, done: int, stop: StopRule, monitor: Monitor) -> bool:
         return (self._uses_gaps and st.passes % self.gap_refresh == 0) or super().checkpoint_due(
             st, since_check, done, stop, monitor)
 
-    def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):
+    def checkpoint(self, problem: Problem, st: BCFWState, monitor: Monitor, initial: bool,
+                   monitoring_only: bool = False) -> float:
         """A full gap pass (two with averaging).  It is the algorithm's own gap pass
         (its oracle calls count, its gaps feed the sampler and the cache) on the
         gap_refresh schedule; any other checkpoint only measures."""
@@ -545,10 +600,11 @@ class BCFW(Solver):
             refresh = st.passes % self.gap_refresh == 0
         n = problem.n
         with monitor.monitoring():
-            primal, gaps, res = self.gap_pass(problem, st, validate=self.check_oracle,
-                                              corners=refresh and ctx.source.absorbs_corners)
+            primal, gaps_at_w, res = self.gap_pass(problem, st, validate=self.check_oracle,
+                                                   corners=refresh and ctx.source.absorbs_corners)
+            gaps = cast("npt.NDArray[np.float64]", gaps_at_w)  # at st.w: the block gaps are computed
             if refresh:
-                st.sampler.set_all(gaps)
+                cast(BlockSampler, st.sampler).set_all(gaps)  # init_state gave the state its sampler
                 st.oracle_gaps[:] = gaps
                 st.full_gap = float(np.sum(gaps))
                 st.needs_refresh = False
@@ -560,7 +616,7 @@ class BCFW(Solver):
             dual = st.dual()
             w_rep = st.w
             if st.avg is not None:
-                w_rep, lbar = st.averaged(problem)
+                w_rep, lbar = cast("tuple[npt.NDArray[np.float64], float]", st.averaged(problem))  # st.avg is set
                 primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=False)
                 monitor.monitor_calls += n
                 dual = -0.5 * problem.lam * float(np.dot(w_rep, w_rep)) + lbar
@@ -568,7 +624,8 @@ class BCFW(Solver):
             c = ctx.counters
             extra = {}
             if self.multi_plane:
-                extra = dict(planes_per_block=float(st.corners.size.mean()), approx_passes=st.mp_approx_passes,
+                corners = cast(CornerStore, st.corners)  # multi_plane keeps the working sets there
+                extra = dict(planes_per_block=float(corners.size.mean()), approx_passes=st.mp_approx_passes,
                              outer_iterations=st.mp_iter)
             monitor.record(w_rep, c["oracle_calls"] / n, c["oracle_calls"], primal, dual, gap,
                            engine_passes=ctx.passes_done, iterations=st.k, cache_hits=c["cache_hits"],
@@ -576,11 +633,13 @@ class BCFW(Solver):
                            oracle_time_frac=c["oracle_time"] / max(monitor.opt_time(), 1e-12), **extra)
         return gap
 
-    def result_w(self, st):
-        return st.averaged(self._ctx.problem)[0] if st.avg is not None else st.w.copy()
+    def result_w(self, st: BCFWState) -> npt.NDArray[np.float64]:
+        if st.avg is None:
+            return st.w.copy()
+        return cast("tuple[npt.NDArray[np.float64], float]", st.averaged(self._ctx.problem))[0]
 
     # ======================================================= one data pass
-    def run_pass(self, problem, st, flag):
+    def run_pass(self, problem: Problem, st: BCFWState, flag: InterruptFlag) -> None:
         """n block iterations (fewer if Ctrl-C arrives: the pass ends after the current step).
 
         With ``multi_plane`` one call is an outer iteration of MP-BCFW (Alg. 3 lines 5-6):
@@ -736,7 +795,7 @@ class BCFW(Solver):
 
     def _compiled_general_pass(self, ctx, compiled, flag, order=None, approx=False, avg=None):
         """Cache / pairwise / away / MP-BCFW steps on the flat corner sets, in numba chunks
-        (:func:`general_chunk`)."""
+        (`general_chunk`)."""
         st, problem = ctx.st, ctx.problem
         oracle_kind, data = compiled
         n, store = problem.n, st.corners
@@ -784,7 +843,7 @@ class BCFW(Solver):
             ctx.passes_done += 1
 
     def _compiled_pass(self, ctx, compiled, flag):
-        """The (FW, exact oracle, dense) pass in numba chunks (:mod:`._fastpass`)."""
+        """The (FW, exact oracle, dense) pass in numba chunks (`._fastpass`)."""
         st, problem = ctx.st, ctx.problem
         oracle_kind, data = compiled
         n, sampler, avg = problem.n, st.sampler, st.avg
@@ -838,13 +897,18 @@ class BCFW(Solver):
 class MPBCFW(BCFW):
     """Multi-plane BCFW (Shah, Kolmogorov, Lampert 2015): the engine with ``multi_plane=True``.
 
-    A preset of :class:`BCFW` (all its options apply): each outer iteration is one exact
+    A preset of `BCFW` (all its options apply): each outer iteration is one exact
     pass -- the max oracle on every block, its plane added to the block's working set
     W_i (at most ``max_planes`` = N, the longest-inactive plane leaving) -- followed by
     approximate passes that step toward argmax_{W_i} H_i(y; w) without an oracle call
     (eq. (6)); planes not active for ``plane_timeout`` = T iterations leave.  The number
     of approximate passes is chosen by the slope rule of Sec. 3.4 (``approx_rule``), at
-    most ``max_approx_passes`` = M.  With ``averaging="weighted"`` two averages, over
+    most ``max_approx_passes`` = M: the dual's rise per unit of work -- plane dot
+    products, an oracle call counting ``oracle_work`` of them -- by default ("work"),
+    so runs are reproducible and a warm start continues a run exactly; or, as in the
+    paper, per second ("time"), which is **not bitwise reproducible**: the number of
+    approximate passes then depends on the machine's speed and load, so two runs with
+    the same seed, or a run split by a warm start, can differ.  With ``averaging="weighted"`` two averages, over
     exact and over approximate steps, are kept and the reported point is their
     interpolation with the best dual value (Sec. 3.5: "MP-BCFW-avg").  ``max_passes``
     counts outer iterations (= exact passes); the trace adds ``planes_per_block``,
@@ -854,10 +918,12 @@ class MPBCFW(BCFW):
     name = "mpbcfw"
     PARAMS = tuple(replace(p, default=True) if p.name == "multi_plane" else p for p in BCFW.PARAMS)
 
-    def __init__(self, step_size="linesearch", sampling="uniform", step="fw", cache=False,
-                 cache_F=0.25, cache_nu=0.01, cache_size=50, averaging=None, gap_refresh=10,
-                 block_storage="auto", max_dense_bytes=2 * 1024 ** 3, check_oracle=True, multi_plane=True,
-                 max_planes=1000, max_approx_passes=1000, plane_timeout=10, approx_rule="time",
-                 oracle_work=10.0, minibatch=1, asynchronous=False):
+    def __init__(self, step_size: str = "linesearch", sampling: str = "uniform", step: str = "fw",
+                 cache: bool = False, cache_F: float = 0.25, cache_nu: float = 0.01, cache_size: int = 50,
+                 averaging: str | None = None, gap_refresh: int = 10, block_storage: str = "auto",
+                 max_dense_bytes: int = 2 * 1024 ** 3, check_oracle: bool = True, multi_plane: bool = True,
+                 max_planes: int = 1000, max_approx_passes: int = 1000, plane_timeout: int = 10,
+                 approx_rule: str = "work", oracle_work: float = 10.0, minibatch: int = 1,
+                 asynchronous: bool = False) -> None:
         self._init_params(locals())
         self._check_combination()

@@ -48,10 +48,19 @@ optional extra) are alternatives when installed; the tests cross-check all three
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
+
 import numpy as np
+import numpy.typing as npt
 
 from .._linalg import axpy
 from .base import Param, Solver, continue_or_restart
+
+if TYPE_CHECKING:
+    from .._interrupt import InterruptFlag
+    from .base import Monitor, StopRule
+    from .problem import Problem
 
 QP_SOLVERS = ("daqp", "proxsuite", "cvxopt")
 
@@ -60,7 +69,8 @@ _ZERO_BETA = 1e-12
 
 
 # ============================================================ master QP backends
-def _master_qp(G, Lq, PsiS, lam):
+def _master_qp(G: npt.NDArray[np.float64], Lq: npt.NDArray[np.float64], PsiS: npt.NDArray[np.float64] | None,
+               lam: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """The master dual as min_z 1/2 z^T H z + f^T z over z = (beta, mu) >= 0, sum(beta) <= 1.
 
     Scaled by lam (objective lam * (1/(2 lam) ||Psi beta + mu||^2 - L^T beta)) so that the
@@ -79,7 +89,8 @@ def _master_qp(G, Lq, PsiS, lam):
     return H, np.concatenate([-lam * Lq, np.zeros(s)])
 
 
-def _solve_daqp(H, f, m, z0):
+def _solve_daqp(H: npt.NDArray[np.float64], f: npt.NDArray[np.float64], m: int,
+                z0: npt.NDArray[np.float64] | None) -> npt.NDArray[np.float64]:
     """DAQP (Arnstrom, Bemporad, Axehill 2022): a dual active-set method, started cold.
 
     Measured on OCR's master problems, DAQP's warm start (the previous active set,
@@ -104,7 +115,8 @@ def _solve_daqp(H, f, m, z0):
     return np.asarray(z, dtype=np.float64)
 
 
-def _solve_proxsuite(H, f, m, z0):
+def _solve_proxsuite(H: npt.NDArray[np.float64], f: npt.NDArray[np.float64], m: int,
+                     z0: npt.NDArray[np.float64] | None) -> npt.NDArray[np.float64]:
     """proxsuite's dense ProxQP (Bambade et al. 2022), warm-started from the previous z
     (10x faster than its cold start on working sets of ~300 constraints)."""
     from proxsuite import proxqp
@@ -127,7 +139,8 @@ def _solve_proxsuite(H, f, m, z0):
     return np.asarray(qp.results.x, dtype=np.float64)
 
 
-def _solve_cvxopt(H, f, m, z0):
+def _solve_cvxopt(H: npt.NDArray[np.float64], f: npt.NDArray[np.float64], m: int,
+                  z0: npt.NDArray[np.float64] | None) -> npt.NDArray[np.float64]:
     """cvxopt's interior-point coneqp (GPL: an optional extra, never the default)."""
     import cvxopt
     from cvxopt import solvers
@@ -140,11 +153,14 @@ def _solve_cvxopt(H, f, m, z0):
     return np.array(sol["x"]).ravel()
 
 
-_BACKENDS = {"daqp": _solve_daqp, "proxsuite": _solve_proxsuite, "cvxopt": _solve_cvxopt}
+#: qp_solver -> solve(H, f, m, z0): z minimising 1/2 z^T H z + f^T z (see `_master_qp`)
+_QPBackend = Callable[[npt.NDArray[np.float64], npt.NDArray[np.float64], int, npt.NDArray[np.float64] | None],
+                      npt.NDArray[np.float64]]
+_BACKENDS: dict[str, _QPBackend] = {"daqp": _solve_daqp, "proxsuite": _solve_proxsuite, "cvxopt": _solve_cvxopt}
 _PACKAGES = {"daqp": "daqp", "proxsuite": "proxsuite", "cvxopt": "cvxopt"}
 
 
-def check_qp_solver(name):
+def check_qp_solver(name: str) -> None:
     """Import the library of ``qp_solver`` once at fit, with an error naming the option."""
     import importlib
 
@@ -155,7 +171,7 @@ def check_qp_solver(name):
                          f"(pip install {_PACKAGES[name]}); the default 'daqp' is a core dependency") from None
 
 
-def feasible_beta(z, m):
+def feasible_beta(z: npt.NDArray[np.float64], m: int) -> npt.NDArray[np.float64]:
     """Clean a QP solution into a point of {beta >= 0, sum(beta) <= 1}.
 
     Tiny weights become exact zeros (so that inactive constraints are recognised) and a
@@ -185,7 +201,7 @@ class CuttingPlaneState:
     k : int                  iterations done
     """
 
-    def __init__(self, problem):
+    def __init__(self, problem: Problem) -> None:
         self.n, self.d = problem.n, problem.d
         self.lam = problem.lam
         self.fingerprint = problem.fingerprint
@@ -201,15 +217,15 @@ class CuttingPlaneState:
         self.k = 0
 
     @property
-    def m(self):
+    def m(self) -> int:
         """Number of constraints in the working set."""
         return self.loss.shape[0]
 
-    def dual(self):
+    def dual(self) -> float:
         """D(alpha) = -lam/2 ||w||^2 + l (w = Pi(v) with positivity constraints)."""
         return -0.5 * self.lam * float(self.w @ self.w) + self.ell
 
-    def set_beta(self, problem, beta):
+    def set_beta(self, problem: Problem, beta: npt.NDArray[np.float64]) -> None:
         """The dual point of weights ``beta``: v = Psi^T beta / lam, w = Pi(v), l = L^T beta."""
         self.beta = beta
         self.v[:] = (beta @ self.psi) / problem.lam if self.m else 0.0
@@ -217,12 +233,12 @@ class CuttingPlaneState:
             problem.project(self.v, out=self.w)
         self.ell = float(beta @ self.loss) if self.m else 0.0
 
-    def rescale_lam(self, problem):
+    def rescale_lam(self, problem: Problem) -> None:
         """Keep beta (hence alpha), change lam: v = A alpha scales by lam_old / lam_new."""
         self.lam = problem.lam
         self.set_beta(problem, self.beta)
 
-    def add(self, psi_bar, L_bar):
+    def add(self, psi_bar: npt.NDArray[np.float64], L_bar: float) -> None:
         """Append a constraint with zero weight; the Gram matrix grows by one row."""
         row = self.psi @ psi_bar
         m = self.m
@@ -237,7 +253,7 @@ class CuttingPlaneState:
         self.idle = np.append(self.idle, 0)
         self.born = np.append(self.born, self.k)
 
-    def keep(self, mask):
+    def keep(self, mask: npt.NDArray[np.bool_]) -> None:
         """Keep the constraints where ``mask`` is True (beta of removed ones must be 0 or re-solved)."""
         self.psi = self.psi[mask]
         self.loss = self.loss[mask]
@@ -271,26 +287,33 @@ class CuttingPlane(Solver):
         Param("max_constraints", 1000, "int", low=2, help="Largest working set."),
     )
 
-    def __init__(self, qp_solver="daqp", inactive_after=50, max_constraints=1000):
+    qp_solver: str
+    inactive_after: int
+    max_constraints: int
+
+    def __init__(self, qp_solver: str = "daqp", inactive_after: int = 50, max_constraints: int = 1000) -> None:
         self._init_params(locals())
 
     @property
-    def label(self):
+    def label(self) -> str:
         return "cutting-plane"
 
-    def init_state(self, problem, state, rng):
+    def init_state(self, problem: Problem, state: object | None,
+                   rng: int | np.random.Generator | None) -> CuttingPlaneState:
         check_qp_solver(self.qp_solver)
         st = continue_or_restart(state, CuttingPlaneState, problem) or CuttingPlaneState(problem)
         if st.lam != problem.lam:
             st.rescale_lam(problem)
         self._k0 = st.k
-        self._cut = None
+        self._cut: tuple[npt.NDArray[np.float64], float] | None = None
         return st
 
-    def checkpoint_due(self, state, since_check, done, stop, monitor):
+    def checkpoint_due(self, state: CuttingPlaneState, since_check: int, done: int, stop: StopRule,
+                       monitor: Monitor) -> bool:
         return True  # the next iteration needs this oracle pass anyway (it gives the new constraint)
 
-    def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):
+    def checkpoint(self, problem: Problem, st: CuttingPlaneState, monitor: Monitor, initial: bool,
+                   monitoring_only: bool = False) -> float:
         """One oracle pass at w^(k): the aggregated constraint, P(w^(k)) and the gap P - D."""
         n = problem.n
         res = problem.batch_oracle(st.w, validate=True)
@@ -312,9 +335,10 @@ class CuttingPlane(Solver):
                            n_constraints=st.m)
         return primal - dual
 
-    def run_pass(self, problem, st, flag):
+    def run_pass(self, problem: Problem, st: CuttingPlaneState, flag: InterruptFlag) -> None:
         """Alg. 4 lines 6-7: add the constraint, re-solve the master QP, drop inactive constraints."""
-        psi_bar, L_bar = self._cut
+        # set by the checkpoint that precedes every pass (checkpoint_due is always True)
+        psi_bar, L_bar = cast("tuple[npt.NDArray[np.float64], float]", self._cut)
         self._cut = None
         if st.m >= self.max_constraints:
             self._make_room(st)
@@ -328,7 +352,7 @@ class CuttingPlane(Solver):
                 st.keep(~drop)
         st.k += 1
 
-    def _make_room(self, st):
+    def _make_room(self, st: CuttingPlaneState) -> None:
         """Free one slot of a full working set without moving the dual point.
 
         A constraint of zero weight goes first (the longest idle, then the oldest).  When
@@ -355,7 +379,7 @@ class CuttingPlane(Solver):
         mask[b] = False
         st.keep(mask)
 
-    def _solve_master(self, problem, st):
+    def _solve_master(self, problem: Problem, st: CuttingPlaneState) -> npt.NDArray[np.float64]:
         """beta of the master dual over the working set (warm start: the previous beta, new one 0)."""
         PsiS = st.psi[:, problem.nonneg_idx].T if problem.constrained else None
         H, f = _master_qp(st.gram, st.loss, PsiS, problem.lam)

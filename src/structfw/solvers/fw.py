@@ -11,11 +11,19 @@ and the line search is exact on the piecewise-quadratic dual (see parts.projecte
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import numpy as np
+import numpy.typing as npt
 
 from .._linalg import axpy
 from ._kernels import projected_line_search
 from .base import Param, Solver, continue_or_restart
+
+if TYPE_CHECKING:
+    from .._interrupt import InterruptFlag
+    from .base import Monitor, StopRule
+    from .problem import Problem
 
 STEP_SIZES = ("linesearch", "predefined")
 
@@ -23,7 +31,7 @@ STEP_SIZES = ("linesearch", "predefined")
 class FWState:
     """Dual iterate of batch FW: w = A alpha, l = b^T alpha, and the iteration counter k."""
 
-    def __init__(self, problem):
+    def __init__(self, problem: Problem) -> None:
         self.n, self.d = problem.n, problem.d
         self.w = np.zeros(problem.d)
         # v = A alpha, w = Pi(v) with w_S >= 0 (the same array without constraints)
@@ -33,14 +41,14 @@ class FWState:
         self.k = 0
         self.fingerprint = problem.fingerprint
 
-    def rescale_lam(self, lam_new):
+    def rescale_lam(self, lam_new: float) -> None:
         """Keep alpha, change lam (w = A alpha scales by lam/lam_new)."""
         self.w *= self.lam / lam_new
         if self.v is not self.w:
             self.v *= self.lam / lam_new
         self.lam = lam_new
 
-    def dual(self):
+    def dual(self) -> float:
         return -0.5 * self.lam * float(self.w @ self.w) + self.ell
 
 
@@ -56,25 +64,28 @@ class FW(Solver):
     PARAMS = (Param("step_size", "linesearch", "choice", STEP_SIZES,
                     help="Line search or the predefined 2/(k+2) (Alg. 2)."),)
 
-    def __init__(self, step_size="linesearch"):
+    step_size: str
+
+    def __init__(self, step_size: str = "linesearch") -> None:
         self._init_params(locals())
 
     @property
-    def label(self):
+    def label(self) -> str:
         return "FW" if self.step_size == "linesearch" else "FW-fixed"
 
-    def init_state(self, problem, state, rng):
+    def init_state(self, problem: Problem, state: object | None, rng: int | np.random.Generator | None) -> FWState:
         st = continue_or_restart(state, FWState, problem) or FWState(problem)
         if st.lam != problem.lam:
             st.rescale_lam(problem.lam)
         self._k0 = st.k
-        self._corner = None
+        self._corner: tuple[npt.NDArray[np.float64], float, float] | None = None
         return st
 
-    def checkpoint_due(self, state, since_check, done, stop, monitor):
+    def checkpoint_due(self, state: FWState, since_check: int, done: int, stop: StopRule, monitor: Monitor) -> bool:
         return True  # the next step needs the oracle pass anyway
 
-    def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):
+    def checkpoint(self, problem: Problem, st: FWState, monitor: Monitor, initial: bool,
+                   monitoring_only: bool = False) -> float:
         """One oracle pass at w^(k): the FW corner, the gap and the primal of w^(k)."""
         lam, n = problem.lam, problem.n
         res = problem.batch_oracle(st.w, validate=True)
@@ -96,9 +107,10 @@ class FW(Solver):
             monitor.record(st.w, float(k), k * n, primal, st.dual(), gap, engine_passes=k)
         return gap
 
-    def run_pass(self, problem, st, flag):
+    def run_pass(self, problem: Problem, st: FWState, flag: InterruptFlag) -> None:
         """Alg. 2: gamma = g / (lam ||w - w_s||^2) clipped to [0, 1], or 2/(k+2)."""
-        ws, ls, gap = self._corner
+        # set by the checkpoint that precedes every pass (checkpoint_due is always True)
+        ws, ls, gap = cast("tuple[npt.NDArray[np.float64], float, float]", self._corner)
         diff = st.v - ws
         if self.step_size == "predefined":
             gamma = 2.0 / (st.k + 2.0)

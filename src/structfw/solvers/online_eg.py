@@ -41,12 +41,19 @@ d = 4,028: 0.4 GB), which is why this baseline is for moderate n d only.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from .._linalg import as_dense
 from ..models.base import StructuredModel
 from .base import Param, Solver, continue_or_restart
+
+if TYPE_CHECKING:
+    from .._interrupt import InterruptFlag
+    from .base import Monitor
+    from .problem import Problem
 
 EG_SAMPLINGS = ("perm", "uniform")
 
@@ -54,13 +61,13 @@ EG_SAMPLINGS = ("perm", "uniform")
 _NOISE = 1e-12
 
 
-def has_expectation(model):
+def has_expectation(model: object) -> bool:
     """True when the model implements the expectation oracle (not only inherits a stub)."""
     fn = getattr(type(model), "expectation", None)
     return callable(fn) and fn is not getattr(StructuredModel, "expectation", None)
 
 
-def block_expectation(problem, i, v, c):
+def block_expectation(problem: Problem, i: int, v: npt.ArrayLike, c: float) -> tuple[npt.NDArray[np.float64], float]:
     """(E_phi as dense ndarray, E_loss) of alpha_i ∝ exp(c L_i(y) + <v, phi(x_i, y)>).
 
     The model is reached through the problem's data; a NaN or infinite result is an error
@@ -91,7 +98,7 @@ class OnlineEGState:
     rng : numpy.random.Generator
     """
 
-    def __init__(self, problem, rng, eta0):
+    def __init__(self, problem: Problem, rng: int | np.random.Generator | None, eta0: float) -> None:
         n, d = problem.n, problem.d
         self.n, self.d = n, d
         self.lam = problem.lam
@@ -107,14 +114,14 @@ class OnlineEGState:
         self.k = 0
         self.rejected = 0
         self.rng = np.random.default_rng(rng)
-        self.order = None
+        self.order: npt.NDArray[np.int64] | None = None
         self.pos = 0
         self.initialised = False
 
-    def dual(self):
+    def dual(self) -> float:
         return -0.5 * self.lam * float(self.w @ self.w) + self.ell
 
-    def rescale_lam(self, problem):
+    def rescale_lam(self, problem: Problem) -> None:
         """Keep alpha (c_i, v_i), change lam: w_i = A alpha_[i] scales by lam_old / lam_new."""
         s = self.lam / problem.lam
         self.wi *= s
@@ -150,15 +157,20 @@ class OnlineEG(Solver):
               help="Start at theta_i = init_c L_i(y): 0 is uniform alpha, < 0 concentrates alpha near y_i (w near 0)."),
     )
 
-    def __init__(self, eta=0.1, sampling="perm", init_c=0.0):
+    eta: float
+    sampling: str
+    init_c: float
+
+    def __init__(self, eta: float = 0.1, sampling: str = "perm", init_c: float = 0.0) -> None:
         self._init_params(locals())
 
     @property
-    def label(self):
+    def label(self) -> str:
         return "online-EG"
 
     # ------------------------------------------------------------ state
-    def init_state(self, problem, state, rng):
+    def init_state(self, problem: Problem, state: object | None,
+                   rng: int | np.random.Generator | None) -> OnlineEGState:
         if not has_expectation(problem.model):
             raise ValueError(
                 f"solver 'online-eg' needs the model's expectation oracle: {type(problem.model).__name__} has no "
@@ -172,7 +184,7 @@ class OnlineEG(Solver):
         self._passes = 0
         return st
 
-    def _start(self, problem, st):
+    def _start(self, problem: Problem, st: OnlineEGState) -> None:
         """theta_i = init_c L_i(y) (0: alpha_i uniform); w_i, l_i from one expectation call per block."""
         lam, n = problem.lam, problem.n
         zero = np.zeros(problem.d)
@@ -189,11 +201,12 @@ class OnlineEG(Solver):
         st.initialised = True
 
     @staticmethod
-    def _phi_true(problem, i):
+    def _phi_true(problem: Problem, i: int) -> npt.NDArray[np.float64]:
         return as_dense(problem.joint_feature_true(i))
 
     # ------------------------------------------------------------ skeleton
-    def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):
+    def checkpoint(self, problem: Problem, st: OnlineEGState, monitor: Monitor, initial: bool,
+                   monitoring_only: bool = False) -> float:
         """A monitoring oracle pass at w: P(w), and the gap P(w) - D(alpha)."""
         n = problem.n
         if not st.initialised:  # optimisation work, so outside monitoring(): its time counts
@@ -207,7 +220,7 @@ class OnlineEG(Solver):
                            engine_passes=self._passes, rejected=st.rejected)
         return primal - dual
 
-    def run_pass(self, problem, st, flag):
+    def run_pass(self, problem: Problem, st: OnlineEGState, flag: InterruptFlag) -> None:
         """n block visits (the rest of the current pass after an interrupted one)."""
         n = problem.n
         if st.order is None:
@@ -221,7 +234,7 @@ class OnlineEG(Solver):
         st.order = None
         self._passes += 1
 
-    def _visit(self, problem, st, i):
+    def _visit(self, problem: Problem, st: OnlineEGState, i: int) -> None:
         """One EG step on block i (Collins et al. 2008, Fig. 1 online): accept if D does not decrease."""
         lam, n = problem.lam, problem.n
         eta = st.eta[i]

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from ._kernels import fenwick_add, fenwick_build, fenwick_find, fenwick_total
 
@@ -25,7 +26,7 @@ class BlockSampler:
     rng : numpy.random.Generator
     """
 
-    def __init__(self, kind, n, rng):
+    def __init__(self, kind: str, n: int, rng: np.random.Generator) -> None:
         if kind not in SAMPLINGS:
             raise ValueError(f"sampling must be one of {SAMPLINGS}; got {kind!r}")
         self.kind, self.n, self.rng = kind, n, rng
@@ -37,23 +38,23 @@ class BlockSampler:
         self._pos = 0
 
     @property
-    def adaptive(self):
+    def adaptive(self) -> bool:
         return self.kind in ("gap", "max_gap")
 
-    def set_all(self, gaps):
+    def set_all(self, gaps: npt.ArrayLike) -> None:
         """Replace every estimate (after a full gap pass)."""
         self.estimates = np.maximum(np.asarray(gaps, dtype=float), 0.0)
         if self.kind == "gap":
             self._tree = fenwick_build(self.estimates)
 
-    def update(self, i, gap):
+    def update(self, i: int, gap: float) -> None:
         """New estimate of g_i after visiting block i (clipped at 0)."""
         g = gap if gap > 0.0 else 0.0
         if self.kind == "gap":
             fenwick_add(self._tree, i, g - self.estimates[i])
         self.estimates[i] = g
 
-    def start_pass(self):
+    def start_pass(self) -> None:
         if self.kind == "perm":
             self._buffer = self.rng.permutation(self.n)
         elif self.kind == "uniform":
@@ -64,13 +65,13 @@ class BlockSampler:
             self._tree = fenwick_build(self.estimates)
         self._pos = 0
 
-    def take_order(self, m):
+    def take_order(self, m: int) -> npt.NDArray[np.int64]:
         """The next m blocks of a "uniform"/"perm" pass (for the compiled pass)."""
         out = self._buffer[self._pos:self._pos + m]
         self._pos += m
         return out
 
-    def next(self):
+    def next(self) -> int:
         if self.kind in ("perm", "uniform"):
             i = self._buffer[self._pos]
             self._pos += 1

@@ -10,12 +10,19 @@ With w_S >= 0 (the model's ``nonnegative_indices``) every step is projected.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from .._linalg import axpy
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
+
+if TYPE_CHECKING:
+    from .._interrupt import InterruptFlag
+    from .base import Monitor
+    from .problem import Problem
 
 SSG_AVERAGINGS = (None, "uniform", "weighted", "suffix")
 
@@ -23,16 +30,16 @@ SSG_AVERAGINGS = (None, "uniform", "weighted", "suffix")
 class SSGState:
     """Primal iterate, step counter, running average and random generator of SSG."""
 
-    def __init__(self, problem, rng):
+    def __init__(self, problem: Problem, rng: int | np.random.Generator | None) -> None:
         self.n, self.d = problem.n, problem.d
         self.w = np.zeros(problem.d)
         self.lam = problem.lam
         self.k = 0
         self.rng = np.random.default_rng(rng)
-        self.avg = None
+        self.avg: LazyAverage | None = None
         self.fingerprint = problem.fingerprint
 
-    def rescale_lam(self, lam_new):
+    def rescale_lam(self, lam_new: float) -> None:
         self.lam = lam_new  # a primal iterate: nothing to rescale
 
 
@@ -55,14 +62,17 @@ class SSG(Solver):
         Param("sampling", "uniform", "choice", ("uniform", "perm"), help="Example sampling."),
     )
 
-    def __init__(self, averaging=None, sampling="uniform"):
+    averaging: str | None
+    sampling: str
+
+    def __init__(self, averaging: str | None = None, sampling: str = "uniform") -> None:
         self._init_params(locals())
 
     @property
-    def label(self):
+    def label(self) -> str:
         return "SSG" + ({None: "", "uniform": "-avg", "weighted": "-wavg", "suffix": "-tavg"}[self.averaging])
 
-    def init_state(self, problem, state, rng):
+    def init_state(self, problem: Problem, state: object | None, rng: int | np.random.Generator | None) -> SSGState:
         st = continue_or_restart(state, SSGState, problem) or SSGState(problem, rng)
         st.lam = problem.lam
         if (st.avg.kind if st.avg is not None else None) != self.averaging:
@@ -71,7 +81,8 @@ class SSG(Solver):
         self._passes = 0
         return st
 
-    def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):
+    def checkpoint(self, problem: Problem, st: SSGState, monitor: Monitor, initial: bool,
+                   monitoring_only: bool = False) -> float:
         n = problem.n
         with monitor.monitoring():
             w_rep = self.result_w(st)
@@ -82,10 +93,10 @@ class SSG(Solver):
                            engine_passes=self._passes)
         return math.nan
 
-    def result_w(self, st):
+    def result_w(self, st: SSGState) -> npt.NDArray[np.float64]:
         return st.avg.wbar(st.w) if st.avg is not None else st.w.copy()
 
-    def run_pass(self, problem, st, flag):
+    def run_pass(self, problem: Problem, st: SSGState, flag: InterruptFlag) -> None:
         lam, n, avg = problem.lam, problem.n, st.avg
         order = st.rng.permutation(n) if self.sampling == "perm" else st.rng.integers(0, n, n)
         for i in order:

@@ -1,4 +1,4 @@
-"""FrankWolfeSVC model files (format of :mod:`structfw.io`, kind ``"FrankWolfeSVC"``).
+"""FrankWolfeSVC model files (format of `structfw.io`, kind ``"FrankWolfeSVC"``).
 
 Header fields: ``params`` (the constructor parameters; ``random_state`` only as an
 int or null), ``classes`` and ``classes_type`` ("int", "float", "bool" or "str"),
@@ -15,10 +15,20 @@ classes / the support, alpha on the simplex, every float finite.
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import io as sfio
+
+if TYPE_CHECKING:
+    from .classifier import FrankWolfeSVC
+
+_SVC = TypeVar("_SVC", bound="FrankWolfeSVC")
 
 KIND = "FrankWolfeSVC"
 _TRACE_COLS = ("iteration", "gap", "objective", "time_s")
@@ -29,7 +39,7 @@ MAX_FEATURES = 10 ** 8
 MAX_CLASSES = 10 ** 5
 
 
-def _classes_type(classes):
+def _classes_type(classes: npt.NDArray[Any]) -> str:
     k = classes.dtype.kind
     if k == "b":
         return "bool"
@@ -43,7 +53,7 @@ def _classes_type(classes):
                      "bool or str labels)")
 
 
-def _json_params(est):
+def _json_params(est: FrankWolfeSVC) -> dict[str, Any]:
     params = est.get_params(deep=False)
     rs = params["random_state"]
     # a RandomState / Generator cannot be written as data; the fit is done anyway
@@ -58,7 +68,7 @@ def _json_params(est):
     return out
 
 
-def save_svc(est, path):
+def save_svc(est: FrankWolfeSVC, path: str | os.PathLike[str]) -> Path:
     classes = np.asarray(est.classes_)
     ctype = _classes_type(classes)
     header = {
@@ -73,7 +83,7 @@ def save_svc(est, path):
         "converged": bool(est.converged_),
         "fit_time": float(est.fit_time_),
     }
-    arrays = {"alpha": est.alpha_, "support": est.support_.astype(np.int64),
+    arrays: dict[str, npt.ArrayLike] = {"alpha": est.alpha_, "support": est.support_.astype(np.int64),
               "support_vectors": est.support_vectors_, "dual_coef": est.dual_coef_,
               "intercept": est.intercept_, "n_support": est.n_support_.astype(np.int64),
               "n_iter": est.n_iter_, "objective": est.objective_, "gap": est.gap_}
@@ -84,7 +94,7 @@ def save_svc(est, path):
     return sfio.write_model_file(path, KIND, header, arrays)
 
 
-def _params(cls, header):
+def _params(cls: type[_SVC], header: sfio.FieldMap) -> _SVC:
     p = sfio.header_dict(header, "params")
     names = set(cls().get_params(deep=False))
     sfio.check_fields(p, sorted(names))
@@ -105,11 +115,11 @@ def _params(cls, header):
     return est
 
 
-def _classes(header):
+def _classes(header: sfio.FieldMap) -> npt.NDArray[Any]:
     ctype = sfio.header_str_choice(header, "classes_type", ("int", "float", "bool", "str"))
     raw = sfio.header_list(header, "classes", max_len=MAX_CLASSES)
     src = header.source
-    check = {"int": sfio._is_int, "bool": lambda v: isinstance(v, bool),
+    check: Callable[[Any], bool] = {"int": sfio._is_int, "bool": lambda v: isinstance(v, bool),
              "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
              and math.isfinite(v),
              "str": lambda v: isinstance(v, str) and len(v) <= 10_000}[ctype]
@@ -117,14 +127,14 @@ def _classes(header):
         raise ValueError(f"{src}: field 'classes' must list at least 2 labels of type {ctype}")
     if ctype == "int" and not all(-2 ** 63 <= v < 2 ** 63 for v in raw):
         raise ValueError(f"{src}: field 'classes' has labels outside int64")
-    dtype = {"int": np.int64, "float": np.float64, "bool": bool, "str": str}[ctype]
+    dtype: npt.DTypeLike = {"int": np.int64, "float": np.float64, "bool": bool, "str": str}[ctype]
     classes = np.asarray(raw, dtype=dtype)
     if not np.array_equal(np.unique(classes), classes):
         raise ValueError(f"{src}: field 'classes' must be sorted and unique")
     return classes
 
 
-def load_svc(cls, path):
+def load_svc(cls: type[_SVC], path: str | os.PathLike[str]) -> _SVC:
     header, arrays = sfio.read_model_file(path, KIND)
     src = header.source
     sfio.check_fields(header, ["params", "classes", "classes_type", "n_features_in",
@@ -212,7 +222,7 @@ def load_svc(cls, path):
     return est
 
 
-def load(path):
-    """Load a :class:`~structfw.svm.FrankWolfeSVC` written by its ``save``."""
+def load(path: str | os.PathLike[str]) -> FrankWolfeSVC:
+    """Load a `FrankWolfeSVC` written by its ``save``."""
     from .classifier import FrankWolfeSVC
     return FrankWolfeSVC.load(path)
