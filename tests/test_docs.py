@@ -60,3 +60,26 @@ def test_the_ten_lines_have_one_copy():
 def test_docs_name_no_missing_design_file():
     for path in list((ROOT / "docs").rglob("*.md")) + list((ROOT / "src").rglob("*.py")):
         assert "DESIGN.md" not in path.read_text(), path
+
+
+def test_command_help_is_plain_text():
+    """click prints docstrings as they are: no reST markup in any command's --help."""
+    import click
+    from click.testing import CliRunner
+
+    from structfw.cli import main
+
+    runner = CliRunner()
+    ctx = click.Context(main)
+
+    def commands(cmd, path):
+        yield path
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                yield from commands(cmd.get_command(ctx, name), path + [name])
+
+    role = _hooks().RAW_ROLE
+    for path in commands(main, []):
+        out = runner.invoke(main, path + ["--help"]).output
+        assert "Usage:" in out, path
+        assert "``" not in out and not role.search(out), (path, out)

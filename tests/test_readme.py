@@ -54,3 +54,16 @@ def test_quick_start_reaches_its_tol(tmp_path, monkeypatch):
     ns = {}
     exec(compile(block, "README example", "exec"), ns)
     assert ns["svm"].stopped_ == "tol"
+
+
+def test_path_guide_code_blocks_run(tmp_path, monkeypatch):
+    """Every python block of docs/guide/path.md runs as written, on the first 60 OCR words."""
+    blocks = _python_blocks(ROOT / "docs" / "guide" / "path.md")
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    ns = {}
+    for k, block in enumerate(blocks):
+        code = block.replace('sf.datasets.load_ocr("train")', 'tuple(v[:60] for v in sf.datasets.load_ocr("train"))')
+        code = code.replace("verbose=1", "verbose=0").replace("progress=True", "progress=False")
+        exec(compile(code, f"docs/guide/path.md block {k}", "exec"), ns)
+    assert (tmp_path / "path.json").exists()

@@ -2,7 +2,7 @@
 
 A corner psi_i(y) of a structured problem touches few coordinates of w when the
 labelling y differs from y_i in few places, or when the features are sparse.
-Models therefore may return a :class:`SparseVector`; the solvers never densify
+Models therefore may return a `SparseVector`; the solvers never densify
 one per call (docs/design.md, "Speed").  The numba kernels here are the only
 arithmetic the hot loop needs: inner products with the dense w, sparse-sparse
 inner products, and scaled merges of two sparse vectors.
@@ -131,7 +131,7 @@ def sparse_dot_sparse(ia, va, ib, vb):
 
 @njit(cache=True, nogil=True)
 def sparse_dot_sparse_scattered(ia, va, ib, vb, scratch):
-    """:func:`sparse_dot_sparse` through a dense ``scratch`` (zeros of the full length, zero
+    """`sparse_dot_sparse` through a dense ``scratch`` (zeros of the full length, zero
     again on return; empty: the merge is used): a scattered into it, b gathered against it.
     The same products added in the same (index) order, so the same value to the bit; the
     merge's unpredictable three-way branch cost 1.8 us for two corners of ~200 entries,

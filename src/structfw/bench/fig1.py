@@ -7,11 +7,11 @@ min-max band over seeds, and the test error against passes, on three data sets:
   FW, BCFW (line search), BCFW-wavg, BCFW with the predefined step 2n/(k+2n)
   (App. F, Fig. 2), SSG, SSG-wavg and online-EG;
 - ``conll`` -- panels (d) and (e): the large sparse CoNLL-like chain of
-  :func:`structfw.bench.synthetic.make_chain_problem` (sparse binary emissions) at
+  `structfw.bench.synthetic.make_chain_problem` (sparse binary emissions) at
   lam = 1/n, batch and stochastic methods (online-EG is left out by default, as in the
   paper, App. F, but may be asked for);
 - ``matching`` -- panel (f): the word-alignment task of
-  :func:`structfw.datasets.make_alignment` with :class:`structfw.models.MatchingModel`
+  `structfw.datasets.make_alignment` with `structfw.models.MatchingModel`
   at lam = 0.001, stochastic methods only.  Online-EG cannot run there: MatchingModel has
   no expectation oracle (marginals of a matching distribution need the permanent, #P-hard).
 
@@ -176,7 +176,7 @@ def effective_passes(run, n):
 def run_fig1(lams=None, passes=30, seeds=3, out="bench_out/fig1", solvers=None, subsample=None, ref_passes=100,
              log=print, dataset="ocr"):
     """Run the Figure 1 benchmark on ``dataset``; writes ``<stem>.json`` and ``<stem>.png``
-    (:func:`out_stem`) to ``out``; returns the JSON doc.  ``lams`` and ``solvers`` default to
+    (`out_stem`) to ``out``; returns the JSON doc.  ``lams`` and ``solvers`` default to
     the data set's (``DATASETS``)."""
     solvers = check_solvers(dataset, solvers)
     lams = tuple(lams) if lams else DATASETS[dataset]["lams"]

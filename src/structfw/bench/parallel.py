@@ -4,7 +4,7 @@ Duality gap against time and against oracle calls for tau in {1, 2, 4, 8, 16}, t
 synchronous minibatch (tau oracles at once, then tau steps) and the asynchronous
 window (tau calls in flight), with 1 and 2 workers on local threads, local processes
 and a local Ray cluster.  The task is binary figure-ground segmentation
-(:func:`structfw.datasets.make_horseseg_like`, 64 x 64 pixel grids, one exact min cut
+(`structfw.datasets.make_horseseg_like`, 64 x 64 pixel grids, one exact min cut
 per oracle call: ~1-2 ms) at lam = 1/n; every run stops at the target gap (checked
 after every pass; the check's own oracle pass is not timed).
 

@@ -1,4 +1,4 @@
-"""Speed of the BCFW inner loop on OCR (DESIGN.md section 4).
+"""Speed of the BCFW inner loop on OCR (docs/design.md, "Speed").
 
 Seconds per BCFW pass over OCR train (n = 6,251, lam = 0.01): the differences of
 the trace's ``time_s`` (optimisation time, monitoring excluded) after a warm-up

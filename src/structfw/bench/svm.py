@@ -1,6 +1,6 @@
 """Reproduction of Tables 2-4 of Frandi, Nanculef & Suykens (2015) on the data available here.
 
-Used by ``structfw bench svm`` (:mod:`structfw.cli`) and ``benchmarks/svm_tables.py``.
+Used by ``structfw bench svm`` (`structfw.cli`) and ``benchmarks/svm_tables.py``.
 matplotlib is imported lazily (Agg backend) only when the figure is written.
 
 Tasks (all binary, RBF kernel, gamma="scale" resolved on the training set, C = 1):

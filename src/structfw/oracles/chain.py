@@ -211,7 +211,7 @@ def append_coalesced(ti, tv, n, out_i, out_v, m):
 
 @njit(cache=True, nogil=True)
 def _append_coalesced_small(ti, tv, n, out_i, out_v, m):
-    """As :func:`append_coalesced` for the few entries of one labelling's transitions
+    """As `append_coalesced` for the few entries of one labelling's transitions
     (n <= 2 L): an insertion sort in place, which compiles in a fraction of numba's argsort."""
     for a in range(1, n):
         key = ti[a]

@@ -1,11 +1,11 @@
 """Whole-training-set corner kernels: the max oracle and psi of example i in one numba call.
 
 A model that can pack its training set into arrays offers
-``compiled_oracle(X, Y) -> (kind, data)`` (see :class:`structfw.models.base.StructuredModel`);
-:func:`corner` ``(kind, data, i, w, merged)`` returns ``(psi_idx, psi_val, L)`` of the
+``compiled_oracle(X, Y) -> (kind, data)`` (see `structfw.models.base.StructuredModel`);
+`corner` ``(kind, data, i, w, merged)`` returns ``(psi_idx, psi_val, L)`` of the
 loss-augmented labelling y_i* = argmax_y H_i(y; w): the corner (psi_i(y_i*), L_i(y_i*)) the
 block-coordinate engine moves toward.  The engine's compiled passes
-(:mod:`structfw.solvers._fastpass`) call it without entering Python (docs/design.md, "Speed").
+(`structfw.solvers._fastpass`) call it without entering Python (docs/design.md, "Speed").
 
 Why one ``corner`` with a data tuple rather than a kernel function per model: numba cannot
 reliably cache a compiled function that takes another compiled function as an argument
@@ -151,7 +151,7 @@ def chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w):
 
 @njit(cache=True, fastmath=True, nogil=True)  # the inlined oracle's flags (oracles/chain.py)
 def chain_dense_corner_merged(Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x, i, w):
-    """:func:`chain_dense_corner` with psi sorted and merged (what corner sets store)."""
+    """`chain_dense_corner` with psi sorted and merged (what corner sets store)."""
     x, yt, y = chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w)
     idx, val = chain_psi_merged(row_ptr, nz_f, nz_x, starts[i], yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
@@ -162,7 +162,7 @@ def chain_psi_merged(row_ptr, nz_f, nz_x, r0, ya, yb, S, F):
     """phi(x, ya) - phi(x, yb) with sorted, unique indices and no zeros, from the non-zeros of
     the positions (rows r0 + p of the CSR arrays) where the labels differ.
 
-    The values of :func:`structfw.oracles.chain.chain_phi_diff_dense` to the bit (the same
+    The values of `structfw.oracles.chain.chain_phi_diff_dense` to the bit (the same
     non-zero terms added in the same order), without its sweeps over all F features of every
     differing position: 8.7 -> 7.1 us for a corner of an OCR word."""
     L = ya.shape[0]
@@ -200,7 +200,7 @@ def chain_psi_merged(row_ptr, nz_f, nz_x, r0, ya, yb, S, F):
 
 @njit(cache=True, fastmath=True, nogil=True)  # the inlined oracle's flags (oracles/chain.py)
 def chain_dense_corner_unmerged(Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x, i, w):
-    """:func:`chain_dense_corner` with psi as unmerged entries (enough for a step or a dot product)."""
+    """`chain_dense_corner` with psi as unmerged entries (enough for a step or a dot product)."""
     x, yt, y = chain_dense_word_oracle(Xc, starts, Yc, S, F, i, w)
     idx, val = chain_psi_entries(row_ptr, nz_f, nz_x, starts[i], yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
@@ -240,7 +240,7 @@ def chain_psi_entries(row_ptr, nz_f, nz_x, r0, ya, yb, S, F):
 
 @njit(cache=True, nogil=True)
 def chain_csr_corner(indptr, indices, values, starts, Yc, S, F, i, w):
-    """As :func:`chain_dense_corner` for sparse (CSR) position features; psi is always merged."""
+    """As `chain_dense_corner` for sparse (CSR) position features; psi is always merged."""
     a = starts[i]
     b = starts[i + 1]
     ip = indptr[a:b + 1] - indptr[a]

@@ -7,7 +7,7 @@ score of a labelling y is
 
     E(y) = sum_c U[c, y_c] + sum_{horizontal (c, c')} PH[y_c, y_c'] + sum_{vertical} PV[y_c, y_c'].
 
-Exact maximisation is NP-hard in general; :func:`grid_max_product` runs loopy
+Exact maximisation is NP-hard in general; `grid_max_product` runs loopy
 max-product (damped, synchronous) and then *block ICM*: every row, then every
 column, is re-labelled exactly by Viterbi with the rest of the grid fixed, until
 no row or column improves.  Block ICM never decreases E, so starting it from a

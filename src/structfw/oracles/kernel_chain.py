@@ -7,16 +7,16 @@ The joint kernel decomposes over the parts of a chain labelling (BCFW paper, App
 
 where kappa is a kernel on the features of one position ("linear", "rbf", "poly") and
 E(y) in R^{K x K} counts the transitions a -> b of y (the transition indicator features
-of :class:`~structfw.models.ChainModel`, kept linear).  With kappa linear this is exactly
+of `ChainModel`, kept linear).  With kappa linear this is exactly
 <phi(x, y), phi(x', y')> of ChainModel.  A weight vector w = A alpha is then implicit:
 
     unary score of label c at a position x_t = sum_p kappa(x_t, x_p) beta[p, c]
 
 over the training positions p, with the dual coefficients beta of the solver
-(:mod:`structfw.solvers.kernel_bcfw`), and explicit transition weights P (K x K).
+(`structfw.solvers.kernel_bcfw`), and explicit transition weights P (K x K).
 
 Everything here is numba-compiled (``cache=True``, ``nogil=True``) or a BLAS product.
-Layering: this module imports only :mod:`structfw.oracles.chain`.
+Layering: this module imports only `structfw.oracles.chain`.
 """
 from __future__ import annotations
 

@@ -291,7 +291,7 @@ def _csr_unary_scores(indptr, indices, data, V):
 
 @njit(cache=True, nogil=True)
 def chain_expectation_csr(indptr, indices, data, y_true, V, P, c, has_loss):
-    """As :func:`chain_expectation_dense` for CSR features, returning E_phi sparse.
+    """As `chain_expectation_dense` for CSR features, returning E_phi sparse.
 
     E_phi is non-zero only at s*F + f for the features f present in x (all states s) and
     at the S*S transitions, so it is returned as sorted ``(idx, val)`` (exact zeros

@@ -72,7 +72,7 @@ def matching_scores_dense(x, w, y_true, augment, fn_cost, norm):
 
 @njit(cache=True, nogil=True)
 def matching_scores_csr(indptr, indices, data, ms, mt, w, y_true, augment, fn_cost, norm):
-    """As :func:`matching_scores_dense` for CSR edge features (row j*m_t + k)."""
+    """As `matching_scores_dense` for CSR edge features (row j*m_t + k)."""
     Sc = np.empty((ms, mt))
     for j in range(ms):
         for k in range(mt):
@@ -115,7 +115,7 @@ def max_weight_partial_matching(scores):
 
 
 def matching_value(scores, y):
-    """sum_{j : y[j] >= 0} scores[j, y[j]] (the objective :func:`max_weight_partial_matching` maximises)."""
+    """sum_{j : y[j] >= 0} scores[j, y[j]] (the objective `max_weight_partial_matching` maximises)."""
     y = np.asarray(y)
     on = y >= 0
     return float(np.asarray(scores)[np.flatnonzero(on), y[on]].sum())
@@ -186,7 +186,7 @@ def matching_phi_diff_dense(x, ya, yb):
 
 @njit(cache=True, nogil=True)
 def matching_phi_diff_csr(indptr, indices, data, mt, ya, yb):
-    """As :func:`matching_phi_diff_dense` for CSR edge features (row j*m_t + k); never
+    """As `matching_phi_diff_dense` for CSR edge features (row j*m_t + k); never
     builds a length-F buffer (the pairs are sorted and summed instead)."""
     ms = ya.shape[0]
     cnt = 0

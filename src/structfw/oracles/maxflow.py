@@ -1,6 +1,6 @@
 """Exact minimisation of binary submodular pairwise energies by s-t minimum cut.
 
-The graph-cut models (:mod:`structfw.models.graphcut`, :mod:`structfw.models.potts`)
+The graph-cut models (`structfw.models.graphcut`, `structfw.models.potts`)
 minimise energies of binary labellings y in {0, 1}^V of the form
 
     E(y) = sum_v  c_v(y_v)  +  sum_{e=(u,v)}  ( a_e [y_u = 0, y_v = 1] + b_e [y_u = 1, y_v = 0] )
@@ -15,10 +15,10 @@ arc u -> v of capacity a_e is cut exactly when y_u = 0 and y_v = 1 (Boykov & Kol
 vision", PAMI 2004 -- the [5] of the MP-BCFW paper's appendix A and the HorseSeg oracle
 of the "Minding the gaps" paper).
 
-Backends (``backend=`` of :func:`min_cut` / :func:`min_cut_directed`)
+Backends (``backend=`` of `min_cut` / `min_cut_directed`)
 --------------------------------------------------------------------
 ``"numba"`` (default, and what ``"auto"`` picks)
-    :func:`bk_maxflow`, the Boykov-Kolmogorov augmenting-path algorithm (two search
+    `bk_maxflow`, the Boykov-Kolmogorov augmenting-path algorithm (two search
     trees grown from the terminals, augmentation, adoption of orphans, with the
     paper's distance/timestamp heuristic for choosing new parents), written here from
     the paper's description.  Float64 capacities, so the cut is an exact minimiser up
@@ -32,7 +32,7 @@ Backends (``backend=`` of :func:`min_cut` / :func:`min_cut_directed`)
     capacities are scaled so that their total is 2^52 and rounded, so the cut is a
     minimiser of the rounded energy, within (#arcs / 2) / scale of the exact minimum.
 ``"scipy"``
-    :func:`scipy.sparse.csgraph.maximum_flow` (BSD, already a dependency), int32
+    `scipy.sparse.csgraph.maximum_flow` (BSD, already a dependency), int32
     capacities: scaled so that the total capacity stays below 2^31, hence a coarser
     rounding (about 1e-9 relative to the total); the cut is read from the residual graph.
 
@@ -48,8 +48,8 @@ ms per min cut including the Python wrapper; two runs, the second on a busier ma
 
 Every backend reached the same energy on every instance (relative difference 0).  The
 grids are 4-connected with the unaries of a noisy disc image and contrast-sensitive
-Potts weights (:func:`_grid_instance`); the SLIC graphs are region adjacency graphs of
-:func:`structfw.datasets.make_stanford_like` images.  GIL, measured as the time of
+Potts weights (`_grid_instance`); the SLIC graphs are region adjacency graphs of
+`structfw.datasets.make_stanford_like` images.  GIL, measured as the time of
 2 threads x 5 calls over 10 serial calls on the 150x150 grid (0.5 = parallel,
 1.0 = serialised): first run numba 0.59, PyMaxflow 0.41 (both release it), OR-tools 0.88,
 scipy 0.86 (both hold it); on the busier machine all four measured 1.0-1.1 (no idle
@@ -395,7 +395,7 @@ def _terminal_caps(cost0, cost1):
 
 @njit(cache=True, nogil=True)
 def min_cut_numba(cost0, cost1, tails, heads, cap_fwd, cap_bwd):
-    """argmin_y E(y) of the module docstring by :func:`bk_maxflow`; returns (y, E(y))."""
+    """argmin_y E(y) of the module docstring by `bk_maxflow`; returns (y, E(y))."""
     t, _ = _terminal_caps(cost0, cost1)
     _, y = bk_maxflow(cost0.shape[0], tails, heads, cap_fwd, cap_bwd, t)
     return y, binary_energy(cost0, cost1, tails, heads, cap_fwd, cap_bwd, y)
@@ -539,7 +539,7 @@ def min_cut_directed(cost0, cost1, edges, cap_fwd, cap_bwd, backend="auto"):
 def min_cut(unary_cost0, unary_cost1, edges, edge_weights, backend="auto"):
     """Exact argmin over y in {0,1}^V of sum_v c_v(y_v) + sum_e w_e [y_u != y_v], w_e >= 0.
 
-    The Potts special case of :func:`min_cut_directed` (a_e = b_e = w_e); the function
+    The Potts special case of `min_cut_directed` (a_e = b_e = w_e); the function
     the binary graph-cut model calls.  Returns (labels (V,) int64, energy)."""
     w = np.ascontiguousarray(edge_weights, np.float64)
     return min_cut_directed(unary_cost0, unary_cost1, edges, w, w, backend=backend)

@@ -86,13 +86,13 @@ def multiclass_scores_sparse(idx, val, w, K, F):
 
 @njit(cache=True, nogil=True)
 def multiclass_oracle_sparse(idx, val, w, y_true, K, F, augment):
-    """:func:`multiclass_oracle` for x given by its nonzeros (sorted ``idx``, ``val``)."""
+    """`multiclass_oracle` for x given by its nonzeros (sorted ``idx``, ``val``)."""
     return augmented_argmax(multiclass_scores_sparse(idx, val, w, K, F), y_true, augment)
 
 
 @njit(cache=True, nogil=True)
 def multiclass_phi_diff_sparse(idx, val, ya, yb, F):
-    """:func:`multiclass_phi_diff` for x given by its nonzeros (sorted ``idx``, ``val``)."""
+    """`multiclass_phi_diff` for x given by its nonzeros (sorted ``idx``, ``val``)."""
     nz = idx.shape[0]
     if ya == yb:
         return np.empty(0, np.int64), np.empty(0)

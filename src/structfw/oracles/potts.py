@@ -15,7 +15,7 @@ and Stanford set-ups, App. A).  With w = (w_u, w_p) the score is
 
 so pairwise weights w_p >= 0 make every c_e >= 0: maximising S is minimising a Potts
 energy with non-negative weights, submodular for K = 2 (exact min cut,
-:mod:`structfw.oracles.maxflow`) and a metric for K > 2 (alpha-expansion, Boykov,
+`structfw.oracles.maxflow`) and a metric for K > 2 (alpha-expansion, Boykov,
 Veksler & Zabih, PAMI 2001: each move is an exact binary min cut).  Loss augmentation
 adds (1/V) [k != y_true_v] to U (normalised Hamming loss, eq. (10) of App. A).
 """
@@ -224,7 +224,7 @@ def graph_phi_diff_dense(x, ef, tails, heads, ya, yb, K, F):
 
 @njit(cache=True, nogil=True)
 def graph_phi_diff_csr(indptr, indices, data, ef, tails, heads, ya, yb, K, F):
-    """As :func:`graph_phi_diff_dense` for CSR node features (never densified)."""
+    """As `graph_phi_diff_dense` for CSR node features (never densified)."""
     V = indptr.shape[0] - 1
     acc = np.zeros(K * F)
     touched = np.zeros(K, np.bool_)

@@ -1,13 +1,13 @@
 """The compiled passes of the block-coordinate engine (dense w_i, a model with a compiled oracle).
 
-When the model offers a compiled corner kernel (:mod:`structfw.oracles.compiled`)
+When the model offers a compiled corner kernel (`structfw.oracles.compiled`)
 a chunk of block iterations -- sampling, oracle, psi, line search, block update,
 gap estimate, averaging -- runs in one numba call: Alg. 1 lines 3-11 of Osokin
 et al. (2016) with no Python in the loop.  The arithmetic is that of the Python
-path (:func:`structfw.solvers._kernels.dense_block_step`), so the iterates agree.
-:func:`general_chunk` does the same for every other combination of the engine's
+path (`structfw.solvers._kernels.dense_block_step`), so the iterates agree.
+`general_chunk` does the same for every other combination of the engine's
 parts (cache, pairwise and away steps) on the flat corner sets of
-:mod:`structfw.solvers.corners`: Python is entered once per chunk, never per corner.
+`structfw.solvers.corners`: Python is entered once per chunk, never per corner.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ _EMPTY_V = np.empty(0, np.float64)
 
 def hinge_pass(compiled, n, w):
     """H_i(y_i*; w) = L_i(y_i*) - <psi_i(y_i*), w> of every block, in one numba call: the
-    measuring mode of :func:`plain_fw_chunk`, called with the argument types of a pass so that
+    measuring mode of `plain_fw_chunk`, called with the argument types of a pass so that
     both share one compiled specialisation."""
     kind, data = compiled
     H = np.empty(n)
@@ -49,7 +49,7 @@ def hinge_pass(compiled, n, w):
 
 @njit(cache=True, nogil=True, inline="always")
 def _avg_rate(kind, t):
-    """rho_t of :func:`structfw.solvers.averaging.averaging_rate`."""
+    """rho_t of `structfw.solvers.averaging.averaging_rate`."""
     if kind == 1:
         return 2.0 / (t + 1.0)
     if kind == 2:
@@ -64,12 +64,12 @@ def _avg_rate(kind, t):
 def fw_block_step(w, vi, ci, idx, val, pw, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
     """FW step of block i toward w_s = psi/(lam n), w_i stored scaled (w_i = ci * vi).
 
-    The step of :func:`structfw.solvers._kernels.dense_block_step` with d = w_s - w_i,
+    The step of `structfw.solvers._kernels.dense_block_step` with d = w_s - w_i,
     to the bit: gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, 1] (Alg. 1
     lines 6-7 of Lacoste-Julien et al. 2013); the row is read, only psi's entries of it
     are written.  psi is given as unmerged entries: ||psi||^2 merges repeated indices in
     ``scratch`` (zero on entry and on exit).  ``pw`` = <psi, w>, which the caller computes
-    (:func:`structfw._linalg.sparse_dot_dense`) to check the oracle anyway.
+    (`structfw._linalg.sparse_dot_dense`) to check the oracle anyway.
     Returns (gamma, slope = lam <w, d> - d_l, c_i')."""
     vw, vv = _dot_and_sqnorm(vi, w)
     wiw = ci * vw
@@ -107,7 +107,7 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
     With ``hinges`` of length m the kernel only measures: hinges[i] = H_i(y_i*; w) =
     L_i(y_i*) - <psi_i(y_i*), w>, the hinge terms of the primal (eq. (3) of Osokin et al.
     2016) and of the block gaps (eq. (6)) -- all a gap pass needs when no corner is kept
-    (:meth:`structfw.solvers.problem.Problem.batch_hinges`); nothing else is read or changed.
+    (`structfw.solvers.problem.Problem.batch_hinges`); nothing else is read or changed.
     One kernel does both jobs because each compiled caller of the oracle re-links and
     re-optimises it: a separate hinge kernel cost ~1 s of every first run.
 
@@ -119,7 +119,7 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
                             or MAX_GAP (the largest estimate)
     estimates, tree : block-gap estimates and their Fenwick tree (updated in place)
     w, wi, wi_scale, li : w, the block parts w_i = wi_scale[i] * wi[i] ((n, d) and (n,)) and l_i
-                            (updated in place; see :func:`fw_block_step`)
+                            (updated in place; see `fw_block_step`)
     ell, lam, k : l, lambda and the block-step counter
     predefined : bool       step 2n/(k+2n) instead of line search
     avg_kind, u, avg_t, avg_c, avg_lbar : the lazy average (see averaging.py)
@@ -190,7 +190,7 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
 # ===================================================================== general
 #: block steps understood by the general kernel
 FW_STEP, PAIRWISE_STEP, AWAY_STEP = 0, 1, 2
-#: slots of the integer and float state arrays of :func:`general_chunk`
+#: slots of the integer and float state arrays of `general_chunk`
 K, AVG_T, ORACLE_CALLS, CACHE_HITS, BAD, NEED = 0, 1, 2, 3, 4, 5
 ELL, AVG_C, AVG_LBAR, FULL_GAP = 0, 1, 2, 3
 
@@ -227,7 +227,7 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
                   oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit, keep_rows):
     """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
 
-    The same iteration as the Python parts (:mod:`structfw.solvers.parts`): corner source
+    The same iteration as the Python parts (`structfw.solvers.parts`): corner source
     (the cache corner when its gap estimate reaches max(F g_i, nu/n g), else the compiled
     oracle, its corner added to the block's set; with ``approx`` the best corner of the
     set, no oracle: MP-BCFW's approximate pass, eq. (6) of Shah et al.), block step (FW,

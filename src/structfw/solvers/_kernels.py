@@ -84,7 +84,7 @@ def rescaled_block(vi, c_new):
 def add_block_entries(w, vi, u, inv_c, idx, val, cw, cv):
     """w += cw s and v_i += cv s for s given by entries (idx, val) (repeats add up); the lazy
     average buffer (if any: u non-empty) gets -inv_c times w's change.  An empty v_i is a
-    row not kept (see :func:`structfw.solvers._fastpass.general_chunk`)."""
+    row not kept (see `structfw.solvers._fastpass.general_chunk`)."""
     has_u = u.shape[0] > 0
     has_v = vi.shape[0] > 0
     for t in range(idx.shape[0]):
@@ -140,10 +140,10 @@ def dense_block_step(w, vi, ci, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed
 
 @njit(cache=True, nogil=True)
 def scored_block_step(w, vi, ci, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u, inv_c, scratch):
-    """:func:`dense_block_step` for a caller that has scored the corners, s1w = <s1, w> and
+    """`dense_block_step` for a caller that has scored the corners, s1w = <s1, w> and
     s2w = <s2, w> (the oracle check, the best-corner search and the away search do), so
     they are not gathered from w again, and that lends a zero ``scratch`` of w's length for
-    <s1, s2> (:func:`structfw._linalg.sparse_dot_sparse_scattered`); the same arithmetic
+    <s1, s2> (`structfw._linalg.sparse_dot_sparse_scattered`); the same arithmetic
     to the bit."""
     wd = 0.0
     ww = 0.0

@@ -13,7 +13,7 @@ entries, merged and sorted), beside ``loss``, ``alpha``, ``last`` (block step of
 use) and ``key`` (a 64-bit hash of the corner's content: two labellings with the same
 (psi, L) are the same corner).  Every operation -- add, find, remove, evict, drop the
 inactive, best and away corner -- is a numba kernel over the tuple of arrays
-(:attr:`CornerStore.arrays`), so compiled passes use them without Python; the class
+(`CornerStore.arrays`), so compiled passes use them without Python; the class
 only grows the arrays when a block or the pool is full.
 """
 from __future__ import annotations
@@ -95,14 +95,14 @@ def cs_room(S, i, m):
 @njit(cache=True, nogil=True)
 def cs_add(S, i, idx, val, L, a0, stamp):
     """Slot of corner (idx, val, L) in block i, added with weight a0 if absent (its last use
-    becomes ``stamp`` either way).  The caller made room (:func:`cs_room`)."""
+    becomes ``stamp`` either way).  The caller made room (`cs_room`)."""
     h = corner_key(idx, val, L)
     return cs_put(S, i, h, cs_find(S, i, h, idx, val, L), idx, val, L, a0, stamp)
 
 
 @njit(cache=True, nogil=True)
 def cs_put(S, i, h, k, idx, val, L, a0, stamp):
-    """:func:`cs_add` for a caller that has hashed the corner (``h``) and looked it up
+    """`cs_add` for a caller that has hashed the corner (``h``) and looked it up
     (``k``, -1 if absent): hashing a corner costs about as much as scoring it."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     if k >= 0:
@@ -190,7 +190,7 @@ def cs_away(S, i, w):
 
 @njit(cache=True, nogil=True)
 def cs_away_and_weighted_score(S, i, w):
-    """(:func:`cs_away`, sum_k alpha_k <psi_k, w>, the away corner's score) in one sweep over
+    """(`cs_away`, sum_k alpha_k <psi_k, w>, the away corner's score) in one sweep over
     the active set.
 
     With tracked weights w_i = sum_k alpha_k psi_k / (lam n), so the second value is

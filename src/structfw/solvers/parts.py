@@ -1,22 +1,22 @@
 """The swappable parts of the block-coordinate engine, resolved once per solve.
 
 docs/design.md ("The engine and its parts") explains how they fit together and how
-to add one.  A block iteration of :class:`~structfw.solvers.bcfw.BCFW` is
+to add one.  A block iteration of `BCFW` is
 
     corner source  ->  block step (direction + line search)  ->  sampler update
 
 with the step size rule and the averaging applied by the engine around it.
 
 - Corner sources give the Frank-Wolfe corner s_i = argmax_{y} H_i(y; w) of a
-  block: :class:`ExactOracle` calls the max oracle every time; :class:`GapCache`
+  block: `ExactOracle` calls the max oracle every time; `GapCache`
   first tries the best corner of the block's corner set and accepts it when its
   gap estimate reaches max(F g_i, nu/n g) (Osokin et al. 2016, Sec. 3.3, Alg. 5).
-- Block steps move alpha_[i] (and so w_i, l_i and w): :class:`FWStep`
-  (Alg. 1 lines 5-9), :class:`PairwiseStep` (App. D, Alg. 3: from the away corner
-  to s_i) and :class:`AwayStep` (App. D, Alg. 4: the better of FW and away).
+- Block steps move alpha_[i] (and so w_i, l_i and w): `FWStep`
+  (Alg. 1 lines 5-9), `PairwiseStep` (App. D, Alg. 3: from the away corner
+  to s_i) and `AwayStep` (App. D, Alg. 4: the better of FW and away).
   The last two need the block's active set S_i = {y : alpha_i(y) > 0}.
 
-Per-block corner sets (:class:`~structfw.solvers.corners.CornerStore`, flat arrays
+Per-block corner sets (`CornerStore`, flat arrays
 with numba kernels) are one structure for the cache, the active sets and, later,
 the multi-plane working sets.
 """
@@ -91,7 +91,7 @@ class ExactOracle:
         """Minibatch: run the oracles of these blocks at once (through the executor's workers).
 
         Hit or miss is decided here, once per drawn block, at the batch's starting w
-        (:meth:`draw`); a block drawn twice in one batch is a miss at most once: its
+        (`draw`); a block drawn twice in one batch is a miss at most once: its
         second step finds the first one's corner in the block's corner set."""
         need = sorted({i for i in blocks if self.draw(ctx, i)})
         if not need:
@@ -119,7 +119,7 @@ class ExactOracle:
         return w, ctx.problem.submit_oracle(w, i)
 
     def collect(self, ctx, i, pending):
-        """Block i's turn: wait for its oracle and leave the corner where :meth:`call_oracle`
+        """Block i's turn: wait for its oracle and leave the corner where `call_oracle`
         takes it.  oracle_time counts the wait (the time the steps were held up)."""
         if pending is None:
             return
