@@ -161,3 +161,19 @@ def _jsonable(v):
     if v is None or isinstance(v, str):
         return v
     return repr(v)
+
+
+def int_list_callback(minimum):
+    """A click callback that parses "3,16,64" into a tuple of integers >= ``minimum``."""
+    import click
+
+    def parse(ctx, param, value):
+        try:
+            vals = tuple(int(v) for v in value.split(","))
+        except ValueError:
+            raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+        if any(v < minimum for v in vals):
+            raise click.BadParameter(f"expected integers >= {minimum}, got {value!r}")
+        return vals
+
+    return parse

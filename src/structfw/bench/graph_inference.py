@@ -209,14 +209,9 @@ def plot_graph_inference(doc, path):
 def _click_command():
     import click
 
-    def int_list(ctx, param, value):
-        try:
-            vals = tuple(int(v) for v in value.split(","))
-        except ValueError:
-            raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
-        if any(v < 2 for v in vals):
-            raise click.BadParameter(f"expected integers >= 2, got {value!r}")
-        return vals
+    from ._common import int_list_callback
+
+    int_list = int_list_callback(2)
 
     @click.command("graph-inference")
     @click.option("--sizes", default="100,1000,10000", show_default=True, callback=int_list,

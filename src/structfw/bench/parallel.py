@@ -282,14 +282,9 @@ def plot_parallel(doc, path):
 def _click_command():
     import click
 
-    def int_list(ctx, param, value):
-        try:
-            vals = tuple(int(v) for v in value.split(","))
-        except ValueError:
-            raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
-        if any(v < 1 for v in vals):
-            raise click.BadParameter(f"expected integers >= 1, got {value!r}")
-        return vals
+    from ._common import int_list_callback
+
+    int_list = int_list_callback(1)
 
     @click.command("parallel")
     @click.option("--executor", "kinds", multiple=True, type=click.Choice(EXECUTOR_KINDS), default=EXECUTOR_KINDS,

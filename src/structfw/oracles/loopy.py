@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .graph import energy
 from .maxflow import bk_maxflow
 
 __all__ = ["trws", "lp_relaxation", "qpbo", "qpbo_partial", "graph_energy", "icm"]
@@ -46,6 +47,7 @@ __all__ = ["trws", "lp_relaxation", "qpbo", "qpbo_partial", "graph_energy", "icm
 
 # ====================================================================== helpers
 def _as_problem(unary, edges, pairwise):
+    # permissive on purpose (an empty graph is a valid problem here); GraphModel validates its graphs
     unary = np.ascontiguousarray(unary, np.float64)
     if unary.ndim != 2:
         raise ValueError(f"unary must be (V, K), got shape {unary.shape}")
@@ -55,15 +57,8 @@ def _as_problem(unary, edges, pairwise):
     return unary, edges, pairwise
 
 
-@njit(cache=True, nogil=True)
-def graph_energy(unary, edges, pairwise, y):
-    """E(y) = sum_v unary[v, y_v] + sum_e pairwise[e, y_u, y_v]."""
-    s = 0.0
-    for v in range(unary.shape[0]):
-        s += unary[v, y[v]]
-    for e in range(edges.shape[0]):
-        s += pairwise[e, y[edges[e, 0]], y[edges[e, 1]]]
-    return s
+#: E(y), the energy every back-end returns the value of (one kernel for the tree and loopy back-ends)
+graph_energy = energy
 
 
 @njit(cache=True, nogil=True)
