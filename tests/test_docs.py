@@ -83,3 +83,37 @@ def test_command_help_is_plain_text():
         out = runner.invoke(main, path + ["--help"]).output
         assert "Usage:" in out, path
         assert "``" not in out and not role.search(out), (path, out)
+
+
+def test_every_parameter_of_the_public_estimators_models_and_solvers_is_described():
+    """Each constructor parameter has an entry with a description in its class's numpy-style
+    Parameters section (the API pages render them; an empty entry reads as an omission)."""
+    import inspect
+
+    import structfw as sf
+    from structfw import models, solvers, svm
+
+    internal = {"BCFWState", "KernelExpansion", "Monitor", "SolveResult", "Problem", "StopRule"}
+    classes = [sf.StructuredSVM, svm.FrankWolfeSVC]
+    for mod in (models, solvers):
+        classes += [getattr(mod, n) for n in mod.__all__
+                    if inspect.isclass(getattr(mod, n)) and n not in internal]
+    missing = {}
+    for cls in classes:
+        doc = inspect.getdoc(cls) or ""
+        section = re.search(r"Parameters\n-+\n(.*?)(?:\n\w[\w ]*\n-+\n|\Z)", doc, re.S)
+        lines = section.group(1).split("\n") if section else []
+        described = set()
+        for k, line in enumerate(lines):
+            entry = re.match(r"^(\w+(?:, \w+)*)\s*(?::.*)?$", line)
+            if entry and k + 1 < len(lines) and lines[k + 1].startswith("    ") and lines[k + 1].strip():
+                described.update(entry.group(1).split(", "))
+        try:
+            params = inspect.signature(cls.__init__).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        names = [p.name for p in params if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        undocumented = [name for name in names if name not in described]
+        if undocumented:
+            missing[cls.__name__] = undocumented
+    assert not missing, missing

@@ -105,6 +105,26 @@ def _graph_cut_potts():
          [rng.integers(0, 3, 5) for _ in X])
 
 
+def _graph_crf():
+    import numpy as np
+
+    from .. import models, solvers
+
+    rng = _rng()
+    # trees (max-product, sum-product for online EG), then cycles: TRW-S with its certified gap,
+    # QPBO (binary) and the dense and sparse joint-feature kernels
+    trees = [(rng.normal(size=(5, 3)), np.array([[0, 1], [1, 2], [1, 3], [3, 4]], np.int64)) for _ in range(4)]
+    cycles = [_graph(rng, 5, 3, 1)[:2] for _ in range(4)]
+    labels = [rng.integers(0, 3, 5) for _ in range(4)]
+    _fit(models.GraphModel(3, 3), solvers.BCFW(), trees, labels)
+    _fit(models.GraphModel(3, 3), solvers.OnlineEG(), trees, labels)
+    _fit(models.GraphModel(3, 3), solvers.BCFW(), cycles, labels)
+    import scipy.sparse as sp
+
+    _fit(models.GraphModel(2, 3, nonnegative_pairwise=True, pairwise="potts"), solvers.BCFW(),
+         [(sp.csr_matrix(x), e) for x, e in cycles], [y % 2 for y in labels])
+
+
 def _matching():
     from .. import datasets, models, solvers
     from ..datasets.alignment import N_FEATURES
@@ -147,6 +167,7 @@ FAMILIES = {
     "kernel BCFW": ("chains and multiclass", _kernel_bcfw),
     "graph cut + Potts oracles": ("min cut, alpha expansion", _graph_cut_potts),
     "grid oracle": ("loopy belief propagation", _grid),
+    "graph CRFs": ("tree max-product and marginals, TRW-S, QPBO", _graph_crf),
     "matching oracle": ("bipartite matching", _matching),
     "chain marginals": ("online-EG's expectation oracle", _online_eg),
 }

@@ -57,6 +57,7 @@ class GridModel(StructuredModel):
     Parameters
     ----------
     n_states : int >= 2
+        Labels per cell.
     n_features : int >= 1
         Features per cell.
     directional : bool, default True

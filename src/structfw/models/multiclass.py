@@ -39,7 +39,9 @@ class MulticlassModel(StructuredModel):
     Parameters
     ----------
     n_classes : int >= 2
+        K, the number of classes (labels 0..K-1).
     n_features : int >= 1
+        F, the length of an input vector; w has K * F entries.
 
     Notes
     -----

@@ -58,6 +58,8 @@ class FW(Solver):
     Parameters
     ----------
     step_size : {"linesearch", "predefined"}
+        The exact line search on the dual (BCFW paper, Algorithm 1 with line search) or
+        the predefined step 2/(k+2).
     """
 
     name = "fw"

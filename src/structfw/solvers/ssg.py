@@ -53,6 +53,8 @@ class SSG(Solver):
         "weighted": 2/(k+2) weights ("SSG-wavg", eq. (14));
         "suffix": doubling trick ("SSG-tavg", eq. (15)).
     sampling : {"uniform", "perm"}
+        Which example each step uses: drawn uniformly at random, or a fresh random
+        permutation per pass.
     """
 
     name = "ssg"

@@ -60,12 +60,17 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     kernel : {"rbf", "linear", "poly", "precomputed"}, default "rbf"
+        The kernel k(x, x'); "precomputed" takes X as the Gram matrix (checked positive
+        semi-definite at fit).
     C : float > 0, default 1.0
         Weight of the squared slacks.
     gamma : "scale", "auto" or float > 0, default "scale"
         As in scikit-learn: "scale" is ``1 / (n_features * X.var())``, "auto" is
         ``1 / n_features``.
-    degree : int >= 0, default 3 (poly kernel).   coef0 : float, default 0.0 (poly kernel).
+    degree : int >= 0, default 3
+        The polynomial kernel's degree, (gamma <x, x'> + coef0)^degree.
+    coef0 : float, default 0.0
+        The polynomial kernel's constant term.
     method : {"fw", "mfw", "swap", "partan"}, default "partan"
         ``fw``: Algorithm 1 with exact line search; ``mfw``: modified FW with away steps;
         ``swap``: pairwise step ``e_i - e_v`` chosen greedily against the FW step;
@@ -80,8 +85,11 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         more times (paper: twice) and the run stops only if no sample shows a gap
         above tol; with ``sample_check="full"`` the exact gap must confirm it too.
     sample_check : {"resample", "full"}, default "resample"
+        What confirms a sampled stop: ``n_resample`` more samples, or also the exact gap.
     n_resample : int >= 0, default 2
+        Extra samples drawn before a sampled run stops.
     max_iter : int >= 1, default 200000
+        Iterations at most.
     cache_size : float > 0, default 200
         Memory (MB) for the LRU cache of kernel columns (at least two columns).
     trace_every : int >= 1, default 10
