@@ -316,6 +316,7 @@ class BCFW(Solver):
         d) or one sparse vector per block (CoNLL-size sparse problems).
         "auto" picks dense when n*d*8 bytes <= ``max_dense_bytes``.
     max_dense_bytes : int
+        The largest dense block storage "auto" picks, in bytes (default 2 GiB).
     check_oracle : bool
         Validate every labelling returned by the oracle in the first pass of a
         fresh state and in gap passes (ValueError naming the oracle's labelling otherwise).
@@ -913,6 +914,13 @@ class MPBCFW(BCFW):
     interpolation with the best dual value (Sec. 3.5: "MP-BCFW-avg").  ``max_passes``
     counts outer iterations (= exact passes); the trace adds ``planes_per_block``,
     ``approx_passes`` and ``outer_iterations`` (the paper's Figure 6).
+
+    Parameters
+    ----------
+    step_size, sampling, step, cache, cache_F, cache_nu, cache_size, averaging, gap_refresh, block_storage, \
+max_dense_bytes, check_oracle, multi_plane, max_planes, max_approx_passes, plane_timeout, approx_rule, \
+oracle_work, minibatch, asynchronous
+        As for `BCFW`; only the defaults differ: ``multi_plane=True``.
     """
 
     name = "mpbcfw"
