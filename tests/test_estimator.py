@@ -182,6 +182,10 @@ def test_bad_solver_and_params(ocr_small):
         sf.StructuredSVM(chain(), max_passes=0).fit(X, Y)
     with pytest.raises(ValueError, match="check_every"):
         sf.StructuredSVM(chain(), check_every=0).fit(X, Y)
+    # regression: the time_budget check sat after a return (unreachable), so 0, -1 and nan were accepted
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="time_budget"):
+            sf.StructuredSVM(chain(), time_budget=bad).fit(X, Y)
     with pytest.raises(ValueError, match="sampling"):
         BCFW(sampling="importance")
     with pytest.raises(ValueError, match="step"):

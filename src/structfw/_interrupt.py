@@ -71,7 +71,8 @@ class InterruptFlag:
 # each thread's outermost context: its flag and the nesting depth; the signal handler runs in the
 # main thread, so it reads the main thread's entry and cannot reach a fit of another thread
 _local = threading.local()
-_previous: Callable[[int, FrameType | None], Any] | int | None = None  # the SIGINT handler the main thread's outermost context replaced
+# the SIGINT handler the main thread's outermost context replaced
+_previous: Callable[[int, FrameType | None], Any] | int | None = None
 _installed = False
 
 

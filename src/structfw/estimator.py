@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from sklearn.base import BaseEstimator
 
@@ -16,6 +21,13 @@ from . import _labels
 from . import io as sfio
 from .solvers.problem import check_lam
 from .trace import Trace
+
+if TYPE_CHECKING:
+    from sklearn.utils import Tags
+
+    from .models.chain import ChainModel
+    from .models.multiclass import MulticlassModel
+    from .solvers.kernel_bcfw import KernelExpansion
 
 
 class StructuredSVM(BaseEstimator):
@@ -111,9 +123,24 @@ class StructuredSVM(BaseEstimator):
         Passes done.
     """
 
-    def __init__(self, model, solver="bcfw", lam=0.01, max_passes=50, tol=1e-3, check_every="auto",
-                 time_budget=None, random_state=None, warm_start=False, verbose=0, n_jobs=None, executor="process",
-                 oracle_timeout=None):
+    # the fitted attributes (set by fit and load, all together; declared for the type checker only)
+    coef_: npt.NDArray[np.float64] | None
+    kernel_expansion_: KernelExpansion | None
+    classes_: np.ndarray | None
+    trace_: Trace
+    gap_: float
+    primal_: float
+    dual_: float
+    certified_gap_: float | None
+    stopped_: str
+    state_: Any  # the solver's own state class, or None after loading a file saved without it
+    n_iter_: float
+    n_features_in_: int
+
+    def __init__(self, model: StructuredModel, solver: str | Solver = "bcfw", lam: float = 0.01, max_passes: float = 50,
+                 tol: float | None = 1e-3, check_every: int | str = "auto", time_budget: float | None = None,
+                 random_state: int | np.random.Generator | None = None, warm_start: bool = False, verbose: int = 0,
+                 n_jobs: int | None = None, executor: str = "process", oracle_timeout: float | None = None) -> None:
         self.model = model
         self.solver = solver
         self.lam = lam
@@ -129,7 +156,7 @@ class StructuredSVM(BaseEstimator):
         self.oracle_timeout = oracle_timeout
 
     # ------------------------------------------------------------ scikit-learn
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
         # inputs are lists of structured objects (sequences, graphs), not a 2-D array
         tags.input_tags.two_d_array = False
@@ -137,7 +164,7 @@ class StructuredSVM(BaseEstimator):
         tags.non_deterministic = False
         return tags
 
-    def set_params(self, **params):
+    def set_params(self, **params: Any) -> Self:
         """As scikit-learn's; ``solver__option`` on a solver given by name first makes the solver
         object of that name (``"bcfw"`` -> ``BCFW()``), so its options can be set and searched."""
         if (isinstance(self.solver, str) and "solver" not in params
@@ -145,15 +172,16 @@ class StructuredSVM(BaseEstimator):
             self.solver = make_solver(self.solver)
         return super().set_params(**params)
 
-    def __sklearn_is_fitted__(self):
+    def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "coef_")
 
     # ---------------------------------------------------------------- fit
-    def _check_model(self):
+    def _check_model(self) -> None:
         if not isinstance(self.model, StructuredModel):
             raise ValueError(f"model must be a structfw StructuredModel; got {type(self.model).__name__}")
 
-    def fit(self, X, Y, X_test=None, Y_test=None):
+    def fit(self, X: Sequence[Any], Y: Sequence[Any], X_test: Sequence[Any] | None = None,
+            Y_test: Sequence[Any] | None = None) -> Self:
         """Train on (X, Y); with (X_test, Y_test) the trace also records ``test_loss``.
 
         X is a list of examples and Y a list of their labellings.  For the models with
@@ -187,11 +215,13 @@ class StructuredSVM(BaseEstimator):
             stop = StopRule(max_passes=self.max_passes, tol=self.tol, check_every=self.check_every,
                             time_budget=self.time_budget)
             classes, Y = _labels.fit_classes(self.model, Y)
-            X, Y = self.model.check_data(X, Y)
+            X, Y = cast("tuple[list[Any], list[Any]]", self.model.check_data(X, Y))  # a Y given is returned as a list
             if (X_test is None) != (Y_test is None):
                 raise ValueError("X_test and Y_test must be given together")
             if X_test is not None:
-                X_test, Y_test = self.model.check_data(X_test, _labels.encode(self.model, classes, Y_test,
+                # Y_test is given with X_test (checked above)
+                X_test, Y_test = self.model.check_data(X_test, _labels.encode(self.model, classes,
+                                                                              cast("Sequence[Any]", Y_test),
                                                                               "Y_test"))
             executor = get_executor(self.n_jobs, self.executor, self.oracle_timeout)
             problem = Problem(self.model, X, Y, lam, executor=executor, validated=True)
@@ -230,11 +260,11 @@ class StructuredSVM(BaseEstimator):
         return self
 
     # ------------------------------------------------------------ predict
-    def _check_fitted(self):
+    def _check_fitted(self) -> None:
         if not hasattr(self, "coef_"):
             raise ValueError("this StructuredSVM is not fitted yet; call fit(X, Y) first")
 
-    def predict(self, X):
+    def predict(self, X: Sequence[Any]) -> Sequence[Any]:
         """argmax_y <w, phi(x, y)> for every input (through the kernel expansion after a kernelized fit).
 
         Parameters
@@ -253,17 +283,18 @@ class StructuredSVM(BaseEstimator):
         X, _ = self.model.check_data(X)
         return _labels.decode(self.model, getattr(self, "classes_", None), self._predict_states(X))
 
-    def _predict_states(self, X):
+    def _predict_states(self, X: Sequence[Any]) -> list[Any]:
         """The predictions of a validated X in the model's states 0..n_states-1."""
         if getattr(self, "kernel_expansion_", None) is not None:
-            return self.kernel_expansion_.decode_all(X)
+            return cast("KernelExpansion", self.kernel_expansion_).decode_all(X)
         executor = get_executor(self.n_jobs, self.executor, self.oracle_timeout)
         try:
-            return executor.decode(executor.bind(self.model, X), self.coef_)
+            # a linear fit (a kernelized one without w has its expansion)
+            return executor.decode(executor.bind(self.model, X), cast("npt.NDArray[np.float64]", self.coef_))
         finally:
             executor.close()
 
-    def score(self, X, Y):
+    def score(self, X: Sequence[Any], Y: Sequence[Any]) -> float:
         """Mean per-example accuracy, 1 - (1/n) sum_i Delta(Y_i, predict(X)_i).
 
         For the models with class labels the task loss Delta is the normalised Hamming loss
@@ -280,11 +311,12 @@ class StructuredSVM(BaseEstimator):
         (the metrics of `structfw.metrics` count it as an error instead).
         """
         self._check_fitted()
-        X, Y = self.model.check_data(X, _labels.encode(self.model, getattr(self, "classes_", None), Y))
+        X, Y = cast("tuple[list[Any], list[Any]]",  # a Y given is returned as a list
+                    self.model.check_data(X, _labels.encode(self.model, getattr(self, "classes_", None), Y)))
         return 1.0 - self.model.mean_loss(Y, self._predict_states(X))
 
     # --------------------------------------------------------- save/load
-    def save(self, path, state=False):
+    def save(self, path: str | os.PathLike[str], state: bool = False) -> Path:
         """Write the fitted model to a model file (`structfw.io`; no pickle).
 
         ``.npz`` is appended to ``path`` when missing; returns the path written.
@@ -320,17 +352,17 @@ class StructuredSVM(BaseEstimator):
         if self.coef_ is not None:
             arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
         else:  # a non-linear kernel: w is implicit, the file holds its expansion
-            header["expansion"], arrays = _expansion_section(self.kernel_expansion_)
-        state = _state_section(self) if state else None
-        if state is not None:
-            state_header, state_arrays = sfio.pack_state(*state)
+            header["expansion"], arrays = _expansion_section(cast("KernelExpansion", self.kernel_expansion_))
+        section = _state_section(self) if state else None
+        if section is not None:
+            state_header, state_arrays = sfio.pack_state(*section)
             header.update(state_header)
             arrays.update(state_arrays)
         return sfio.write_model_file(path, _KIND, header, arrays,
                                      texts={"trace": self.trace_.to_json()})
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str | os.PathLike[str]) -> Self:
         """Read a model written by `save`, validating every field against the
         model it builds (registered model class, its configuration through its
         constructor, ``coef`` of length ``size_joint_feature`` and finite, the
@@ -375,7 +407,7 @@ class StructuredSVM(BaseEstimator):
         return est
 
 
-def load(path):
+def load(path: str | os.PathLike[str]) -> StructuredSVM:
     """Load a StructuredSVM saved with ``StructuredSVM.save`` (see `StructuredSVM.load`)."""
     return StructuredSVM.load(path)
 
@@ -389,7 +421,7 @@ _SAVED_PARAMS = ("solver", "lam", "max_passes", "tol", "check_every", "time_budg
 _MAX_D = 10 ** 9
 
 
-def _saved_params(est):
+def _saved_params(est: StructuredSVM) -> dict[str, Any]:
     params = {k: _jsonable(getattr(est, k)) for k in _SAVED_PARAMS}
     params["solver"] = _solver_spec(est.solver)
     if not isinstance(est.random_state, (int, np.integer, type(None))):
@@ -397,7 +429,7 @@ def _saved_params(est):
     return params
 
 
-def _state_section(est):
+def _state_section(est: StructuredSVM) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
     """The solver-state section of a model file: ``(tree, arrays)`` (`structfw.solvers.state_file`)."""
     from .solvers.state_file import encode_state
 
@@ -408,7 +440,7 @@ def _state_section(est):
                          f"written to a model file ({exc}); save(path) without state=True writes the model") from None
 
 
-def _restore_state(est, meta, arrays):
+def _restore_state(est: StructuredSVM, meta: Mapping[str, Any], arrays: Mapping[str, Any]) -> dict[str, Any]:
     """``state_`` rebuilt from a file's solver-state section (digest and structure checked); whether it
     belongs to the data of a later fit is checked there (size and fingerprint of X and Y)."""
     from .solvers.state_file import decode_state
@@ -424,7 +456,7 @@ _SUPPORT_ARRAYS = {"dense": ("expansion/support",),
 _ALL_SUPPORT_ARRAYS = _SUPPORT_ARRAYS["dense"] + _SUPPORT_ARRAYS["csr"]
 
 
-def _expansion_section(exp):
+def _expansion_section(exp: KernelExpansion) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
     """(header field, arrays) of a kernelized fit's predictor: kappa's parameters, the support
     positions, their dual coefficients and the explicit transition weights (BCFW paper App. B)."""
     import scipy.sparse as sp
@@ -441,7 +473,7 @@ def _expansion_section(exp):
     return meta, arrays
 
 
-def _expansion_from_file(header, arrays, model):
+def _expansion_from_file(header: sfio.FieldMap, arrays: sfio.FieldMap, model: StructuredModel) -> KernelExpansion:
     """The KernelExpansion of a model file, every field checked against ``model``: its kind
     (chain or multiclass), K labels and F features per position, finite values, a valid CSR."""
     import scipy.sparse as sp
@@ -462,7 +494,8 @@ def _expansion_from_file(header, arrays, model):
     degree = sfio.header_int(meta, "degree", lo=1, hi=1000)
     coef0 = sfio.header_float(meta, "coef0")
     fmt = sfio.header_str_choice(meta, "support_format", tuple(_SUPPORT_ARRAYS))
-    K, F = int(model.n_states), int(model.n_features)
+    labelled = cast("ChainModel | MulticlassModel", model)  # the only kinds (checked above)
+    K, F = int(labelled.n_states), int(labelled.n_features)
     coef = sfio.array_field(arrays, "expansion/coef", shape=(None, K))
     m = coef.shape[0]
     transitions = sfio.array_field(arrays, "expansion/transitions", shape=(K, K))
@@ -486,11 +519,11 @@ def _expansion_from_file(header, arrays, model):
     return KernelExpansion(support, coef, transitions, (kernel, gamma, degree, coef0), kind)
 
 
-def _json_scalar(v):
+def _json_scalar(v: object) -> bool:
     return v is None or isinstance(v, (bool, int, float, str))
 
 
-def _model_from_header(header):
+def _model_from_header(header: sfio.FieldMap) -> StructuredModel:
     name = sfio.header_str_choice(header, "model", sorted(MODEL_REGISTRY))
     config = sfio.header_dict(header, "model_config")
     for k, v in config.items():
@@ -507,7 +540,7 @@ def _model_from_header(header):
     return model
 
 
-def _params_from_header(header):
+def _params_from_header(header: sfio.FieldMap) -> dict[str, Any]:
     p = sfio.header_dict(header, "params")
     sfio.check_fields(p, list(_SAVED_PARAMS))
     src = p.source
@@ -534,13 +567,13 @@ def _params_from_header(header):
     return out
 
 
-def _solver_spec(solver):
+def _solver_spec(solver: str | Solver) -> dict[str, Any]:
     if isinstance(solver, Solver):
         return {"name": solver.name, "params": _jsonable(solver.get_params())}
     return {"name": str(solver), "params": {}}
 
 
-def _solver_from_spec(spec):
+def _solver_from_spec(spec: sfio.FieldMap) -> str | Solver:
     sfio.check_fields(spec, ["name", "params"])
     name = sfio.header_str_choice(spec, "name", sorted(SOLVER_NAMES))
     params = sfio.header_dict(spec, "params")
@@ -554,7 +587,7 @@ def _solver_from_spec(spec):
     return solver
 
 
-def _jsonable(v):
+def _jsonable(v: object) -> Any:
     if isinstance(v, dict):
         return {k: _jsonable(x) for k, x in v.items()}
     if isinstance(v, (np.integer,)):
@@ -566,11 +599,11 @@ def _jsonable(v):
     return repr(v)
 
 
-def _f(x):
+def _f(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def _nan(x):
+def _nan(x: float | None) -> float:
     return math.nan if x is None else float(x)
 
 
@@ -579,7 +612,7 @@ def _nan(x):
 _RUNNING_COLUMNS = ("passes", "engine_passes", "oracle_calls", "monitor_calls", "cache_hits", "time_s")
 
 
-def _continue_trace(trace, previous):
+def _continue_trace(trace: Trace, previous: Trace | None) -> None:
     """Offset ``trace``'s running counts by ``previous``'s last entry, in place, so a resumed
     fit's passes, oracle calls and time continue those of the fit it resumes."""
     if previous is None or not len(previous):
@@ -594,7 +627,7 @@ def _continue_trace(trace, previous):
         trace.meta["resumed_from"] = offsets
 
 
-def _warn_no_state_to_continue():
+def _warn_no_state_to_continue() -> None:
     import warnings
 
     warnings.warn("warm_start=True, but this estimator has no solver state to continue (it was loaded from a "

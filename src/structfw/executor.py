@@ -27,15 +27,31 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, SupportsInt, TypeAlias, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from .models.base import StructuredModel
+
+_T = TypeVar("_T")
+#: a bound data set: (model, X, Y); Y is None for a set bound only to be decoded
+_Data: TypeAlias = "tuple[StructuredModel, Sequence[Any], Sequence[Any] | None]"
 
 #: a worker process's bound data sets, filled by its initializer
-_WORKER_DATA: dict = {}
+_WORKER_DATA: dict[int, _Data] = {}
 _KEYS = itertools.count()
+
+
+class PendingCall(Protocol):
+    """An oracle call started by ``submit``: ``result()`` waits for its labellings (or raises its error)."""
+
+    def result(self) -> list[Any]: ...
 
 
 class ExampleError(RuntimeError):
@@ -51,12 +67,12 @@ class OracleTimeout(ExampleError, TimeoutError):
         The examples of the call that timed out (one of them hung).
     """
 
-    def __init__(self, message, indices=()):
+    def __init__(self, message: str, indices: Iterable[SupportsInt] = ()) -> None:
         super().__init__(message)
         self.indices = [int(i) for i in indices]
 
 
-def check_oracle_timeout(oracle_timeout):
+def check_oracle_timeout(oracle_timeout: object) -> float | None:
     """oracle_timeout as a float, or None, after checking it is None or a finite number > 0."""
     if oracle_timeout is None:
         return None
@@ -68,7 +84,8 @@ def check_oracle_timeout(oracle_timeout):
     return float(oracle_timeout)
 
 
-def _wait(future, oracle_timeout, indices, inflight):
+def _wait(future: Future[list[Any]], oracle_timeout: float | None, indices: Collection[Any],
+          inflight: _Inflight) -> list[Any]:
     """future.result(), raising OracleTimeout when the call overstays (oracle_timeout None: wait for ever).
 
     A call on k examples is given k * oracle_timeout seconds, counted from the later of
@@ -89,7 +106,7 @@ def _wait(future, oracle_timeout, indices, inflight):
             raise _timeout_error(oracle_timeout, limit, indices) from None
 
 
-def _timeout_error(oracle_timeout, limit, indices):
+def _timeout_error(oracle_timeout: float, limit: float, indices: Collection[SupportsInt]) -> OracleTimeout:
     blocks = [int(i) for i in indices]
     which = (f"example {blocks[0]}" if len(blocks) == 1 else
              f"one of examples {blocks[:10]}{'...' if len(blocks) > 10 else ''}")
@@ -98,13 +115,14 @@ def _timeout_error(oracle_timeout, limit, indices):
                          f"executor closes", blocks)
 
 
-def _run(data, augmented, indices, w):
+def _run(data: _Data, augmented: bool, indices: Iterable[Any], w: npt.NDArray[np.float64]) -> list[Any]:
     """Loss-augmented decoding (or plain decoding) of the examples ``indices`` of data = (model, X, Y) at w."""
     model, X, Y = data
     out = []
     for i in indices:
         try:
-            out.append(model.loss_augmented_decode(X[i], Y[i], w) if augmented else model.decode(X[i], w))
+            out.append(model.loss_augmented_decode(X[i], cast("Sequence[Any]", Y)[i], w) if augmented  # bound with Y
+                       else model.decode(X[i], w))
         except Exception as exc:  # the worker's traceback is lost across processes: say where
             what = "loss_augmented_decode" if augmented else "decode"
             raise ExampleError(f"{type(model).__name__}.{what} failed on example {int(i)}: "
@@ -112,7 +130,7 @@ def _run(data, augmented, indices, w):
     return out
 
 
-def _init_worker(bound, parent):
+def _init_worker(bound: dict[int, _Data], parent: int) -> None:
     # Ctrl-C goes to the whole foreground process group: the parent decides (it ends the fit at a
     # safe point, or on a second Ctrl-C ends us through close), a worker must not die of it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -126,7 +144,7 @@ def _init_worker(bound, parent):
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent):
+def _die_with_parent(parent: int) -> None:
     """Linux: have the kernel send SIGTERM to this worker when its parent dies (even by SIGKILL).
 
     Chosen over a watchdog thread polling os.getppid(): the kernel signal needs no thread,
@@ -148,7 +166,7 @@ def _die_with_parent(parent):
         os._exit(1)
 
 
-def _run_in_worker(key, augmented, indices, w):
+def _run_in_worker(key: int, augmented: bool, indices: Iterable[Any], w: npt.NDArray[np.float64]) -> list[Any]:
     return _run(_WORKER_DATA[key], augmented, indices, w)
 
 
@@ -162,52 +180,53 @@ class SerialExecutor:
     """
 
     n_jobs = 1
-    oracle_timeout = None
+    oracle_timeout: float | None = None
 
-    def __init__(self):
-        self._data = {}
+    def __init__(self) -> None:
+        self._data: dict[int, _Data] = {}
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
-    def bind(self, model, X, Y=None):
+    def bind(self, model: StructuredModel, X: Sequence[Any], Y: Sequence[Any] | None = None) -> int:
         """Make (model, X, Y) resident where the oracles run; returns a handle for the calls."""
         key = next(_KEYS)
         self._data[key] = (model, X, Y)
         return key
 
-    def loss_augmented_decode(self, key, w, indices=None):
+    def loss_augmented_decode(self, key: int, w: npt.NDArray[np.float64],
+                              indices: Iterable[Any] | None = None) -> list[Any]:
         """[argmax_y H_i(y; w) for i in indices] (all bound examples by default)."""
         return self._map(key, True, indices, w)
 
-    def decode(self, key, w, indices=None):
+    def decode(self, key: int, w: npt.NDArray[np.float64], indices: Iterable[Any] | None = None) -> list[Any]:
         """[argmax_y <w, phi(x_i, y)> for i in indices]."""
         return self._map(key, False, indices, w)
 
-    def submit(self, key, w, indices):
+    def submit(self, key: int, w: npt.NDArray[np.float64], indices: Collection[Any]) -> PendingCall:
         """Start the loss-augmented decoding of ``indices`` at w; a future of the labellings.
 
         w is read when the call starts, so the caller must not change it in place
         before then: pass a copy it keeps.  Serially the work is done here, at once."""
-        fut = Future()
+        fut: Future[list[Any]] = Future()
         try:
             fut.set_result(_run(self._data[key], True, indices, w))
         except Exception as exc:  # delivered by result(), like a worker's error
             fut.set_exception(exc)
         return fut
 
-    def _size(self, key):
+    def _size(self, key: int) -> int:
         return len(self._data[key][1])
 
-    def _map(self, key, augmented, indices, w):
+    def _map(self, key: int, augmented: bool, indices: Iterable[Any] | None, w: npt.NDArray[np.float64]) -> list[Any]:
         idx = range(self._size(key)) if indices is None else indices
         return _run(self._data[key], augmented, idx, w)
 
-    def close(self):
+    def close(self) -> None:
         """Drop the bound data sets and end the workers (also what leaving a ``with`` block does)."""
         self._data = {}
 
@@ -216,26 +235,26 @@ class _Inflight:
     """An executor's futures that have not finished (close() must not wait for them), with the clock
     of the oracle timeout: when each was submitted and when the last one finished."""
 
-    def __init__(self):
-        self._started = {}
+    def __init__(self) -> None:
+        self._started: dict[Future[Any], float] = {}
         self.last_done = time.monotonic()
 
-    def add(self, future):
+    def add(self, future: Future[_T]) -> Future[_T]:
         self._started[future] = time.monotonic()
         future.add_done_callback(self._done)  # runs at once if already done
         return future
 
-    def _done(self, future):
+    def _done(self, future: Future[Any]) -> None:
         self.last_done = time.monotonic()
         self._started.pop(future, None)
 
-    def deadline(self, future, limit):
+    def deadline(self, future: Future[Any], limit: float) -> float:
         return max(self._started.get(future, 0.0), self.last_done) + limit
 
-    def any(self):
+    def any(self) -> bool:
         return any(not f.done() for f in list(self._started))
 
-    def clear(self):
+    def clear(self) -> None:
         self._started.clear()
 
 
@@ -265,28 +284,28 @@ class ProcessExecutor(SerialExecutor):
     handles it) and, on Linux, die with their parent.
     """
 
-    def __init__(self, n_jobs, oracle_timeout=None):
+    def __init__(self, n_jobs: int, oracle_timeout: float | None = None) -> None:
         super().__init__()
         self.n_jobs = int(n_jobs)
         self.oracle_timeout = check_oracle_timeout(oracle_timeout)
-        self._pool = None
+        self._pool: ProcessPoolExecutor | None = None
         self._inflight = _Inflight()
 
-    def bind(self, model, X, Y=None):
+    def bind(self, model: StructuredModel, X: Sequence[Any], Y: Sequence[Any] | None = None) -> int:
         key = super().bind(model, X, Y)
         self._shutdown()  # the workers must start with the new data set
         return key
 
-    def _workers(self):
+    def _workers(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.n_jobs, initializer=_init_worker,
                                              initargs=(dict(self._data), os.getpid()))
         return self._pool
 
-    def submit(self, key, w, indices):
+    def submit(self, key: int, w: npt.NDArray[np.float64], indices: Collection[Any]) -> _ResentCall:
         return _ResentCall(self, (key, True, np.asarray(indices, np.int64), w))
 
-    def _map(self, key, augmented, indices, w):
+    def _map(self, key: int, augmented: bool, indices: Iterable[Any] | None, w: npt.NDArray[np.float64]) -> list[Any]:
         idx = np.arange(self._size(key)) if indices is None else np.asarray(indices, np.int64)
         bounds = np.linspace(0, len(idx), self.n_jobs * 4 + 1).astype(int)
         calls = [_ResentCall(self, (key, augmented, idx[a:b], w)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
@@ -295,14 +314,14 @@ class ProcessExecutor(SerialExecutor):
             out.extend(call.result())
         return out
 
-    def _restart(self, broken):
+    def _restart(self, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
         """A worker died (the pool is broken): a new pool, with the data, unless a call already made one."""
         if self._pool is broken:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         return self._workers()
 
-    def _shutdown(self, hurry=False):
+    def _shutdown(self, hurry: bool = False) -> None:
         """End the pool: idle workers finish; with ``hurry`` and calls still running, they are terminated."""
         pool, self._pool = self._pool, None
         if pool is None:
@@ -313,13 +332,13 @@ class ProcessExecutor(SerialExecutor):
             pool.shutdown()
         self._inflight.clear()
 
-    def close(self):
+    def close(self) -> None:
         """End the workers (terminating those still running a call) and drop the data sets."""
         self._shutdown(hurry=True)
         super().close()
 
 
-def _terminate_pool(pool):
+def _terminate_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a process pool whose workers may be running calls that will never return."""
     # ProcessPoolExecutor has no public way to end busy workers before Python 3.14
     # (terminate_workers); its process table is the only handle on them
@@ -346,15 +365,16 @@ MAX_RESENDS = 3
 class _ResentCall:
     """One call on a process pool; result() sends it again on a new pool if a worker died."""
 
-    def __init__(self, executor, args):
+    def __init__(self, executor: ProcessExecutor,
+                 args: tuple[int, bool, npt.NDArray[np.int64], npt.NDArray[np.float64]]) -> None:
         self.executor, self.args = executor, args
         self.pool = executor._workers()
         self.future = executor._inflight.add(self.pool.submit(_run_in_worker, *args))
 
-    def _wait(self):
+    def _wait(self) -> list[Any]:
         return _wait(self.future, self.executor.oracle_timeout, self.args[2], self.executor._inflight)
 
-    def result(self):
+    def result(self) -> list[Any]:
         for _ in range(MAX_RESENDS):
             try:
                 return self._wait()
@@ -377,14 +397,15 @@ class _DaemonThreadPool:
     (second Ctrl-C, oracle timeout).  A thread cannot be killed; a daemon thread at least
     does not hold the exit."""
 
-    def __init__(self, n_threads):
-        self._queue = queue.SimpleQueue()
+    def __init__(self, n_threads: int) -> None:
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
+            queue.SimpleQueue()
         self._threads = [threading.Thread(target=self._work, name=f"structfw-oracle-{k}", daemon=True)
                          for k in range(n_threads)]
         for t in self._threads:
             t.start()
 
-    def _work(self):
+    def _work(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
@@ -393,7 +414,7 @@ class _DaemonThreadPool:
             item = None  # no reference to w or a result while idle
 
     @staticmethod
-    def _run(future, fn, args):
+    def _run(future: Future[Any], fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         if not future.set_running_or_notify_cancel():
             return
         try:
@@ -403,12 +424,12 @@ class _DaemonThreadPool:
         else:
             future.set_result(result)
 
-    def submit(self, fn, *args):
-        future = Future()
+    def submit(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
+        future: Future[_T] = Future()
         self._queue.put((future, fn, args))
         return future
 
-    def shutdown(self, wait=True, cancel_futures=False):
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
         if cancel_futures:
             try:
                 while True:
@@ -427,10 +448,10 @@ class _DaemonThreadPool:
 class _TimedCall:
     """One call on a thread pool; result() waits at most the executor's oracle timeout."""
 
-    def __init__(self, executor, future, indices):
+    def __init__(self, executor: ThreadExecutor, future: Future[list[Any]], indices: Collection[Any]) -> None:
         self.executor, self.future, self.indices = executor, future, indices
 
-    def result(self):
+    def result(self) -> list[Any]:
         return _wait(self.future, self.executor.oracle_timeout, self.indices, self.executor._inflight)
 
 
@@ -452,23 +473,23 @@ class ThreadExecutor(SerialExecutor):
         the interpreter's exit); use processes for oracles that may hang.
     """
 
-    def __init__(self, n_jobs, oracle_timeout=None):
+    def __init__(self, n_jobs: int, oracle_timeout: float | None = None) -> None:
         super().__init__()
         self.n_jobs = int(n_jobs)
         self.oracle_timeout = check_oracle_timeout(oracle_timeout)
-        self._pool = None
+        self._pool: _DaemonThreadPool | None = None
         self._inflight = _Inflight()
 
-    def _workers(self):
+    def _workers(self) -> _DaemonThreadPool:
         if self._pool is None:
             self._pool = _DaemonThreadPool(self.n_jobs)
         return self._pool
 
-    def submit(self, key, w, indices):
+    def submit(self, key: int, w: npt.NDArray[np.float64], indices: Collection[Any]) -> _TimedCall:
         future = self._inflight.add(self._workers().submit(_run, self._data[key], True, indices, w))
         return _TimedCall(self, future, indices)
 
-    def _map(self, key, augmented, indices, w):
+    def _map(self, key: int, augmented: bool, indices: Iterable[Any] | None, w: npt.NDArray[np.float64]) -> list[Any]:
         pool = self._workers()
         idx = np.arange(self._size(key)) if indices is None else np.asarray(indices, np.int64)
         bounds = np.linspace(0, len(idx), self.n_jobs + 1).astype(int)
@@ -480,7 +501,7 @@ class ThreadExecutor(SerialExecutor):
             out.extend(_wait(f, self.oracle_timeout, part, self._inflight))
         return out
 
-    def close(self):
+    def close(self) -> None:
         """End the threads; calls still running are not waited for (their threads end when they return)."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
@@ -493,7 +514,7 @@ class ThreadExecutor(SerialExecutor):
 EXECUTORS = ("process", "thread", "ray")
 
 
-def parse_executor(backend):
+def parse_executor(backend: str) -> tuple[str, str | None]:
     """("process" | "thread" | "ray", Ray address or None) from ``"ray:ADDRESS"`` and the plain names."""
     if isinstance(backend, str) and backend.startswith("ray:"):
         address = backend[4:].strip()
@@ -506,7 +527,7 @@ def parse_executor(backend):
     return backend, None
 
 
-def check_n_jobs(n_jobs):
+def check_n_jobs(n_jobs: int | None) -> int | None:
     """n_jobs as given, after checking it is None, -1 or a positive integer."""
     if n_jobs is not None and (not isinstance(n_jobs, (int, np.integer)) or isinstance(n_jobs, bool)
                                or n_jobs == 0 or n_jobs < -1):
@@ -514,7 +535,8 @@ def check_n_jobs(n_jobs):
     return n_jobs
 
 
-def get_executor(n_jobs=None, backend="process", oracle_timeout=None):
+def get_executor(n_jobs: int | None = None, backend: str = "process",
+                 oracle_timeout: float | None = None) -> SerialExecutor:
     """The executor for ``n_jobs`` workers of kind ``backend``.
 
     Parameters

@@ -34,20 +34,34 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Collection, Iterable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from .executor import _KEYS, ExampleError, SerialExecutor, _run, _timeout_error, check_oracle_timeout
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
+    from .executor import _Data
+    from .models.base import StructuredModel
 
 #: how many times one call is sent again after its actor died
 MAX_RESENDS = 3
 
-_ACTORS: list = []  # the actors of this process's pool, shared by every RayExecutor
-_BOUND: dict = {}  # key -> ObjectRef of (model, X, Y): what a new actor must hold
-_ACTOR_CLASS = None
+#: a Ray actor handle of `_Worker`.  Any: ray's ActorHandle types every remote method as Never, so
+#: the type checker would skip, unreported, all the code after a call such as ``actor.run.remote()``
+_Actor: TypeAlias = Any
+
+_ACTORS: list[_Actor | None] = []  # the actors of this process's pool (None: a killed one's place)
+_BOUND: dict[int, Any] = {}  # key -> ObjectRef of (model, X, Y): what a new actor must hold
+_ACTOR_CLASS: Any = None  # the ray.remote class of _Worker
 
 
-def _ray():
+def _ray() -> ModuleType:
     try:
         import ray
     except ImportError:  # pragma: no cover - depends on the installation
@@ -58,24 +72,24 @@ def _ray():
 class _Worker:
     """A Ray actor holding bound data sets and running oracles on them."""
 
-    def __init__(self):
-        self._data = {}
+    def __init__(self) -> None:
+        self._data: dict[int, _Data] = {}
 
-    def bind(self, key, data):
+    def bind(self, key: int, data: _Data) -> None:
         self._data[key] = data
 
-    def unbind(self, keys):
+    def unbind(self, keys: Iterable[int]) -> None:
         for key in keys:
             self._data.pop(key, None)
 
-    def run(self, key, augmented, indices, w):
+    def run(self, key: int, augmented: bool, indices: Iterable[Any], w: npt.NDArray[np.float64]) -> list[Any]:
         return _run(self._data[key], augmented, indices, w)
 
-    def pid(self):
+    def pid(self) -> int:
         return os.getpid()
 
 
-def _actor_class():
+def _actor_class() -> Any:
     global _ACTOR_CLASS
     if _ACTOR_CLASS is None:
         # one CPU each, so a cluster runs as many oracles at once as it has cores
@@ -83,7 +97,7 @@ def _actor_class():
     return _ACTOR_CLASS
 
 
-def connect(address=None):
+def connect(address: str | None = None) -> int:
     """Join the Ray cluster at ``address`` (or RAY_ADDRESS), or start a local one; the cluster's CPUs."""
     ray = _ray()
     if not ray.is_initialized():
@@ -92,31 +106,31 @@ def connect(address=None):
     return int(ray.cluster_resources().get("CPU", 0))
 
 
-def _new_actor():
+def _new_actor() -> _Actor:
     actor = _actor_class().remote()
     for key, ref in _BOUND.items():
         actor.bind.remote(key, ref)
     return actor
 
 
-def _actors(m):
+def _actors(m: int) -> list[_Actor]:
     """The first m actors of the pool (started as needed, also in the places of killed ones)."""
     while len(_ACTORS) < m:
         _ACTORS.append(_new_actor())
     for j in range(m):
         if _ACTORS[j] is None:
             _ACTORS[j] = _new_actor()
-    return _ACTORS[:m]
+    return cast("list[_Actor]", _ACTORS[:m])  # every place was filled above
 
 
-def _replace_actor(j, dead):
+def _replace_actor(j: int, dead: _Actor) -> _Actor:
     """Actor j died: a new one with every live data set (unless a previous call replaced it)."""
     if _ACTORS[j] is dead or _ACTORS[j] is None:
         _ACTORS[j] = _new_actor()
-    return _ACTORS[j]
+    return cast("_Actor", _ACTORS[j])  # filled above
 
 
-def _kill_actor(actor):
+def _kill_actor(actor: _Actor) -> None:
     """Kill a pool actor (it may be running an oracle that never returns); its place is refilled on demand."""
     for j, a in enumerate(_ACTORS):
         if a is actor:
@@ -127,7 +141,7 @@ def _kill_actor(actor):
         pass
 
 
-def shutdown():
+def shutdown() -> None:
     """Stop this process's actors (they otherwise live until the interpreter exits)."""
     ray = _ray()
     for actor in _ACTORS:
@@ -140,29 +154,31 @@ def shutdown():
 class _Call:
     """One oracle call on actor j; result() waits for it and sends it again if the actor died."""
 
-    def __init__(self, j, key, augmented, indices, w_ref, oracle_timeout=None, inflight=None):
+    def __init__(self, j: int, key: int, augmented: bool, indices: Collection[Any], w_ref: Any,
+                 oracle_timeout: float | None = None, inflight: set[_Call] | None = None) -> None:
         self.j, self.args = j, (key, augmented, indices, w_ref)
         self.oracle_timeout = oracle_timeout
-        self.actor = _ACTORS[j]
-        self.ref = self.actor.run.remote(*self.args)
-        self.inflight = inflight if inflight is not None else set()
+        self.actor = cast("_Actor", _ACTORS[j])  # the caller started the pool's actors (_actors)
+        self.ref: ObjectRef[list[Any]] = self.actor.run.remote(*self.args)
+        self.inflight: set[_Call] = inflight if inflight is not None else set()
         self.inflight.add(self)
 
-    def result(self):
+    def result(self) -> list[Any]:
         out = self._result()
         # only a call that returned is surely over; close() asks Ray about the others (a timed-out or
         # abandoned call may still run, and then its actor is killed)
         self.inflight.discard(self)
         return out
 
-    def _result(self):
+    def _result(self) -> list[Any]:
         ray = _ray()
         limit = None if self.oracle_timeout is None else self.oracle_timeout * max(len(self.args[2]), 1)
         for _ in range(MAX_RESENDS + 1):
             try:
                 return ray.get(self.ref, timeout=limit)
             except ray.exceptions.GetTimeoutError:
-                raise _timeout_error(self.oracle_timeout, limit, self.args[2]) from None
+                # a timeout needs a limit, so oracle_timeout is set
+                raise _timeout_error(cast(float, self.oracle_timeout), cast(float, limit), self.args[2]) from None
             except ray.exceptions.RayActorError:
                 self.actor = _replace_actor(self.j, self.actor)
                 self.ref = self.actor.run.remote(*self.args)
@@ -192,7 +208,8 @@ class RayExecutor(SerialExecutor):
         naming its examples, and `close` then kills its actor.
     """
 
-    def __init__(self, n_jobs=None, address=None, oracle_timeout=None):
+    def __init__(self, n_jobs: int | None = None, address: str | None = None,
+                 oracle_timeout: float | None = None) -> None:
         oracle_timeout = check_oracle_timeout(oracle_timeout)
         cpus = connect(address)
         if n_jobs is None or n_jobs == -1:
@@ -203,12 +220,12 @@ class RayExecutor(SerialExecutor):
         super().__init__()
         self.n_jobs = int(n_jobs)
         self.address = address
-        self._keys = {}  # key -> number of examples (the data live in the object store)
+        self._keys: dict[int, int] = {}  # key -> number of examples (the data live in the object store)
         self._next = 0  # round robin for single calls
         self.oracle_timeout = oracle_timeout
-        self._inflight = set()  # calls whose result was not taken yet
+        self._inflight: set[_Call] = set()  # calls whose result was not taken yet
 
-    def bind(self, model, X, Y=None):
+    def bind(self, model: StructuredModel, X: Sequence[Any], Y: Sequence[Any] | None = None) -> int:
         """Put (model, X, Y) into the object store once and on every actor; a handle for the calls."""
         ray = _ray()
         key = next(_KEYS)
@@ -218,17 +235,17 @@ class RayExecutor(SerialExecutor):
         self._keys[key] = len(X)
         return key
 
-    def submit(self, key, w, indices):
+    def submit(self, key: int, w: npt.NDArray[np.float64], indices: Collection[Any]) -> _Call:
         """Start loss-augmented decoding of ``indices`` at w on the next actor; a future."""
         j = self._next % self.n_jobs
         self._next += 1
         _actors(self.n_jobs)
         return _Call(j, key, True, np.asarray(indices, np.int64), w, self.oracle_timeout, self._inflight)
 
-    def _size(self, key):
+    def _size(self, key: int) -> int:
         return self._keys[key]
 
-    def _map(self, key, augmented, indices, w):
+    def _map(self, key: int, augmented: bool, indices: Iterable[Any] | None, w: npt.NDArray[np.float64]) -> list[Any]:
         idx = np.arange(self._size(key)) if indices is None else np.asarray(indices, np.int64)
         _actors(self.n_jobs)
         w_ref = _ray().put(np.asarray(w))  # sent once, read by every actor
@@ -240,7 +257,7 @@ class RayExecutor(SerialExecutor):
             out.extend(call.result())
         return out
 
-    def close(self):
+    def close(self) -> None:
         """Drop this executor's data sets from the actors; kill the actors of calls still running.
 
         After a normal end the actors stay for the next fit; a call still running (an
@@ -257,7 +274,7 @@ class RayExecutor(SerialExecutor):
         self._keys = {}
         super().close()
 
-    def _kill_busy_actors(self):
+    def _kill_busy_actors(self) -> None:
         calls = list(self._inflight)
         self._inflight.clear()
         if not calls:

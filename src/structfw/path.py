@@ -750,6 +750,7 @@ def _regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[A
     n, d = problem.n, problem.d
     if min_lam is None:
         min_lam = default_min_lam(n)
+    meta: dict[str, Any]  # solver_params is rewritten below
     meta = dict(model=type(model).__name__, n=n, d=d, solver=solver.label, solver_params=solver.get_params(),
                 max_passes_per_lam=float(max_passes_per_lam), fingerprint=problem.fingerprint)
     meta["solver_params"] = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v))
@@ -846,7 +847,7 @@ def _regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[A
             if X_test is not None:
                 # X_test and Y_test are given together
                 row["test_losses"] = model.mean_loss(cast("list[Any]", Y_test),
-                                                     problem.executor.decode(test_key, state.w))
+                                                     problem.executor.decode(cast(int, test_key), state.w))
             # eq. (12): rho <= 0 ends the path (w is eps-approximate for every smaller lam)
             lam_next = 0.0 if delta <= eps - g else (1.0 - (eps - g) / delta) * lam
             for name in _RECORDS:

@@ -29,9 +29,11 @@ QPBO), which also return an upper bound on max_y E(y) (`GraphModel.loss_augmente
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, cast
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from .._linalg import SparseVector
@@ -69,13 +71,13 @@ class GraphExample(NamedTuple):
         here and reused by every oracle call), None when it has a cycle
     """
 
-    nodes: object
-    edges: np.ndarray
-    edge_features: np.ndarray
+    nodes: npt.NDArray[np.float64] | sp.csr_matrix
+    edges: npt.NDArray[np.int64]
+    edge_features: npt.NDArray[np.float64]
     tree: TreeSchedule | None
 
 
-def _loopy_backend(name):
+def _loopy_backend(name: str) -> Callable[..., tuple[npt.NDArray[np.int64], float, float]]:
     """The back-end function of `structfw.oracles.loopy` (imported on first use)."""
     try:
         from ..oracles import loopy
@@ -85,7 +87,7 @@ def _loopy_backend(name):
     return getattr(loopy, _LOOPY_FUNCTIONS[name])
 
 
-def is_submodular(pairwise):
+def is_submodular(pairwise: npt.NDArray[np.float64]) -> bool:
     """True when every (E, 2, 2) pairwise term of a maximisation is submodular:
     theta(0,0) + theta(1,1) >= theta(0,1) + theta(1,0) (QPBO is then exact)."""
     P = pairwise
@@ -148,8 +150,9 @@ class GraphModel(StructuredModel):
 
     class_labels = True
 
-    def __init__(self, n_states, n_features, n_edge_features=1, pairwise="full", inference="auto",
-                 inference_options=None, class_weight=None, nonnegative_pairwise=False):
+    def __init__(self, n_states: int, n_features: int, n_edge_features: int = 1, pairwise: str = "full",
+                 inference: str = "auto", inference_options: Mapping[str, Mapping[str, Any]] | str | None = None,
+                 class_weight: npt.ArrayLike | str | None = None, nonnegative_pairwise: bool = False) -> None:
         self.n_states = K = check_int_param(n_states, "n_states", 2)
         self.n_features = check_int_param(n_features, "n_features", 1)
         self.n_edge_features = check_int_param(n_edge_features, "n_edge_features", 1)
@@ -196,7 +199,7 @@ class GraphModel(StructuredModel):
         if self.nonnegative_pairwise:
             self.nonnegative_indices = np.arange(self.pairwise_offset, self.size_joint_feature, dtype=np.int64)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         # JSON scalars only (a saved fit's header holds no nested values): the two
         # structured arguments travel as JSON text, which the constructor also takes
         return {"n_states": self.n_states, "n_features": self.n_features,
@@ -207,7 +210,7 @@ class GraphModel(StructuredModel):
                 "nonnegative_pairwise": self.nonnegative_pairwise}
 
     @property
-    def approximate_oracle(self):
+    def approximate_oracle(self) -> bool:  # type: ignore[override]  # read-only: from the graphs validated
         """False when the oracle is exact on the training graphs (see the class docstring)."""
         if self.inference in _EXACT:
             return False
@@ -216,23 +219,25 @@ class GraphModel(StructuredModel):
         return True
 
     # ------------------------------------------------------------ weights
-    def unary_weights(self, w):
+    def unary_weights(self, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """View of w's unary part as (K, F): row k is W_unary[k]."""
         return np.asarray(w)[: self.pairwise_offset].reshape(self.n_states, self.n_features)
 
-    def pairwise_weights(self, w):
+    def pairwise_weights(self, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """w's pairwise part as (K, K, Fe): [k, l] is W_pair[k, l] (zeros where the
         parametrisation has no parameter, tied slots repeated)."""
         Wp = np.asarray(w)[self.pairwise_offset:self.size_joint_feature]
         Wp = np.vstack([Wp.reshape(self.n_slots, self.n_edge_features), np.zeros((1, self.n_edge_features))])
         return Wp[np.where(self.slot >= 0, self.slot, self.n_slots)]
 
-    def potentials(self, x, w):
+    def potentials(self, x: GraphExample | Sequence[Any],
+                   w: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """(unary (V, K), pairwise (E, K, K)) of x at w, so that E(y) = <w, phi(x, y)>."""
         x = self._example(x)
         return self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))
 
-    def _potentials(self, x, w):
+    def _potentials(self, x: GraphExample,
+                    w: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         K, Fe = self.n_states, self.n_edge_features
         W = w[: self.pairwise_offset].reshape(K, self.n_features)
         U = x.nodes @ W.T
@@ -248,27 +253,30 @@ class GraphModel(StructuredModel):
             P = theta[:, 0, None, None] * np.eye(K)
         return U, np.ascontiguousarray(P)
 
-    def _node_loss_weights(self, y_true):
+    def _node_loss_weights(self, y_true: npt.NDArray[np.int64]) -> float | npt.NDArray[np.float64]:
         """c_v, the share of node v in the loss (sums to 1)."""
         if self.class_weight is None:
             return 1.0 / y_true.shape[0]
         c = self.class_weight[y_true]
         return c / c.sum()
 
-    def _augment(self, U, y_true, scale=1.0):
+    def _augment(self, U: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
+                 scale: float = 1.0) -> npt.NDArray[np.float64]:
         """U + scale c_v [k != y_v^true] in place: the loss as unary terms."""
         return add_node_loss(U, y_true, self._cw, float(scale))
 
     # ------------------------------------------------------------ inference
-    def _backend(self, x, P):
+    def _backend(self, x: GraphExample, P: npt.NDArray[np.float64] | None) -> str:
         mode = self.inference
         if mode == "auto":
             if x.tree is not None:
                 return "tree"
-            return "qpbo" if self.n_states == 2 and is_submodular(P) else "trws"
+            # P is None only for callers that know the mode or the graph is a forest
+            return "qpbo" if self.n_states == 2 and is_submodular(cast("npt.NDArray[np.float64]", P)) else "trws"
         return mode
 
-    def _maximise(self, x, U, P):
+    def _maximise(self, x: GraphExample, U: npt.NDArray[np.float64],
+                  P: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int64], float, float, bool]:
         """(labels, value, bound, exact) of max_y E(y) by the chosen back-end."""
         mode = self._backend(x, P)
         if mode == "tree":
@@ -283,14 +291,15 @@ class GraphModel(StructuredModel):
         y, value, bound = _loopy_backend(mode)(U, x.edges, P, **self.inference_options.get(mode, {}))
         return np.ascontiguousarray(y, dtype=np.int64), float(value), float(bound), False
 
-    def inference_backend(self, x, w):
+    def inference_backend(self, x: GraphExample | Sequence[Any], w: npt.ArrayLike) -> str:
         """The back-end name ("tree", "qpbo", ...) the oracle uses for x at w."""
         x = self._example(x)
         if self.inference != "auto" or x.tree is not None:
             return self._backend(x, None)
         return self._backend(x, self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))[1])
 
-    def loss_augmented_decode_with_bound(self, x, y_true, w):
+    def loss_augmented_decode_with_bound(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike,
+                                         w: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float]:
         """The max oracle with a certificate: (y, B) with B >= max_y Delta(y_true, y) + <w, phi(x, y)>.
 
         For the exact back-ends B is the value of y; for the loopy ones it is the
@@ -310,18 +319,20 @@ class GraphModel(StructuredModel):
                 y, value = y_true.copy(), truth
         return y, max(float(bound), value)
 
-    def loss_augmented_decode(self, x, y_true, w):
+    def loss_augmented_decode(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike,
+                              w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """argmax_y Delta(y_true, y) + <w, phi(x, y)> by the model's back-end (exact on
         forests; on loopy graphs approximate, and never below y_true)."""
         return self.loss_augmented_decode_with_bound(x, y_true, w)[0]
 
-    def decode(self, x, w):
+    def decode(self, x: GraphExample | Sequence[Any], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """argmax_y <w, phi(x, y)> by the model's back-end."""
         x = self._example(x)
         U, P = self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))
         return self._maximise(x, U, P)[0]
 
-    def marginals(self, x, w, temperature=1.0):
+    def marginals(self, x: GraphExample | Sequence[Any], w: npt.ArrayLike, temperature: float = 1.0
+                  ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
         """Exact marginals of p(y) ∝ exp(<w, phi(x, y)> / T) on a forest (sum-product).
 
         Returns ``(node_marginals (V, K), edge_marginals (E, K, K), log_partition)``, the
@@ -338,7 +349,8 @@ class GraphModel(StructuredModel):
         U, P = self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))
         return tree_marginals(U, x.edges, P, temperature, schedule=x.tree)
 
-    def expectation(self, x, y_true, v, c):
+    def expectation(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike | None, v: npt.ArrayLike,
+                    c: float) -> tuple[npt.NDArray[np.float64] | SparseVector, float, float]:
         """Expectation oracle on a forest (online exponentiated gradient; see
         `StructuredModel.expectation`): p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>).
 
@@ -356,6 +368,7 @@ class GraphModel(StructuredModel):
             self._augment(U, y_true, c)
         mu, mu_e, logZ = tree_marginals(U, x.edges, P, 1.0, schedule=x.tree)
         E = mu_e.shape[0]
+        E_phi: npt.NDArray[np.float64] | SparseVector
         pair = ((mu_e.reshape(E, -1) @ self._slot_matrix).T @ x.edge_features).ravel()
         if sp.issparse(x.nodes):
             un = (sp.csr_matrix(mu.T) @ x.nodes).tocoo()
@@ -373,26 +386,26 @@ class GraphModel(StructuredModel):
         return E_phi, E_loss, logZ
 
     @staticmethod
-    def _need_forest(x, what):
+    def _need_forest(x: GraphExample, what: str) -> None:
         if x.tree is None:
             raise NotImplementedError(f"GraphModel.{what} is exact on forests only, and this graph has a "
                                       "cycle: marginals of loopy graphs are not implemented")
 
     # ------------------------------------------------------------------ core
-    def joint_feature(self, x, y):
+    def joint_feature(self, x: GraphExample | Sequence[Any], y: npt.ArrayLike) -> SparseVector:
         y = np.ascontiguousarray(y, dtype=np.int64)
         return self._phi_diff(self._example(x), y, np.full(y.shape[0], -1, np.int64))
 
-    def psi(self, x, y_true, y):
+    def psi(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike, y: npt.ArrayLike) -> SparseVector:
         """phi(x, y_true) - phi(x, y) as a SparseVector: only nodes whose labels differ and
         edges whose label pair changes slot are read."""
         return self._phi_diff(self._example(x), np.ascontiguousarray(y_true, np.int64),
                               np.ascontiguousarray(y, np.int64))
 
-    def _phi_diff(self, x, ya, yb):
+    def _phi_diff(self, x: GraphExample, ya: npt.NDArray[np.int64], yb: npt.NDArray[np.int64]) -> SparseVector:
         K = self.n_states
         if sp.issparse(x.nodes):
-            X = x.nodes
+            X = cast("sp.csr_matrix", x.nodes)
             i, v = graph_phi_diff_csr(X.indptr, X.indices, X.data, x.edge_features, x.edges, ya, yb,
                                       self.slot, self.n_slots, K, self.n_features)
         else:
@@ -400,7 +413,7 @@ class GraphModel(StructuredModel):
                                         self.n_slots, K)
         return SparseVector(i, v, self.size_joint_feature)
 
-    def loss(self, y_true, y):
+    def loss(self, y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """(Class-weighted) normalised Hamming loss sum_v c_v [y_v != y_v^true]."""
         y_true = np.asarray(y_true)
         wrong = y_true != np.asarray(y)
@@ -409,18 +422,18 @@ class GraphModel(StructuredModel):
         c = self.class_weight[y_true]
         return float(c[wrong].sum() / c.sum())
 
-    def label_key(self, y):
+    def label_key(self, y: npt.ArrayLike) -> bytes:
         return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 else (
             np.ascontiguousarray(y, dtype=np.int64).tobytes())
 
     # ------------------------------------------------------------ validation
-    def _example(self, x):
+    def _example(self, x: GraphExample | Sequence[Any]) -> GraphExample:
         """A GraphExample of x, cheaply when it is one already (oracle calls of a fit)."""
         if type(x) is GraphExample:
             return x
         return self._check_x(x, "x")
 
-    def _check_x(self, x, name):
+    def _check_x(self, x: GraphExample | Sequence[Any], name: str) -> GraphExample:
         Fe = self.n_edge_features
         if isinstance(x, GraphExample):
             x = tuple(x[:3])
@@ -447,7 +460,7 @@ class GraphModel(StructuredModel):
                              "use inference='auto' or a loopy back-end")
         return GraphExample(nodes, edges, ef, tree)
 
-    def check_X(self, X):
+    def check_X(self, X: Iterable[Any]) -> list[GraphExample]:
         # one graph is a tuple whose first item is its node-feature matrix (a list of graphs holds tuples)
         if (isinstance(X, tuple) and len(X) in (2, 3)
                 and (sp.issparse(X[0]) or (isinstance(X[0], np.ndarray) and X[0].ndim == 2))):
@@ -456,7 +469,8 @@ class GraphModel(StructuredModel):
         X = check_sequence_of_inputs(X, "X")
         return [self._check_x(x, f"X[{i}]") for i, x in enumerate(X)]
 
-    def check_data(self, X, Y=None):
+    def check_data(self, X: Iterable[Any],
+                   Y: Iterable[Any] | None = None) -> tuple[list[Any], list[Any] | None]:
         X, Y = super().check_data(X, Y)
         if Y is not None:
             # the oracle is exact on the labelled (training) graphs when all are forests
@@ -464,12 +478,12 @@ class GraphModel(StructuredModel):
             self._seen_loopy = self._seen_loopy or any(x.tree is None for x in X)
         return X, Y
 
-    def check_y(self, x, y, name="Y"):
+    def check_y(self, x: GraphExample | Sequence[Any], y: npt.ArrayLike, name: str = "Y") -> npt.NDArray[np.int64]:
         V = x.nodes.shape[0] if type(x) is GraphExample else np.shape(x[0])[0]
         return as_label_array(y, name, self.n_states, (V,))
 
 
-def _check_edge_features(ef, E, Fe, name):
+def _check_edge_features(ef: npt.ArrayLike, E: int, Fe: int, name: str) -> npt.NDArray[np.float64]:
     f = as_float_array(ef, name)
     if f.ndim == 1 and Fe == 1 and f.shape[0] == E:
         f = f.reshape(E, 1)
@@ -483,7 +497,7 @@ def _check_edge_features(ef, E, Fe, name):
     return f
 
 
-def _from_json(value, name):
+def _from_json(value: object, name: str) -> Any:
     """A JSON text argument (as `GraphModel.get_config` writes it) as a Python value."""
     if not isinstance(value, str):
         return value
@@ -493,7 +507,7 @@ def _from_json(value, name):
         raise ValueError(f"{name} must be a value or its JSON text, got {value!r}") from None
 
 
-def _check_class_weight(cw, K):
+def _check_class_weight(cw: object, K: int) -> npt.NDArray[np.float64]:
     cw = _from_json(cw, "class_weight")
     try:
         a = np.asarray(cw, dtype=np.float64)
@@ -504,7 +518,7 @@ def _check_class_weight(cw, K):
     return a
 
 
-def _check_options(options):
+def _check_options(options: object) -> dict[str, dict[str, Any]]:
     options = _from_json(options, "inference_options")
     if options is None:
         return {}

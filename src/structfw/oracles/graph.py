@@ -23,7 +23,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 from numba import njit
+
+#: (unary (V, K) float64, edges (E, 2) int64, pairwise (E, K, K) float64) in the kernels' layout
+_Potentials = tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
+
+# the numba kernels (@njit) keep unannotated signatures: numba compiles them for the types of the
+# arguments they are called with, so each `def` carries a type: ignore[no-untyped-def]
 
 #: largest K^V that `exhaustive` enumerates
 EXHAUSTIVE_LIMIT = 2 ** 20
@@ -38,13 +45,13 @@ class TreeSchedule(NamedTuple):
     parent_edge : (V,) int64, the index of the edge to the parent, -1 for roots
     """
 
-    order: np.ndarray
-    parent: np.ndarray
-    parent_edge: np.ndarray
+    order: npt.NDArray[np.int64]
+    parent: npt.NDArray[np.int64]
+    parent_edge: npt.NDArray[np.int64]
 
 
 # ------------------------------------------------------------------ graph checks
-def check_graph(V, edges, name="edges"):
+def check_graph(V: int, edges: npt.ArrayLike, name: str = "edges") -> npt.NDArray[np.int64]:
     """Validate a graph on nodes 0..V-1 and return its edges as C-contiguous int64 (E, 2).
 
     Refused with a ValueError naming ``name`` and the offending row: a shape other than
@@ -89,7 +96,7 @@ def check_graph(V, edges, name="edges"):
 
 
 @njit(cache=True, nogil=True)
-def _find(root, a):
+def _find(root, a):  # type: ignore[no-untyped-def]  # numba kernel
     while root[a] != a:
         root[a] = root[root[a]]  # path halving keeps the trees shallow
         a = root[a]
@@ -97,7 +104,7 @@ def _find(root, a):
 
 
 @njit(cache=True, nogil=True)
-def _is_forest(V, edges):
+def _is_forest(V, edges):  # type: ignore[no-untyped-def]  # numba kernel
     root = np.arange(V)
     for e in range(edges.shape[0]):
         a = _find(root, edges[e, 0])
@@ -108,7 +115,7 @@ def _is_forest(V, edges):
     return True
 
 
-def is_forest(V, edges):
+def is_forest(V: int, edges: npt.ArrayLike) -> bool:
     """True when the graph on V nodes has no cycle (union-find; a repeated edge is a cycle).
 
     ``edges`` must be an int64 (E, 2) array of nodes in 0..V-1 (`check_graph`)."""
@@ -117,7 +124,7 @@ def is_forest(V, edges):
 
 
 @njit(cache=True, nogil=True)
-def _components(V, edges):
+def _components(V, edges):  # type: ignore[no-untyped-def]  # numba kernel
     root = np.arange(V)
     for e in range(edges.shape[0]):
         a = _find(root, edges[e, 0])
@@ -136,7 +143,7 @@ def _components(V, edges):
     return n, comp
 
 
-def connected_components(V, edges):
+def connected_components(V: int, edges: npt.ArrayLike) -> tuple[int, npt.NDArray[np.int64]]:
     """(n_components, component of each node (V,) int64), components numbered in the order
     of their smallest node."""
     edges = np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2)
@@ -145,7 +152,7 @@ def connected_components(V, edges):
 
 
 @njit(cache=True, nogil=True)
-def _bfs_schedule(V, edges):
+def _bfs_schedule(V, edges):  # type: ignore[no-untyped-def]  # numba kernel
     """BFS from the smallest unvisited node of each component; ok = False on a cycle."""
     E = edges.shape[0]
     deg = np.zeros(V + 1, np.int64)
@@ -193,7 +200,7 @@ def _bfs_schedule(V, edges):
     return True, order, parent, parent_edge
 
 
-def forest_schedule(V, edges):
+def forest_schedule(V: int, edges: npt.ArrayLike) -> TreeSchedule | None:
     """The `TreeSchedule` of a forest, or None when the graph has a cycle.
 
     ``edges`` must be valid for V nodes (`check_graph`).  O(V + E)."""
@@ -205,7 +212,7 @@ def forest_schedule(V, edges):
 
 
 # ------------------------------------------------------------------ potentials
-def _as_potentials(unary, edges, pairwise):
+def _as_potentials(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike) -> _Potentials:
     """The three arrays in the kernels' layout, with shape checks naming the argument."""
     unary = np.ascontiguousarray(unary, dtype=np.float64)
     if unary.ndim != 2 or unary.shape[0] < 1 or unary.shape[1] < 1:
@@ -222,7 +229,7 @@ def _as_potentials(unary, edges, pairwise):
 
 
 @njit(cache=True, nogil=True)
-def energy(unary, edges, pairwise, y):
+def energy(unary, edges, pairwise, y):  # type: ignore[no-untyped-def]  # numba kernel
     """E(y) = sum_v unary[v, y_v] + sum_e pairwise[e, y_{u_e}, y_{v_e}]."""
     s = 0.0
     for v in range(unary.shape[0]):
@@ -233,7 +240,7 @@ def energy(unary, edges, pairwise, y):
 
 
 @njit(cache=True, nogil=True)
-def _pair(pairwise, e, child_is_tail, k_parent, l_child):
+def _pair(pairwise, e, child_is_tail, k_parent, l_child):  # type: ignore[no-untyped-def]  # numba kernel
     """theta_e at (parent label, child label) whatever the edge's orientation."""
     if child_is_tail:
         return pairwise[e, l_child, k_parent]
@@ -242,7 +249,7 @@ def _pair(pairwise, e, child_is_tail, k_parent, l_child):
 
 # ------------------------------------------------------------------ max-product
 @njit(cache=True, nogil=True)
-def _tree_max_product(unary, edges, pairwise, order, parent, parent_edge):
+def _tree_max_product(unary, edges, pairwise, order, parent, parent_edge):  # type: ignore[no-untyped-def]  # numba kernel
     """argmax_y E(y) on a forest: max-marginals leaf to root, back-pointers root to leaf.
 
     M[v, l] = unary[v, l] + sum over children c of max_m (M[c, m] + theta_(v,c)(l, m)) is the
@@ -283,7 +290,8 @@ def _tree_max_product(unary, edges, pairwise, order, parent, parent_edge):
     return y
 
 
-def tree_max_product(unary, edges, pairwise, schedule=None):
+def tree_max_product(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike,
+                     schedule: TreeSchedule | None = None) -> tuple[npt.NDArray[np.int64], float, float]:
     """Exact argmax_y E(y) on a forest by max-product, O(E K^2).
 
     Parameters
@@ -318,7 +326,7 @@ def tree_max_product(unary, edges, pairwise, schedule=None):
 
 # ------------------------------------------------------------------ sum-product
 @njit(cache=True, nogil=True)
-def _logsumexp(a):
+def _logsumexp(a):  # type: ignore[no-untyped-def]  # numba kernel
     m = a[0]
     for i in range(1, a.shape[0]):
         if a[i] > m:
@@ -330,7 +338,7 @@ def _logsumexp(a):
 
 
 @njit(cache=True, nogil=True)
-def _tree_sum_product(unary, edges, pairwise, order, parent, parent_edge, temperature):
+def _tree_sum_product(unary, edges, pairwise, order, parent, parent_edge, temperature):  # type: ignore[no-untyped-def]  # numba kernel
     """Marginals of p(y) ∝ exp(E(y) / T) on a forest, in log space.
 
     Upward: B[v] = unary[v]/T + sum_children up[c], up[c, k] = log sum_m exp(B[c, m] +
@@ -398,7 +406,9 @@ def _tree_sum_product(unary, edges, pairwise, order, parent, parent_edge, temper
     return mu, mu_e, log_partition
 
 
-def tree_marginals(unary, edges, pairwise, temperature=1.0, schedule=None):
+def tree_marginals(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, temperature: float = 1.0,
+                   schedule: TreeSchedule | None = None
+                   ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
     """Exact marginals of p(y) ∝ exp(E(y) / T) on a forest by sum-product in log space.
 
     Parameters
@@ -437,7 +447,7 @@ def tree_marginals(unary, edges, pairwise, temperature=1.0, schedule=None):
 
 # ------------------------------------------------------------------ brute force
 @njit(cache=True, nogil=True)
-def _exhaustive(unary, edges, pairwise):
+def _exhaustive(unary, edges, pairwise):  # type: ignore[no-untyped-def]  # numba kernel
     V, K = unary.shape
     y = np.zeros(V, np.int64)
     best_y = y.copy()
@@ -460,7 +470,8 @@ def _exhaustive(unary, edges, pairwise):
     return best_y, best
 
 
-def exhaustive(unary, edges, pairwise):
+def exhaustive(unary: npt.ArrayLike, edges: npt.ArrayLike,
+               pairwise: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float, float]:
     """Exact argmax_y E(y) by enumerating all K^V labellings (any graph; tiny ones only).
 
     The reference the other back-ends are tested against.  Returns (labels, value,
@@ -476,7 +487,7 @@ def exhaustive(unary, edges, pairwise):
 
 
 @njit(cache=True, nogil=True)
-def add_node_loss(U, y_true, class_weight, scale):
+def add_node_loss(U, y_true, class_weight, scale):  # type: ignore[no-untyped-def]  # numba kernel
     """U[v, k] += scale c_v for k != y_true[v], in place: a (class-weighted) normalised
     Hamming loss as unary terms, c_v = cw[y_true[v]] / sum_u cw[y_true[u]] (1/V for an
     empty ``class_weight``).  One pass, no temporaries: it runs on every oracle call."""
@@ -500,7 +511,7 @@ def add_node_loss(U, y_true, class_weight, scale):
 
 # ------------------------------------------------------------------ joint features
 @njit(cache=True, nogil=True)
-def _pairwise_diff(ef, edges, ya, yb, slot, n_slots, off):
+def _pairwise_diff(ef, edges, ya, yb, slot, n_slots, off):  # type: ignore[no-untyped-def]  # numba kernel
     """Pairwise part of phi(ya) - phi(yb): f_e at slot(ya_u, ya_v), minus f_e at slot(yb_u,
     yb_v) (slot -1 = no parameter); yb all -1 = absent.  Sorted (indices, values)."""
     Fe = ef.shape[1]
@@ -534,7 +545,7 @@ def _pairwise_diff(ef, edges, ya, yb, slot, n_slots, off):
 
 
 @njit(cache=True, nogil=True)
-def graph_phi_diff_dense(x, ef, edges, ya, yb, slot, n_slots, K):
+def graph_phi_diff_dense(x, ef, edges, ya, yb, slot, n_slots, K):  # type: ignore[no-untyped-def]  # numba kernel
     """phi(x, ya) - phi(x, yb) of the general graph model (dense node features x (V, F)),
     as sorted (indices, values); only nodes whose labels differ are read.  yb all -1 means
     phi(x, ya) alone."""
@@ -578,7 +589,7 @@ def graph_phi_diff_dense(x, ef, edges, ya, yb, slot, n_slots, K):
 
 
 @njit(cache=True, nogil=True)
-def graph_phi_diff_csr(indptr, indices, data, ef, edges, ya, yb, slot, n_slots, K, F):
+def graph_phi_diff_csr(indptr, indices, data, ef, edges, ya, yb, slot, n_slots, K, F):  # type: ignore[no-untyped-def]  # numba kernel
     """As `graph_phi_diff_dense` for CSR node features: (index, value) pairs of the nodes
     whose labels differ, coalesced by sorting, so the cost follows their non-zeros and never
     K F (F may be in the millions)."""

@@ -36,7 +36,10 @@ the paper's applied to -E (max for min, upper for lower bound).
 """
 from __future__ import annotations
 
+from typing import Any, Literal, cast, overload
+
 import numpy as np
+import numpy.typing as npt
 from numba import njit
 
 from .graph import energy
@@ -45,8 +48,17 @@ from .maxflow import bk_maxflow
 __all__ = ["trws", "lp_relaxation", "qpbo", "qpbo_partial", "graph_energy", "icm"]
 
 
+# the numba kernels (@njit) keep unannotated signatures: numba compiles them for the types of the
+# arguments they are called with, so each `def` carries a type: ignore[no-untyped-def]
+
+#: (unary (V, K) float64, edges (E, 2) int64, pairwise (E, K, K) float64)
+_Problem = tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
+_Labelling = tuple[npt.NDArray[np.int64], float, float]  # (labels, value, bound)
+_LabellingInfo = tuple[npt.NDArray[np.int64], float, float, dict[str, Any]]  # ... and return_info's dict
+
+
 # ====================================================================== helpers
-def _as_problem(unary, edges, pairwise):
+def _as_problem(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike) -> _Problem:
     # permissive on purpose (an empty graph is a valid problem here); GraphModel validates its graphs
     unary = np.ascontiguousarray(unary, np.float64)
     if unary.ndim != 2:
@@ -62,7 +74,7 @@ graph_energy = energy
 
 
 @njit(cache=True, nogil=True)
-def _incidence(V, edges):
+def _incidence(V, edges):  # type: ignore[no-untyped-def]  # numba kernel
     """CSR incidence lists: the edges at node s are inc[first[s]:first[s+1]]."""
     E = edges.shape[0]
     first = np.zeros(V + 1, np.int64)
@@ -82,7 +94,7 @@ def _incidence(V, edges):
 
 
 @njit(cache=True, nogil=True)
-def _icm_core(unary, edges, pairwise, first, inc, y, free, max_sweeps):
+def _icm_core(unary, edges, pairwise, first, inc, y, free, max_sweeps):  # type: ignore[no-untyped-def]  # numba kernel
     """Iterated conditional modes on the nodes with free[v]: each node in turn takes its
     best label given its neighbours; only strict improvements are taken, so E(y) never
     decreases and the loop ends."""
@@ -117,7 +129,8 @@ def _icm_core(unary, edges, pairwise, first, inc, y, free, max_sweeps):
             break
 
 
-def icm(unary, edges, pairwise, y, max_sweeps=10, free=None):
+def icm(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, y: npt.ArrayLike, max_sweeps: int = 10,
+        free: npt.ArrayLike | None = None) -> tuple[npt.NDArray[np.int64], float]:
     """Improve a labelling by iterated conditional modes (Besag 1986); returns (y, E(y)).
 
     Parameters
@@ -139,7 +152,7 @@ def icm(unary, edges, pairwise, y, max_sweeps=10, free=None):
     return y, float(graph_energy(unary, edges, pairwise, y))
 
 
-def _certify(value, bound, rtol=1e-12):
+def _certify(value: float, bound: float, rtol: float = 1e-12) -> float:
     """The bound to report: never below the value (a bound below an attained value can only
     be rounding), and equal to it when the gap is within rounding of the sums."""
     if bound - value <= rtol * max(1.0, abs(value)):
@@ -149,7 +162,7 @@ def _certify(value, bound, rtol=1e-12):
 
 # ====================================================================== TRW-S
 @njit(cache=True, nogil=True)
-def _trws_pass(unary, edges, pairwise, first, inc, order, pos, n_in, n_out, msg, theta, raw, forward):
+def _trws_pass(unary, edges, pairwise, first, inc, order, pos, n_in, n_out, msg, theta, raw, forward):  # type: ignore[no-untyped-def]  # numba kernel
     """One pass of TRW-S (Kolmogorov 2006), forward or backward, for maximisation.
     Returns the dual bound of the messages at the end of the pass.
 
@@ -226,7 +239,7 @@ def _trws_pass(unary, edges, pairwise, first, inc, order, pos, n_in, n_out, msg,
 
 
 @njit(cache=True, nogil=True)
-def _trws_decode(unary, edges, pairwise, first, inc, order, pos, msg, y, theta):
+def _trws_decode(unary, edges, pairwise, first, inc, order, pos, msg, y, theta):  # type: ignore[no-untyped-def]  # numba kernel
     """The paper's sequential labelling rule: in order, x_s maximises
     theta_s + sum_{earlier u} theta_us(x_u, .) + sum_{later t} M_ts, the labels of the
     earlier neighbours being fixed already."""
@@ -256,7 +269,7 @@ def _trws_decode(unary, edges, pairwise, first, inc, order, pos, msg, y, theta):
 
 
 @njit(cache=True, nogil=True)
-def _trws_core(unary, edges, pairwise, order, max_iter, tol, icm_sweeps):
+def _trws_core(unary, edges, pairwise, order, max_iter, tol, icm_sweeps):  # type: ignore[no-untyped-def]  # numba kernel
     V, K = unary.shape
     E = edges.shape[0]
     first, inc = _incidence(V, edges)
@@ -307,7 +320,19 @@ def _trws_core(unary, edges, pairwise, order, max_iter, tol, icm_sweeps):
     return best_y, best_val, bound, history[:it]
 
 
-def trws(unary, edges, pairwise, max_iter=100, tol=1e-6, order=None, icm_sweeps=0, return_info=False):
+@overload
+def trws(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, max_iter: int = ..., tol: float = ...,
+         order: npt.ArrayLike | None = ..., icm_sweeps: int = ..., return_info: Literal[False] = ...) -> _Labelling: ...
+@overload
+def trws(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, max_iter: int = ..., tol: float = ...,
+         order: npt.ArrayLike | None = ..., icm_sweeps: int = ..., *, return_info: Literal[True]) -> _LabellingInfo: ...
+@overload
+def trws(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, max_iter: int = ..., tol: float = ...,
+         order: npt.ArrayLike | None = ..., icm_sweeps: int = ...,
+         return_info: bool = ...) -> _Labelling | _LabellingInfo: ...
+def trws(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, max_iter: int = 100, tol: float = 1e-6,
+         order: npt.ArrayLike | None = None, icm_sweeps: int = 0,
+         return_info: bool = False) -> _Labelling | _LabellingInfo:
     """Approximate argmax of E by sequential tree-reweighted max-product (TRW-S).
 
     Kolmogorov, "Convergent tree-reweighted message passing for energy minimization",
@@ -388,7 +413,8 @@ def trws(unary, edges, pairwise, max_iter=100, tol=1e-6, order=None, icm_sweeps=
 # 1,024-node grid in two runs and slower in the third, so it is not much faster.  The
 # back-end therefore uses scipy, which is already a dependency, and highspy stays out of
 # the dependencies.  The interior point method was slower than simplex at both sizes.
-def _lp_model(unary, edges, pairwise):
+def _lp_model(unary: npt.NDArray[np.float64], edges: npt.NDArray[np.int64], pairwise: npt.NDArray[np.float64]
+              ) -> tuple[npt.NDArray[np.float64], Any, npt.NDArray[np.float64]]:
     """The local polytope as (c, A_eq, b_eq) for linprog's minimisation of -E.
 
     Variables: mu_v(a) at v*K + a, then mu_e(a, b) at V*K + e*K*K + a*K + b, all >= 0.
@@ -426,7 +452,8 @@ def _lp_model(unary, edges, pairwise):
     return c, A, b
 
 
-def _dual_bound(unary, edges, pairwise, A, c, y_dual):
+def _dual_bound(unary: npt.NDArray[np.float64], edges: npt.NDArray[np.int64], pairwise: npt.NDArray[np.float64],
+                A: Any, c: npt.NDArray[np.float64], y_dual: npt.ArrayLike) -> float:
     """Upper bound on max E from any multipliers of the marginalisation rows.
 
     For every lambda, c~ = c - A_pair^T lambda equals c on the local polytope (the rows
@@ -444,7 +471,17 @@ def _dual_bound(unary, edges, pairwise, A, c, y_dual):
     return -float(node + pair)
 
 
-def lp_relaxation(unary, edges, pairwise, icm_sweeps=5, integral_tol=1e-6, return_info=False):
+@overload
+def lp_relaxation(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, icm_sweeps: int = ...,
+                  integral_tol: float = ..., return_info: Literal[False] = ...) -> _Labelling: ...
+@overload
+def lp_relaxation(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, icm_sweeps: int = ...,
+                  integral_tol: float = ..., *, return_info: Literal[True]) -> _LabellingInfo: ...
+@overload
+def lp_relaxation(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, icm_sweeps: int = ...,
+                  integral_tol: float = ..., return_info: bool = ...) -> _Labelling | _LabellingInfo: ...
+def lp_relaxation(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, icm_sweeps: int = 5,
+                  integral_tol: float = 1e-6, return_info: bool = False) -> _Labelling | _LabellingInfo:
     """Solve the local-polytope LP relaxation of max E with HiGHS and round it.
 
     The relaxation (e.g. Wainwright, Jaakkola & Willsky 2005; Werner 2007) maximises
@@ -513,7 +550,7 @@ def lp_relaxation(unary, edges, pairwise, icm_sweeps=5, integral_tol=1e-6, retur
 
 # ====================================================================== QPBO
 @njit(cache=True, nogil=True)
-def _qpbo_graph(unary, edges, pairwise):
+def _qpbo_graph(unary, edges, pairwise):  # type: ignore[no-untyped-def]  # numba kernel
     """The doubled graph of Kolmogorov & Rother (2007) for F = -E.
 
     Per edge, with A..D = F(0,0), F(0,1), F(1,0), F(1,1):
@@ -575,7 +612,7 @@ def _qpbo_graph(unary, edges, pairwise):
 
 
 @njit(cache=True, nogil=True)
-def _qpbo_core(unary, edges, pairwise):
+def _qpbo_core(unary, edges, pairwise):  # type: ignore[no-untyped-def]  # numba kernel
     V = unary.shape[0]
     tails, heads, cap, terminal, const = _qpbo_graph(unary, edges, pairwise)
     flow, cut = bk_maxflow(2 * V, tails, heads, cap, np.zeros(cap.shape[0]), terminal)
@@ -593,7 +630,8 @@ def _qpbo_core(unary, edges, pairwise):
     return x, -(const + flow), cut[:V].copy(), submodular
 
 
-def qpbo_partial(unary, edges, pairwise):
+def qpbo_partial(unary: npt.ArrayLike, edges: npt.ArrayLike,
+                 pairwise: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float]:
     """Roof-dual partial labelling of a binary energy (QPBO), with its bound.
 
     Kolmogorov & Rother, "Minimizing nonsubmodular functions with graph cuts -- a
@@ -627,7 +665,7 @@ def qpbo_partial(unary, edges, pairwise):
 
 
 @njit(cache=True, nogil=True)
-def _binary_exhaustive(unary, edges, pairwise):
+def _binary_exhaustive(unary, edges, pairwise):  # type: ignore[no-untyped-def]  # numba kernel
     """max E over {0,1}^V by a Gray-code walk: each step flips one node and updates E by
     its incident terms, so 2^V steps of O(degree)."""
     V = unary.shape[0]
@@ -660,7 +698,9 @@ def _binary_exhaustive(unary, edges, pairwise):
     return best_y
 
 
-def _fixed_reduction(unary, edges, pairwise, x):
+def _fixed_reduction(unary: npt.NDArray[np.float64], edges: npt.NDArray[np.int64], pairwise: npt.NDArray[np.float64],
+                     x: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64],
+                                                        npt.NDArray[np.int64], npt.NDArray[np.float64], float]:
     """The energy of the unlabelled nodes (x == -1) with the labelled ones fixed:
     (nodes, unary_r, edges_r, pairwise_r, const) with E(z) = const + E_r(z[nodes])."""
     free = x < 0
@@ -682,7 +722,17 @@ def _fixed_reduction(unary, edges, pairwise, x):
     return nodes, unary_r, edges_r, np.ascontiguousarray(pairwise[both]), const
 
 
-def qpbo(unary, edges, pairwise, exhaustive_max=16, trws_iter=100, icm_sweeps=10, return_info=False):
+@overload
+def qpbo(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, exhaustive_max: int = ...,
+         trws_iter: int = ..., icm_sweeps: int = ..., return_info: Literal[False] = ...) -> _Labelling: ...
+@overload
+def qpbo(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, exhaustive_max: int = ...,
+         trws_iter: int = ..., icm_sweeps: int = ..., *, return_info: Literal[True]) -> _LabellingInfo: ...
+@overload
+def qpbo(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, exhaustive_max: int = ...,
+         trws_iter: int = ..., icm_sweeps: int = ..., return_info: bool = ...) -> _Labelling | _LabellingInfo: ...
+def qpbo(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.ArrayLike, exhaustive_max: int = 16,
+         trws_iter: int = 100, icm_sweeps: int = 10, return_info: bool = False) -> _Labelling | _LabellingInfo:
     """argmax of a binary energy by QPBO, completed on the unlabelled nodes.
 
     `qpbo_partial` labels the persistent nodes.  When the energy is submodular the
@@ -767,14 +817,15 @@ def qpbo(unary, edges, pairwise, exhaustive_max=16, trws_iter=100, icm_sweeps=10
     if exact:
         bound = value
     else:
-        bound = _certify(value, max(min(roof, bound_parts), value))
+        # exact is False only after the components were solved, which set bound_parts
+        bound = _certify(value, max(min(roof, cast(float, bound_parts)), value))
     out = (y, value, bound)
     info = dict(n_unlabelled=int(np.sum(x < 0)), components=sizes, roof_bound=roof)
     return (*out, info) if return_info else out
 
 
 # ====================================================================== measurement
-def _grid_problem(h, w, K, seed):
+def _grid_problem(h: int, w: int, K: int, seed: int) -> _Problem:
     """A random h x w 4-connected grid energy (Gaussian unaries and pairwise tables)."""
     rng = np.random.default_rng(seed)
     idx = np.arange(h * w).reshape(h, w)
@@ -785,7 +836,7 @@ def _grid_problem(h, w, K, seed):
     return unary, edges, pairwise
 
 
-def _measure_lp_solvers(repeats=3):  # pragma: no cover - measurement helper
+def _measure_lp_solvers(repeats: int = 3) -> None:  # pragma: no cover - measurement helper
     """Seconds per LP solve: scipy's linprog(highs) against highspy (simplex and IPM)."""
     import time
 
@@ -794,7 +845,7 @@ def _measure_lp_solvers(repeats=3):  # pragma: no cover - measurement helper
     try:
         import highspy
     except ImportError:
-        highspy = None
+        highspy = None  # type: ignore[assignment, unused-ignore]  # optional: a module where installed, else Any
     for h, w in ((10, 10), (32, 32)):
         unary, edges, pairwise = _grid_problem(h, w, 3, 0)
         c, A, b = _lp_model(unary, edges, pairwise)

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, TypeAlias, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +30,18 @@ if TYPE_CHECKING:
     from .kernel_bcfw import KernelExpansion
     from .problem import Problem
 
-_State = TypeVar("_State")
+
+class _SolverState(Protocol):
+    """What `continue_or_restart` reads of a solver state: the data it was fitted on."""
+
+    n: int
+    d: int
+    fingerprint: str
+
+
+_State = TypeVar("_State", bound=_SolverState)
+#: `Monitor.best`: (primal, w copy, gap, dual, certified gap or None) of the best checkpoint
+_Best: TypeAlias = "tuple[float, npt.NDArray[np.float64] | KernelExpansion, float, float, float | None]"
 
 
 @dataclass
@@ -68,6 +79,8 @@ class StopRule:
         if not (self.check_every == "auto" or (isinstance(self.check_every, (int, np.integer))
                                                 and not isinstance(self.check_every, bool) and self.check_every >= 1)):
             raise ValueError(f"check_every must be an integer >= 1 or 'auto'; got {self.check_every!r}")
+        if self.time_budget is not None and not (self.time_budget > 0):
+            raise ValueError(f"time_budget must be None or a positive number of seconds; got {self.time_budget!r}")
 
     def checkpoint_interval(self, n: int, n_test: int = 0) -> int:
         """Passes between checkpoints: ``check_every``, or for "auto" ``ceil(9 * (1 + n_test / n))``
@@ -75,8 +88,6 @@ class StopRule:
         if self.check_every != "auto":
             return int(self.check_every)
         return max(1, math.ceil(9.0 * (1.0 + n_test / max(n, 1)) - 1e-9))
-        if self.time_budget is not None and not (self.time_budget > 0):
-            raise ValueError(f"time_budget must be None or a positive number of seconds; got {self.time_budget!r}")
 
 
 @dataclass
@@ -100,7 +111,7 @@ class SolveResult:
     """
 
     w: npt.NDArray[np.float64] | KernelExpansion
-    state: object
+    state: Any  # each solver's own state class (FWState, BCFWState, ...)
     trace: Trace
     stopped: str
     gap: float = math.nan
@@ -119,15 +130,15 @@ class Monitor:
         self.trace = Trace(meta)
         self.X_test, self.Y_test = X_test, Y_test
         self.n_test = 0 if X_test is None else len(X_test)
-        self._test_key = None
+        self._test_key: int | None = None
         self.verbose = int(verbose)
         self.monitor_calls = 0
         self._t0 = time.perf_counter()
         self._monitor_time = 0.0
-        self._monitor_since = None
-        self._bar = None
-        self.best = None  # (primal, w copy, gap, dual, certified gap or None)
-        self.certified_gap = None  # of the last checkpoint, when the model bounds its oracle
+        self._monitor_since: float | None = None
+        self._bar: Any = None  # a tqdm progress bar
+        self.best: _Best | None = None  # (primal, w copy, gap, dual, certified gap or None)
+        self.certified_gap: float | None = None  # of the last checkpoint, when the model bounds its oracle
         self.interrupted = False
         from .. import _compile
 
@@ -152,7 +163,7 @@ class Monitor:
         in_progress = now - self._monitor_since if self._monitor_since is not None else 0.0
         return now - self._t0 - self._monitor_time - in_progress
 
-    def monitoring(self) -> AbstractContextManager[None]:
+    def monitoring(self) -> AbstractContextManager[None, Literal[False]]:
         """Context manager: the time spent inside is monitoring, not optimisation."""
         mon = self
 
@@ -160,8 +171,8 @@ class Monitor:
             def __enter__(self) -> None:
                 mon._monitor_since = time.perf_counter()
 
-            def __exit__(self, *exc: object) -> bool:
-                mon._monitor_time += time.perf_counter() - mon._monitor_since
+            def __exit__(self, *exc: object) -> Literal[False]:
+                mon._monitor_time += time.perf_counter() - cast(float, mon._monitor_since)  # set by __enter__
                 mon._monitor_since = None
                 return False
 
@@ -171,15 +182,16 @@ class Monitor:
     def test_loss(self, w: npt.NDArray[np.float64] | KernelExpansion) -> float | None:
         if self.X_test is None:
             return None
+        Y_test = cast("Sequence[Any]", self.Y_test)  # given with X_test (the estimator checks it)
         if hasattr(w, "decode_all"):  # a kernel expansion (KernelBCFW): w exists only implicitly
-            return self.problem.model.mean_loss(self.Y_test, w.decode_all(self.X_test))
+            return self.problem.model.mean_loss(Y_test, w.decode_all(self.X_test))
         if self._test_key is None:
             self._test_key = self.problem.executor.bind(self.problem.model, self.X_test)
         pred = self.problem.executor.decode(self._test_key, w)
-        return self.problem.model.mean_loss(self.Y_test, pred)
+        return self.problem.model.mean_loss(Y_test, pred)
 
     def record(self, w: npt.NDArray[np.float64] | KernelExpansion, passes: float, oracle_calls: float, primal: float,
-               dual: float, gap: float, **extra: float | None) -> None:
+               dual: float, gap: float, **extra: float) -> None:
         """Append a checkpoint row (call inside ``monitoring()``)."""
         row = dict(passes=passes, oracle_calls=oracle_calls, time_s=self.opt_time(),
                    primal=primal, dual=dual, gap=gap, monitor_calls=self.monitor_calls)
@@ -437,7 +449,8 @@ class Solver:
     def result_w(self, state: Any) -> npt.NDArray[np.float64] | KernelExpansion:
         return state.w.copy()
 
-    def init_state(self, problem: Problem, state: object | None, rng: int | np.random.Generator | None) -> Any:  # pragma: no cover - abstract
+    def init_state(self, problem: Problem, state: object | None,
+                   rng: int | np.random.Generator | None) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def run_pass(self, problem: Problem, state: Any, flag: InterruptFlag) -> None:  # pragma: no cover - abstract

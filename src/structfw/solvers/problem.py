@@ -11,7 +11,6 @@ import copy
 import hashlib
 import math
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Self, cast
 
 import numpy as np
@@ -22,6 +21,7 @@ from ..executor import SerialExecutor
 from ._kernels import project_nonneg
 
 if TYPE_CHECKING:
+    from ..executor import PendingCall
     from ..models.base import StructuredModel
 
 #: (y, psi, L, H): an oracle's labelling, its corner psi_i(y), L_i(y), and H_i(y; w)
@@ -134,7 +134,7 @@ class Problem:
     """
 
     def __init__(self, model: StructuredModel, X: Sequence[Any], Y: Sequence[Any], lam: float,
-                 executor: Any = None, validated: bool = False) -> None:
+                 executor: SerialExecutor | None = None, validated: bool = False) -> None:
         self.model = model
         if not validated:
             # a Y given is returned as a list (None only for Y=None)
@@ -286,7 +286,7 @@ class Problem:
             self.check_oracle_value(worst, float(H[worst]))
         return H
 
-    def submit_oracle(self, w: npt.NDArray[np.float64], i: int) -> Future[list[Any]]:
+    def submit_oracle(self, w: npt.NDArray[np.float64], i: int) -> PendingCall:
         """Start example i's max oracle at w on the executor; a future of [labelling].
         The caller keeps w unchanged until the result is in."""
         return self.executor.submit(self.data_key, w, [i])
