@@ -60,6 +60,12 @@ class StructuredModel:
         """Delta(y_true, y) >= 0 with Delta(y, y) = 0."""
         raise NotImplementedError
 
+    def example_loss(self, x: Any, y_true: Any, y: Any) -> float:
+        """Delta_i(y_true, y) for example x: `loss`, unless the model weighs the loss per
+        example (e.g. `GraphModel`'s per-node weights, carried by x).  The engine's corners
+        call this; test losses (`mean_loss`) use the unweighted `loss`."""
+        return self.loss(y_true, y)
+
     def loss_augmented_decode(self, x: Any, y_true: Any,
                               w: npt.NDArray[np.float64]) -> Any:  # pragma: no cover - abstract
         """argmax_y Delta(y_true, y) + <w, phi(x, y)> (the max oracle)."""

@@ -69,12 +69,14 @@ class GraphExample(NamedTuple):
     edge_features : (E, Fe) C-contiguous float64
     tree : `TreeSchedule` when the graph is a forest (the message order, computed once
         here and reused by every oracle call), None when it has a cycle
+    node_weights : (V,) float64 >= 0 with a positive sum, or None (every node weighs 1)
     """
 
     nodes: npt.NDArray[np.float64] | sp.csr_matrix
     edges: npt.NDArray[np.int64]
     edge_features: npt.NDArray[np.float64]
     tree: TreeSchedule | None
+    node_weights: npt.NDArray[np.float64] | None = None
 
 
 def _loopy_backend(name: str) -> Callable[..., tuple[npt.NDArray[np.int64], float, float]]:
@@ -253,17 +255,30 @@ class GraphModel(StructuredModel):
             P = theta[:, 0, None, None] * np.eye(K)
         return U, np.ascontiguousarray(P)
 
-    def _node_loss_weights(self, y_true: npt.NDArray[np.int64]) -> float | npt.NDArray[np.float64]:
-        """c_v, the share of node v in the loss (sums to 1)."""
-        if self.class_weight is None:
+    def _node_loss_weights(self, y_true: npt.NDArray[np.int64],
+                           node_weights: npt.NDArray[np.float64] | None = None) -> float | npt.NDArray[np.float64]:
+        """c_v, the share of node v in the loss (sums to 1): omega_v cw[y_v] / sum_u omega_u cw[y_u]."""
+        if self.class_weight is None and node_weights is None:
             return 1.0 / y_true.shape[0]
-        c = self.class_weight[y_true]
-        return c / c.sum()
+        c = np.ones(y_true.shape[0]) if self.class_weight is None else self.class_weight[y_true]
+        if node_weights is not None:
+            c = c * node_weights
+        total = c.sum()
+        if not total > 0:
+            raise ValueError("the node weights of this example give its labelled classes no weight "
+                             "(sum of node_weights * class_weight[y] is 0): its loss is undefined")
+        return c / total
 
     def _augment(self, U: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
-                 scale: float = 1.0) -> npt.NDArray[np.float64]:
+                 scale: float = 1.0, node_weights: npt.NDArray[np.float64] | None = None
+                 ) -> npt.NDArray[np.float64]:
         """U + scale c_v [k != y_v^true] in place: the loss as unary terms."""
-        return add_node_loss(U, y_true, self._cw, float(scale))
+        if node_weights is None:
+            return add_node_loss(U, y_true, self._cw, float(scale))
+        c = scale * np.asarray(self._node_loss_weights(y_true, node_weights))
+        U += c[:, None]
+        U[np.arange(U.shape[0]), y_true] -= c
+        return U
 
     # ------------------------------------------------------------ inference
     def _backend(self, x: GraphExample, P: npt.NDArray[np.float64] | None) -> str:
@@ -311,7 +326,7 @@ class GraphModel(StructuredModel):
         w = np.ascontiguousarray(w, dtype=np.float64)
         y_true = np.ascontiguousarray(y_true, dtype=np.int64)
         U, P = self._potentials(x, w)
-        self._augment(U, y_true)
+        self._augment(U, y_true, node_weights=x.node_weights)
         y, value, bound, exact = self._maximise(x, U, P)
         if not exact:
             truth = float(energy(U, x.edges, P, y_true))
@@ -365,7 +380,7 @@ class GraphModel(StructuredModel):
         Vn = U.shape[0]
         if y_true is not None:
             y_true = as_label_array(y_true, "y_true", self.n_states, (Vn,))
-            self._augment(U, y_true, c)
+            self._augment(U, y_true, c, node_weights=x.node_weights)
         mu, mu_e, logZ = tree_marginals(U, x.edges, P, 1.0, schedule=x.tree)
         E = mu_e.shape[0]
         E_phi: npt.NDArray[np.float64] | SparseVector
@@ -381,7 +396,7 @@ class GraphModel(StructuredModel):
             E_phi = np.concatenate([(mu.T @ x.nodes).ravel(), pair])
         E_loss = 0.0
         if y_true is not None:
-            cv = np.broadcast_to(self._node_loss_weights(y_true), (Vn,))
+            cv = np.broadcast_to(self._node_loss_weights(y_true, x.node_weights), (Vn,))
             E_loss = float(np.dot(cv, 1.0 - mu[np.arange(Vn), y_true]))
         return E_phi, E_loss, logZ
 
@@ -422,6 +437,18 @@ class GraphModel(StructuredModel):
         c = self.class_weight[y_true]
         return float(c[wrong].sum() / c.sum())
 
+    def example_loss(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
+        """The loss of example x: with per-node weights omega (x's fourth item),
+        sum_v c_v [y_v != y_v^true] with c_v = omega_v cw[y_v^true] / sum_u omega_u cw[y_u^true];
+        without them `loss`.  The engine's corners use this, so the loss-augmented oracle,
+        the gaps and the path all see the weighted loss."""
+        x = self._example(x)
+        if x.node_weights is None:
+            return self.loss(y_true, y)
+        y_true = np.asarray(y_true)
+        c = np.asarray(self._node_loss_weights(y_true, x.node_weights))
+        return float(c[y_true != np.asarray(y)].sum())
+
     def label_key(self, y: npt.ArrayLike) -> bytes:
         return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 else (
             np.ascontiguousarray(y, dtype=np.int64).tobytes())
@@ -436,9 +463,9 @@ class GraphModel(StructuredModel):
     def _check_x(self, x: GraphExample | Sequence[Any], name: str) -> GraphExample:
         Fe = self.n_edge_features
         if isinstance(x, GraphExample):
-            x = tuple(x[:3])
-        if not isinstance(x, (tuple, list)) or len(x) not in (2, 3):
-            raise ValueError(f"{name} must be a tuple (node_features, edges, edge_features) "
+            x = tuple(x[:3]) if x.node_weights is None else (*x[:3], x.node_weights)
+        if not isinstance(x, (tuple, list)) or len(x) not in (2, 3, 4):
+            raise ValueError(f"{name} must be a tuple (node_features, edges, edge_features[, node_weights]) "
                              f"or (node_features, edges), got {type(x).__name__}")
         nodes = _check_nodes(x[0], self.n_features, f"{name}: node_features")
         V = nodes.shape[0]
@@ -449,8 +476,11 @@ class GraphModel(StructuredModel):
                 raise ValueError(f"{name} has no edge_features, but n_edge_features = {Fe}: pass "
                                  "(node_features, edges, edge_features)")
             ef = np.ones((E, 1))
+        elif x[2] is None and Fe == 1:
+            ef = np.ones((E, 1))
         else:
             ef = _check_edge_features(x[2], E, Fe, f"{name}: edge_features")
+        omega = _check_node_weights(x[3], V, f"{name}: node_weights") if len(x) == 4 and x[3] is not None else None
         if self.inference == "exhaustive" and V * np.log2(self.n_states) > np.log2(EXHAUSTIVE_LIMIT) + 1e-9:
             raise ValueError(f"{name} has {V} nodes: inference='exhaustive' would enumerate "
                              f"{self.n_states}^{V} labellings, more than 2^20")
@@ -458,11 +488,11 @@ class GraphModel(StructuredModel):
         if tree is None and self.inference == "tree":
             raise ValueError(f"{name}: edges contain a cycle, but inference='tree' needs a forest; "
                              "use inference='auto' or a loopy back-end")
-        return GraphExample(nodes, edges, ef, tree)
+        return GraphExample(nodes, edges, ef, tree, omega)
 
     def check_X(self, X: Iterable[Any]) -> list[GraphExample]:
         # one graph is a tuple whose first item is its node-feature matrix (a list of graphs holds tuples)
-        if (isinstance(X, tuple) and len(X) in (2, 3)
+        if (isinstance(X, tuple) and len(X) in (2, 3, 4)
                 and (sp.issparse(X[0]) or (isinstance(X[0], np.ndarray) and X[0].ndim == 2))):
             raise ValueError("X must be a list of examples (one (node_features, edges, edge_features) tuple "
                              "per graph), got a single graph; to predict one graph pass [x]")
@@ -481,6 +511,17 @@ class GraphModel(StructuredModel):
     def check_y(self, x: GraphExample | Sequence[Any], y: npt.ArrayLike, name: str = "Y") -> npt.NDArray[np.int64]:
         V = x.nodes.shape[0] if type(x) is GraphExample else np.shape(x[0])[0]
         return as_label_array(y, name, self.n_states, (V,))
+
+
+def _check_node_weights(omega: npt.ArrayLike, V: int, name: str) -> npt.NDArray[np.float64]:
+    f = as_float_array(omega, name)
+    if f.shape != (V,):
+        raise ValueError(f"{name} must have shape (V,) = ({V},), got {f.shape}")
+    if not np.all(np.isfinite(f)) or np.any(f < 0):
+        raise ValueError(f"{name} must hold finite weights >= 0")
+    if V and not f.sum() > 0:
+        raise ValueError(f"{name} are all zero: the example would have no loss")
+    return np.ascontiguousarray(f, dtype=np.float64)
 
 
 def _check_edge_features(ef: npt.ArrayLike, E: int, Fe: int, name: str) -> npt.NDArray[np.float64]:

@@ -187,7 +187,7 @@ class Problem:
     def corner(self, i: int, y: Any) -> tuple[SparseVector, float]:
         """(psi_i(y) as SparseVector, L_i(y)) for labelling y of example i."""
         psi = as_corner_vector(self.model.psi(self.X[i], self.Y[i], y), self.d)
-        L = float(self.model.loss(self.Y[i], y))
+        L = float(self.model.example_loss(self.X[i], self.Y[i], y))
         if self.model.has_fixed_score:
             # the fixed score's difference is part of the corner's constant (MP-BCFW Sec. 3)
             x = self.X[i]
@@ -354,7 +354,7 @@ class Problem:
 
 
 #: what a compiled corner kernel computes in place of the model's Python methods
-COMPILED_METHODS = ("loss_augmented_decode", "psi", "loss", "joint_feature", "fixed_score")
+COMPILED_METHODS = ("loss_augmented_decode", "psi", "loss", "example_loss", "joint_feature", "fixed_score")
 
 
 def overrides_compiled_methods(model: object) -> bool:
