@@ -17,7 +17,7 @@ from ._interrupt import deferred_sigint
 from .executor import get_executor
 from .models.base import MODEL_REGISTRY, StructuredModel
 from .solvers import SOLVER_NAMES, Monitor, Problem, Solver, StopRule, make_solver
-from . import _labels
+from . import _labels, _prediction
 from . import io as sfio
 from .solvers.problem import check_lam
 from .trace import Trace
@@ -121,6 +121,13 @@ class StructuredSVM(BaseEstimator):
         Solver state for warm starts.
     n_iter_ : float
         Passes done.
+    temperature_ : float
+        Set by `calibrate_temperature` only (absent before): the T of `predict_marginals` and
+        `predict_proba_sequence`, for the fit it was calibrated on (a later fit warns and uses
+        T = 1 until it is calibrated again).  `save` writes it and `load` restores it.
+    calibration_ : dict
+        Set by `calibrate_temperature`: the negative log-likelihood and expected calibration
+        error before and after.
     """
 
     # the fitted attributes (set by fit and load, all together; declared for the type checker only)
@@ -315,6 +322,264 @@ class StructuredSVM(BaseEstimator):
                     self.model.check_data(X, _labels.encode(self.model, getattr(self, "classes_", None), Y)))
         return 1.0 - self.model.mean_loss(Y, self._predict_states(X))
 
+    # ------------------------------------------- scores, marginals, the k best
+    def _prediction_inputs(self, X: Sequence[Any], what: str | None) -> tuple[list[Any], str]:
+        """Fitted check, the model's support of ``what`` (before any work) and the validated X."""
+        self._check_fitted()
+        kind = _prediction.model_kind(self.model) or ""
+        if what is not None:
+            kind = _prediction.check_support(self.model, what, getattr(self, "kernel_expansion_", None))
+        install_compile_notice()
+        X, _ = self.model.check_data(X)
+        if what == "marginals" and kind == "graph":
+            _prediction.check_forests(self.model, X)
+        return X, kind
+
+    def _potentials(self, kind: str, X: Sequence[Any]) -> list[_prediction.Potentials]:
+        return [_prediction.Potentials(kind, self.model, x, self.coef_, getattr(self, "kernel_expansion_", None))
+                for x in X]
+
+    def _decode_states(self, P: Sequence[Any]) -> Sequence[Any]:
+        return _labels.decode(self.model, getattr(self, "classes_", None), P)
+
+    def _temperature(self, temperature: float | None) -> float:
+        """``temperature`` if given, else ``temperature_`` when calibrated for this fit, else 1."""
+        if temperature is not None:
+            return _prediction.check_temperature(temperature)
+        T = getattr(self, "temperature_", None)
+        if T is None:
+            return 1.0
+        if getattr(self, "_temperature_fit", None) is not self.trace_:
+            # fit never touches temperature_, so a refit leaves the old fit's value behind
+            import warnings
+
+            warnings.warn(f"temperature_ = {T:.4g} was calibrated for an earlier fit, not the current one: "
+                          "using T = 1; call calibrate_temperature again", RuntimeWarning, stacklevel=3)
+            return 1.0
+        return float(T)
+
+    def decision_function(self, X: Sequence[Any]) -> npt.NDArray[np.float64]:
+        """The score <w, phi(x, y_hat)> of each example's predicted labelling y_hat = `predict` (x).
+
+        Parameters
+        ----------
+        X : list
+            A list of examples, even for one.
+
+        Returns
+        -------
+        ndarray (n,)
+            ``model.score(x, y_hat, coef_)`` per example (after a kernelized fit, the same score
+            through the kernel expansion).  Every model has it.
+        """
+        X, kind = self._prediction_inputs(X, None)
+        states = self._predict_states(X)
+        expansion = getattr(self, "kernel_expansion_", None)
+        if expansion is None:
+            coef = cast("npt.NDArray[np.float64]", self.coef_)
+            return np.array([self.model.score(x, y, coef) for x, y in zip(X, states)], dtype=np.float64)
+        return np.array([_prediction.labelling_score(*_prediction.chain_potentials(kind, self.model, x, None,
+                                                                                   expansion), y)
+                         for x, y in zip(X, states)], dtype=np.float64)
+
+    def predict_marginals(self, X: Sequence[Any], temperature: float | None = None) -> list[npt.NDArray[np.float64]]:
+        """Node marginals of p(y | x) ∝ exp(<w, phi(x, y)> / T), exactly.
+
+        Exact for `ChainModel` (sum-product in log space), `MulticlassModel` (a softmax) and
+        `GraphModel` on forests (tree sum-product).  The per-token confidence of a prediction is
+        the row maximum, ``predict_marginals(X)[i].max(axis=-1)``; the per-sequence one is
+        `predict_proba_sequence`.
+
+        Parameters
+        ----------
+        X : list
+            A list of examples, even for one.
+        temperature : float > 0 or None
+            T.  None: ``temperature_`` when `calibrate_temperature` was run on this fit, else 1.
+
+        Returns
+        -------
+        list of ndarray
+            Per example an (L_i, K) array (multiclass: (K,)) whose rows sum to 1.  Column k is
+            state k, the label ``classes_[k]``; when `fit` saw fewer than ``n_states`` labels, the
+            last columns are states no label named.
+
+        Raises
+        ------
+        NotImplementedError
+            For the other models (grids, Potts, graph cuts, matchings) and for a `GraphModel`
+            example whose graph has a cycle: their marginals are not exact here.
+        """
+        X, kind = self._prediction_inputs(X, "marginals")
+        T = self._temperature(temperature)
+        out = []
+        for pot in self._potentials(kind, X):
+            node = np.exp(pot.log_marginals(T)[0])
+            out.append(node[0] if kind == "multiclass" else node)
+        return out
+
+    def predict_proba_sequence(self, X: Sequence[Any], temperature: float | None = None
+                               ) -> npt.NDArray[np.float64]:
+        """The probability of each example's predicted labelling, p(y_hat | x) = exp(s(y_hat) / T - log Z).
+
+        s = <w, phi> (`decision_function`) and log Z = log sum_y exp(s(y) / T), exact for the models
+        of `predict_marginals`.  A per-sequence confidence: it can be tiny for a long sequence
+        whose every token is confident (there are many near-equal labellings).
+
+        Parameters
+        ----------
+        X : list
+            A list of examples, even for one.
+        temperature : float > 0 or None
+            As for `predict_marginals`.
+
+        Returns
+        -------
+        ndarray (n,)
+
+        Raises
+        ------
+        NotImplementedError
+            As `predict_marginals`.
+        """
+        X, kind = self._prediction_inputs(X, "marginals")
+        T = self._temperature(temperature)
+        states = self._predict_states(X)
+        out = np.empty(len(X))
+        for i, (pot, y) in enumerate(zip(self._potentials(kind, X), states)):
+            logZ = pot.log_marginals(T)[1]
+            if kind == "graph":
+                s = self.model.score(pot.x, y, cast("npt.NDArray[np.float64]", pot.w))
+            else:
+                s = _prediction.labelling_score(cast("npt.NDArray[np.float64]", pot.U),
+                                                cast("npt.NDArray[np.float64]", pot.P), y)
+            out[i] = math.exp(min(s / T - logZ, 0.0))  # <= 1 up to the rounding of log Z
+        return out
+
+    def calibrate_temperature(self, X_val: Sequence[Any], Y_val: Sequence[Any]) -> Self:
+        """Fit the temperature T of `predict_marginals` on held-out data.
+
+        T minimises the mean negative log-likelihood of the true labels under the node
+        marginals, -(1/N) sum over all N tokens of log p(y_l = y_l^true | x), by bounded
+        1-D minimisation (``scipy.optimize.minimize_scalar``) over log T in [log 1e-4, log 1e4].
+        A structural SVM's scores are margins, not log-probabilities, so T = 1 is rarely
+        calibrated.  Y_val is in the labels `fit` was given.
+
+        Sets ``temperature_`` (used by `predict_marginals` and `predict_proba_sequence` while
+        this fit stands; `save` keeps it) and ``calibration_``, a dict with ``temperature``,
+        ``temperature_before`` (the T in use before), ``nll_before``, ``nll_after``,
+        ``ece_before``, ``ece_after`` (`structfw.metrics.expected_calibration_error`, 10 bins)
+        and ``n_tokens``.
+
+        Parameters
+        ----------
+        X_val, Y_val : list
+            Held-out examples and their labellings (not the training set: its margins are
+            over-confident by construction).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        NotImplementedError
+            For models without exact marginals (as `predict_marginals`).
+        """
+        from scipy.optimize import minimize_scalar
+
+        from .metrics import expected_calibration_error
+
+        X, kind = self._prediction_inputs(X_val, "marginals")
+        _, Y = cast("tuple[list[Any], list[Any]]",
+                    self.model.check_data(X, _labels.encode(self.model, getattr(self, "classes_", None), Y_val,
+                                                            "Y_val")))
+        if not X:
+            raise ValueError("X_val holds no examples")
+        pots = self._potentials(kind, X)
+        truth = [np.atleast_1d(np.asarray(y, dtype=np.int64)) for y in Y]
+        n_tokens = int(sum(t.size for t in truth))
+        # log p of a true label that underflows to 0 (GraphModel's marginals are not in logs)
+        floor = math.log(np.finfo(np.float64).tiny)
+
+        def nll(T: float) -> float:
+            total = 0.0
+            for pot, t in zip(pots, truth):
+                lp = pot.log_marginals(T)[0]
+                total -= float(np.maximum(lp[np.arange(t.size), t], floor).sum())
+            return total / n_tokens
+
+        def ece(T: float) -> float:
+            return expected_calibration_error(truth, [np.exp(p.log_marginals(T)[0]) for p in pots])
+
+        T0 = self._temperature(None)
+        lo, hi = math.log(1e-4), math.log(1e4)
+        res = minimize_scalar(lambda t: nll(math.exp(t)), bounds=(lo, hi), method="bounded",
+                              options={"xatol": 1e-4})
+        T, best = math.exp(float(res.x)), float(res.fun)
+        before = nll(T0)
+        if not best < before:  # a flat objective may leave Brent's bracket short of T0
+            T, best = T0, before
+        elif min(res.x - lo, hi - res.x) < 1e-2:
+            import warnings
+
+            warnings.warn(f"calibrate_temperature: the best T = {T:.3g} is at the end of the searched range "
+                          "[1e-4, 1e4]; the scores may be degenerate (all-zero or huge weights)", RuntimeWarning,
+                          stacklevel=2)
+        self.calibration_ = dict(temperature=T, temperature_before=T0, nll_before=before, nll_after=best,
+                                 ece_before=ece(T0), ece_after=ece(T), n_tokens=n_tokens)
+        self.temperature_ = T
+        self._temperature_fit = self.trace_
+        return self
+
+    def predict_top_k(self, X: Sequence[Any], k: int
+                      ) -> list[tuple[np.ndarray, npt.NDArray[np.float64]]]:
+        """The k highest-scoring labellings of each example, best first, with their scores.
+
+        Exact: list Viterbi for `ChainModel` (the k best prefix scores per state and position),
+        the sorted class scores for `MulticlassModel`.  The first is `predict`'s labelling (up to
+        ties) and its score `decision_function`'s.
+
+        Parameters
+        ----------
+        X : list
+            A list of examples, even for one.
+        k : int >= 1
+            When an example has fewer than k labellings (K^L for a chain of length L, K for
+            multiclass) all of them are returned: the arrays then have fewer than k rows.  K
+            counts the labels `fit` saw (``classes_``): a state that no training label named
+            has no label to return, so labellings using one are left out.
+
+        Returns
+        -------
+        list of (labellings, scores)
+            Per example: labellings, an array (m, L_i) for a chain or (m,) for multiclass, in the
+            labels `fit` was given (``classes_``); scores (m,), <w, phi(x, y)> of each, decreasing;
+            m = min(k, number of labellings).
+
+        Raises
+        ------
+        NotImplementedError
+            For the other models (no exact k-best decoder here).
+        """
+        k = _prediction.check_k(k)
+        X, kind = self._prediction_inputs(X, "top_k")
+        classes = getattr(self, "classes_", None)
+        K = int(getattr(self.model, "n_states"))  # chain or multiclass (checked above)
+        n_named = K if classes is None else min(classes.size, K)
+        out = []
+        for pot in self._potentials(kind, X):
+            U = cast("npt.NDArray[np.float64]", pot.U)
+            if n_named < U.shape[1]:
+                # a state no training label named has no label to return: search the named ones only
+                U = U.copy()
+                U[:, n_named:] = -np.inf
+            Ys, scores = _prediction.top_k(kind, U, cast("npt.NDArray[np.float64]", pot.P), k, n_named)
+            if kind == "multiclass":
+                Ys = Ys[:, 0]
+            out.append((np.asarray(self._decode_states([Ys])[0]), scores))
+        return out
+
     # --------------------------------------------------------- save/load
     def save(self, path: str | os.PathLike[str], state: bool = False) -> Path:
         """Write the fitted model to a model file (`structfw.io`; no pickle).
@@ -349,6 +614,8 @@ class StructuredSVM(BaseEstimator):
         classes = _labels.classes_to_header(self.model, getattr(self, "classes_", None))
         if classes is not None:  # integer states need no field, so such files are unchanged
             header["classes"] = classes
+        if getattr(self, "temperature_", None) is not None and getattr(self, "_temperature_fit", None) is self.trace_:
+            header["temperature"] = float(self.temperature_)  # only when calibrated: other files are unchanged
         if self.coef_ is not None:
             arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
         else:  # a non-linear kernel: w is implicit, the file holds its expansion
@@ -374,7 +641,8 @@ class StructuredSVM(BaseEstimator):
         header, arrays = sfio.read_model_file(path, _KIND)
         state = sfio.unpack_state(header, arrays)
         sfio.check_fields(header, ["model", "model_config", "params", "stopped", "gap",
-                                   "primal", "dual", "n_iter"], optional=["expansion", "classes", "certified_gap"])
+                                   "primal", "dual", "n_iter"], optional=["expansion", "classes", "certified_gap",
+                                                                  "temperature"])
         model = _model_from_header(header)
         classes = _labels.classes_from_header(header.get("classes"), model,
                                               getattr(header, "source", "model file"))
@@ -401,6 +669,12 @@ class StructuredSVM(BaseEstimator):
         n_features = getattr(model, "n_features", None)
         if isinstance(n_features, int):
             fitted["n_features_in_"] = n_features
+        if "temperature" in header:
+            T = sfio.header_float(header, "temperature")
+            if not (math.isfinite(T) and T > 0.0):
+                raise ValueError(f"{getattr(header, 'source', 'model file')}: field 'temperature' must be a positive "
+                                 f"finite number; got {T!r}")
+            fitted.update(temperature_=T, _temperature_fit=trace)
         if state is not None:
             fitted.update(_restore_state(est, *state))
         est.__dict__.update(fitted)

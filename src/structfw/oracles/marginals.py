@@ -360,3 +360,40 @@ def softmax_expectation(x, y_true, V, c, has_loss):
     if has_loss:
         loss = max(1.0 - p[y_true], 0.0)
     return E, loss, logZ
+
+
+@njit(cache=True, nogil=True)
+def chain_log_node_marginals(U, P):
+    """Log node marginals and log Z of p(y) ∝ exp(sum_l U[l, y_l] + sum_l P[y_l, y_{l+1}]).
+
+    For prediction and calibration (`StructuredSVM.predict_marginals`): the log values, so a
+    negative log-likelihood of a true label stays finite where its probability underflows,
+    and no edge marginals are formed.  Each row is renormalised in log space, so its
+    exponentials sum to 1 up to rounding even when log Z carries the rounding of L steps.
+
+    Parameters
+    ----------
+    U : (L, S) float64 unary scores (already divided by the temperature).
+    P : (S, S) float64 transition scores (likewise).
+
+    Returns
+    -------
+    log_node : (L, S) log p(y_l = s)
+    logZ : float (0 for L = 0)
+    """
+    L, S = U.shape
+    out = np.empty((L, S))
+    if L == 0:
+        return out, 0.0
+    Pr, EP = _row_shifted_exp(P)
+    A = _forward(U, P, Pr, EP)
+    B, ET, SA = _backward(U, P, Pr, EP)
+    logZ = _logsumexp(A[L - 1].copy())
+    row = np.empty(S)
+    for l in range(L):
+        for s in range(S):
+            row[s] = A[l, s] + B[l, s]
+        r = _logsumexp(row)
+        for s in range(S):
+            out[l, s] = row[s] - r
+    return out, logZ

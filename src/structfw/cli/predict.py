@@ -1,0 +1,120 @@
+"""``structfw predict``: a saved model's labels (and marginals) on a data set, written to a file."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+import numpy as np
+
+from ._common import DATA_HELP, DataError, check_output_path, load_training_data, write_outputs
+
+OUT_SUFFIXES = (".json", ".npz")
+
+
+@click.command("predict")
+@click.option("--model", "model_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="A model file written by `structfw train --save` (or StructuredSVM.save).")
+@click.option("--data", required=True, help="The data to predict, as for `structfw train`: " + DATA_HELP)
+@click.option("--split", type=click.Choice(["test", "train"]), default="test", show_default=True,
+              help="Which part of --data to predict.")
+@click.option("--seed", default=0, show_default=True,
+              help="Seed of the 80/20 split of an svmlight file (the --seed given to `structfw train`).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="Output file: .json (nested lists) or .npz (flat arrays, for large outputs).")
+@click.option("--marginals", is_flag=True,
+              help="Also write the node marginals (chain, multiclass, graph CRFs on forests).")
+@click.option("--temperature", type=float, default=None,
+              help="T of the marginals [default: the model's calibrated temperature, else 1].")
+def predict(model_path, data, split, seed, out, marginals, temperature):
+    """Predict with a saved model; write labels (and --marginals) to JSON or .npz.
+
+    The labels are those the model was trained with (its classes_).  When the data
+    hold true labels, the token accuracy is printed (and, with --marginals, the
+    expected calibration error of the per-token confidences).  The .json file holds
+    "labels" (one nested list per example) and "marginals" (one list of rows per
+    example); the .npz file holds the labellings flattened into one array "labels",
+    "shapes" (one row per example) to split it, "marginals" (one row per position, in
+    the same order) and "classes".  JSON is easy to read; .npz is about 4x smaller
+    (the OCR test set with marginals: 0.7 MB against 2.7 MB).
+    """
+    from .. import _prediction
+    from ..estimator import StructuredSVM
+    from ..metrics import expected_calibration_error, token_accuracy
+
+    check_output_path(out, "--out", suffixes=OUT_SUFFIXES)
+    if temperature is not None and not marginals:
+        raise click.UsageError("--temperature applies to the marginals: give --marginals too")
+    if temperature is not None and not (np.isfinite(temperature) and temperature > 0):
+        raise click.BadParameter(f"must be a positive number; got {temperature}", param_hint="--temperature")
+    try:
+        svm = StructuredSVM.load(model_path)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--model") from None
+    if marginals:
+        try:
+            _prediction.check_support(svm.model, "marginals", getattr(svm, "kernel_expansion_", None))
+        except NotImplementedError as exc:
+            raise click.UsageError(f"--marginals: {exc}") from None
+
+    X, Y, Xt, Yt, data_model = load_training_data(data, "auto", seed=seed)
+    if split == "train":
+        Xt, Yt = X, Y
+    if type(data_model) is not type(svm.model):
+        raise click.UsageError(f"--model {model_path} holds a {type(svm.model).__name__}, but --data {data} is "
+                               f"for a {type(data_model).__name__}")
+    try:
+        labels = list(svm.predict(Xt))
+        M = svm.predict_marginals(Xt, temperature) if marginals else None
+    except NotImplementedError as exc:
+        raise click.UsageError(f"--marginals: {exc}") from None
+    except ValueError as exc:
+        raise DataError(data, str(exc)) from None
+    T = svm._temperature(temperature) if marginals else None
+
+    classes = getattr(svm, "classes_", None)
+    acc = ece = None
+    comparable = Yt is not None and (classes is None or (np.asarray(classes).dtype.kind == "U")
+                                     == (np.asarray(Yt[0]).dtype.kind == "U"))
+    if comparable:
+        acc = token_accuracy(Yt, labels)
+        if M is not None:
+            ece = expected_calibration_error(Yt, M, classes=classes)
+    info = dict(model=str(model_path), data=data, split=split, n_examples=len(labels),
+                classes=None if classes is None else np.asarray(classes).tolist(),
+                token_accuracy=acc, temperature=T)
+    if M is not None:
+        info["expected_calibration_error"] = ece
+    ok = write_outputs([("predictions", lambda: _write(out, info, labels, M))])
+    line = f"{len(labels)} examples ({split} split of {data})"
+    if acc is not None:
+        line += f": token accuracy {acc:.4f}"
+    elif Yt is not None:
+        line += ": token accuracy not computed (the model's labels and the data's are of other kinds)"
+    click.echo(line)
+    if M is not None:
+        conf = float(np.mean(np.concatenate([np.max(m, axis=-1).ravel() for m in M])))
+        click.echo(f"marginals at T = {T:.4g}: mean token confidence {conf:.4f}"
+                   + (f", expected calibration error {ece:.4f}" if ece is not None else ""))
+    if not ok:
+        sys.exit(1)
+
+
+def _write(out, info, labels, M):
+    if out.lower().endswith(".npz"):
+        arrays = {"labels": np.concatenate([np.asarray(y).ravel() for y in labels]),
+                  "shapes": np.array([np.shape(y) for y in labels], dtype=np.int64).reshape(len(labels), -1),
+                  "info": np.array(json.dumps({k: v for k, v in info.items() if k != "classes"}))}
+        if info["classes"] is not None:
+            arrays["classes"] = np.asarray(info["classes"])
+        if M is not None:
+            arrays["marginals"] = np.concatenate([m.reshape(-1, m.shape[-1]) for m in M])
+        with open(out, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        return out
+    doc = dict(info, labels=[np.asarray(y).tolist() for y in labels])
+    if M is not None:
+        doc["marginals"] = [m.tolist() for m in M]
+    with open(out, "w") as f:
+        json.dump(doc, f)
+    return out
