@@ -20,14 +20,15 @@ _LAZY = {
     "svm": (".svm", None),
     "io": (".io", None),
     "metrics": (".metrics", None),
+    "features": (".features", None),
     "StructuredSVM": (".estimator", "StructuredSVM"),
     "load": (".estimator", "load"),
     "Trace": (".trace", "Trace"),
     "regularization_path": (".path", "regularization_path"),
 }
 
-__all__ = ["StructuredSVM", "Trace", "load", "regularization_path", "datasets", "metrics", "models", "solvers",
-           "svm", "__version__"]
+__all__ = ["StructuredSVM", "Trace", "load", "regularization_path", "datasets", "features", "metrics", "models",
+           "solvers", "svm", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
