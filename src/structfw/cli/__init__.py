@@ -1,6 +1,6 @@
 """The ``structfw`` command.
 
-One module per command (``demo``, ``train``, ``path``, ``warmup``; the benchmarks live in
+One module per command (``demo``, ``train``, ``predict``, ``path``, ``warmup``; the benchmarks live in
 `structfw.bench`).  Commands are registered by name and imported only when run or
 asked for their own ``--help``, so ``structfw --help`` imports neither numba nor
 scikit-learn and compiles nothing.
@@ -15,6 +15,7 @@ import click
 COMMANDS = {
     "demo": (".demo", "demo", "BCFW-wavg on the bundled OCR letters: progress, table and convergence plot."),
     "train": (".train", "train", "Train a structural SVM; report pass / gap / primal / test error / time."),
+    "predict": (".predict", "predict", "Predict with a saved model; write labels (and --marginals) to JSON or .npz."),
     "path": (".path", "path_command", "Compute an eps-approximate regularisation path (Osokin et al. 2016, Sec. 4)."),
     "warmup": (".warmup", "warmup", "Compile and cache the numba kernels now (otherwise done on first use)."),
 }
@@ -32,6 +33,8 @@ BENCH_COMMANDS = {
                         "Graph inference back-ends (TRW-S, LP, QPBO, tree): time per call and certified gap."),
     "graph-task": ("..bench.graph_task", "bench_graph_task",
                    "GraphModel on superpixel graphs: time to a certified gap, accuracy with and without edges."),
+    "pose-oracle": ("..bench.pose", "bench_pose_oracle",
+                    "Pose oracle: distance-transform messages against brute force; optional fit (PCP)."),
 }
 
 

@@ -14,11 +14,12 @@ import numpy as np
 
 #: the named data sets and the one model each is trained with
 NAMED_DATA = {"ocr": "chain", "snakes": "grid", "seg-binary": "graphcut", "seg-multi": "potts",
-              "seg-graph": "graph", "seg-graph-binary": "graph", "alignment": "matching"}
-MODEL_CHOICES = ["auto", "chain", "multiclass", "grid", "graphcut", "potts", "graph", "matching"]
+              "seg-graph": "graph", "seg-graph-binary": "graph", "alignment": "matching", "pose": "pose"}
+MODEL_CHOICES = ["auto", "chain", "multiclass", "grid", "graphcut", "potts", "graph", "matching", "pose"]
 DATA_HELP = ("'ocr' (chain), 'snakes' (grid), 'seg-binary' (graph cut), 'seg-multi' (Potts), 'seg-graph' / "
              "'seg-graph-binary' (graph CRF on superpixel adjacency graphs, 6 or 2 classes), 'alignment' "
-             "(matching: 5,000 synthetic sentence pairs, the last 1,000 for testing), or the path of an "
+             "(matching: 5,000 synthetic sentence pairs, the last 1,000 for testing), 'pose' (tree of parts: 1,000 / "
+             "1,000 synthetic LSP-like stick figures, HOG features, generated and cached on first use), or the path of an "
              "svmlight/LIBSVM file (multiclass model, kept sparse, 80/20 split).")
 
 
@@ -64,6 +65,10 @@ def _load_named(data):
         X, Y = datasets.make_alignment(5000, random_state=0)
         return X[:4000], Y[:4000], X[4000:], Y[4000:], models.MatchingModel(datasets.alignment.N_FEATURES)
     try:
+        if data == "pose":
+            # rendered stick figures on photographs, HOG features (cached on disk on first use)
+            tr, te = datasets.load_pose("train"), datasets.load_pose("test")
+            return tr.X, tr.Y, te.X, te.Y, tr.make_model()
         if data in ("seg-graph", "seg-graph-binary"):
             # superpixel adjacency graphs for GraphModel (cached on disk on first use)
             X, Y, make_model = datasets.load_superpixel_graphs(data, "train")

@@ -6,8 +6,9 @@ from .graphcut import GraphCutModel, GraphInput
 from .grid import GridModel
 from .matching import MatchingInput, MatchingModel
 from .multiclass import MulticlassModel
+from .pose import PoseModel
 from .potts import PottsModel
 
 __all__ = ["StructuredModel", "register_model", "MODEL_REGISTRY", "ChainModel", "MulticlassModel",
            "GridModel", "GraphCutModel", "PottsModel", "GraphInput", "GraphModel", "GraphExample",
-           "MatchingModel", "MatchingInput"]
+           "MatchingModel", "MatchingInput", "PoseModel"]
