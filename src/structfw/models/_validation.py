@@ -1,6 +1,8 @@
 """Shared input checks of the bundled models (clear ValueErrors naming the argument)."""
 from __future__ import annotations
 
+import json
+
 import numbers
 from collections.abc import Iterable
 from typing import Any
@@ -76,3 +78,14 @@ def check_sequence_of_inputs(X: Iterable[Any], name: str = "X") -> list[Any]:
         return list(X)
     except TypeError as exc:
         raise ValueError(f"{name} must be a list of inputs, got {type(X).__name__}") from exc
+
+
+def from_json_text(value: object, name: str) -> Any:
+    """A constructor argument given as a value or as the JSON text `get_config` wrote for it
+    (model files hold JSON scalars only, so arrays and dicts travel as text)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a value or its JSON text, got {value!r}") from None

@@ -50,7 +50,8 @@ from ..oracles.graph import (
     tree_marginals,
     tree_max_product,
 )
-from ._validation import as_float_array, as_label_array, check_int_param, check_sequence_of_inputs
+from ._validation import (as_float_array, as_label_array, check_int_param, check_sequence_of_inputs,
+                          from_json_text)
 from .base import StructuredModel, register_model
 from .graphcut import _check_nodes
 
@@ -538,18 +539,8 @@ def _check_edge_features(ef: npt.ArrayLike, E: int, Fe: int, name: str) -> npt.N
     return f
 
 
-def _from_json(value: object, name: str) -> Any:
-    """A JSON text argument (as `GraphModel.get_config` writes it) as a Python value."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a value or its JSON text, got {value!r}") from None
-
-
 def _check_class_weight(cw: object, K: int) -> npt.NDArray[np.float64]:
-    cw = _from_json(cw, "class_weight")
+    cw = from_json_text(cw, "class_weight")
     try:
         a = np.asarray(cw, dtype=np.float64)
     except (TypeError, ValueError):
@@ -560,7 +551,7 @@ def _check_class_weight(cw: object, K: int) -> npt.NDArray[np.float64]:
 
 
 def _check_options(options: object) -> dict[str, dict[str, Any]]:
-    options = _from_json(options, "inference_options")
+    options = from_json_text(options, "inference_options")
     if options is None:
         return {}
     if not isinstance(options, dict):

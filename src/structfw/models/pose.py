@@ -47,24 +47,16 @@ import numpy.typing as npt
 
 from ..oracles.graph import forest_schedule
 from ..oracles.pose import pose_energy, pose_max_product, tree_order
-from ._validation import as_float_array, check_int_param, check_sequence_of_inputs, one_example_error
+from ._validation import (as_float_array, check_int_param, check_sequence_of_inputs, from_json_text,
+                          one_example_error)
 from .base import StructuredModel, register_model
 
 INFERENCE = ("dt", "brute")
 
 
-def _from_json(value: object, name: str) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a value or its JSON text, got {value!r}") from None
-
-
 def check_parent(parent: object, n_parts: int) -> npt.NDArray[np.int64]:
     """A parent array as int64 (P,): exactly one root (-1), parents in 0..P-1, no cycle."""
-    parent = _from_json(parent, "parent")
+    parent = from_json_text(parent, "parent")
     try:
         arr = np.asarray(parent)
     except Exception as exc:  # pragma: no cover - exotic inputs
@@ -87,7 +79,7 @@ def check_parent(parent: object, n_parts: int) -> npt.NDArray[np.int64]:
 
 
 def _check_grid(grid_shape: object) -> tuple[int, int]:
-    g = _from_json(grid_shape, "grid_shape")
+    g = from_json_text(grid_shape, "grid_shape")
     try:
         H, W = (int(t) for t in g)  # type: ignore[union-attr]
         ok = all(float(t) == int(t) for t in g)  # type: ignore[union-attr]
