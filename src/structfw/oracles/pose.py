@@ -35,6 +35,8 @@ rounding of the sum itself.  Ties go to the smallest index.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 from numba import njit
@@ -181,14 +183,7 @@ def distance_transform(M: npt.ArrayLike, coef: npt.ArrayLike) -> tuple[npt.NDArr
     bp : (H, W) int64
         The maximising q of each u as a flat index q_row * W + q_col.
     """
-    M = np.ascontiguousarray(M, dtype=np.float64)
-    if M.ndim != 2 or M.size == 0:
-        raise ValueError(f"M must be a non-empty (H, W) array, got shape {M.shape}")
-    a, b, c, d = (float(t) for t in np.asarray(coef, dtype=np.float64).reshape(4))
-    D = np.empty(M.shape, np.float64)
-    bp = np.empty(M.shape, np.int64)
-    _dt2d(M, a, b, c, d, D, bp)
-    return D, bp
+    return _message(_dt2d, M, coef)
 
 
 @njit(cache=True, nogil=True)
@@ -216,13 +211,19 @@ def brute_message(M: npt.ArrayLike, coef: npt.ArrayLike) -> tuple[npt.NDArray[np
 
     The reference the tests and the benchmark compare the distance transform with; valid
     for any signs of the coefficients."""
+    return _message(_brute_message, M, coef)
+
+
+def _message(kernel: Any, M: npt.ArrayLike, coef: npt.ArrayLike
+             ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """Check M and (a, b, c, d), then run one message kernel (transform or brute force) on them."""
     M = np.ascontiguousarray(M, dtype=np.float64)
     if M.ndim != 2 or M.size == 0:
         raise ValueError(f"M must be a non-empty (H, W) array, got shape {M.shape}")
     a, b, c, d = (float(t) for t in np.asarray(coef, dtype=np.float64).reshape(4))
     D = np.empty(M.shape, np.float64)
     bp = np.empty(M.shape, np.int64)
-    _brute_message(M, a, b, c, d, D, bp)
+    kernel(M, a, b, c, d, D, bp)
     return D, bp
 
 
