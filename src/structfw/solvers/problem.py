@@ -259,8 +259,9 @@ class Problem:
         return y
 
     def oracle(self, i: int, w: npt.NDArray[np.float64], validate: bool = False) -> OracleCorner:
-        """Call the max oracle on example i at w; returns (y, psi, L, H)."""
-        return self.oracle_corner(i, self.max_oracle(i, w), w, validate)
+        """Call the max oracle on example i at w; returns (y, psi, L, H).  (`oracle_corner`
+        checks a user model's labelling, so the raw call, not `max_oracle`, which checks too.)"""
+        return self.oracle_corner(i, self.model.loss_augmented_decode(self.X[i], self.Y[i], w), w, validate)
 
     def batch_oracle(self, w: npt.NDArray[np.float64], indices: Iterable[int] | None = None,
                      validate: bool = True) -> list[OracleCorner]:
