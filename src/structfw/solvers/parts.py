@@ -42,7 +42,8 @@ class BlockContext:
     Attributes
     ----------
     problem, st : Problem, BCFWState
-    source, step : the resolved corner source and block step
+    plan : BlockPlan                          every option of the solve, resolved once
+    source, step : the plan's corner source and block step
     lam, n, inv_ln : float, int, float      1/(lam n) scales psi into w-space
     validate : bool                           check oracle outputs (first pass of a fresh state)
     u, inv_c : lazy-average buffer and 1/c for the step in progress (empty without averaging)
@@ -50,8 +51,9 @@ class BlockContext:
     counters : dict                           oracle_calls, cache_hits, oracle_time of this solve
     """
 
-    def __init__(self, problem, st, source, step):
-        self.problem, self.st, self.source, self.step = problem, st, source, step
+    def __init__(self, problem, st, plan):
+        self.problem, self.st, self.plan = problem, st, plan
+        self.source, self.step = plan.source, plan.step
         self.lam, self.n = problem.lam, problem.n
         self.inv_ln = 1.0 / (problem.lam * problem.n)
         self.validate = False
@@ -72,9 +74,6 @@ class ExactOracle:
 
     keeps_corners = False
     absorbs_corners = False  # does a full gap pass's corners join the corner sets?
-
-    def __init__(self, cache_size=None):
-        self.cache_size = cache_size
 
     def fw_corner(self, ctx, i):
         """(slot or -1, psi_s, L_s, g_i, hit) for block i at the current w.
@@ -173,8 +172,8 @@ class GapCache(ExactOracle):
     keeps_corners = True
     absorbs_corners = True
 
-    def __init__(self, F, nu, cache_size):
-        self.F, self.nu, self.cache_size = F, nu, cache_size
+    def __init__(self, F, nu, limit):
+        self.F, self.nu, self.limit = F, nu, limit  # limit: cache_size, the most corners per block
 
     def needs_oracle(self, ctx, i):
         """A cache miss at the current w (decided at the batch start for minibatches)."""
@@ -214,13 +213,13 @@ class GapCache(ExactOracle):
         return self.call_oracle(ctx, i, base)
 
     def tidy(self, st, i):
-        if st.corners.size[i] > self.cache_size:
-            cs_evict(st.corners.arrays, i, self.cache_size)
+        if st.corners.size[i] > self.limit:
+            cs_evict(st.corners.arrays, i, self.limit)
 
     def absorb_gap_pass(self, st, res, problem):
         for i, (y, psi, L, _) in enumerate(res):
             st.corners.add(i, psi, L, 0.0, st.k)
-            cs_evict(st.corners.arrays, i, self.cache_size)
+            cs_evict(st.corners.arrays, i, self.limit)
 
 
 class WorkingSet(ExactOracle):
@@ -235,8 +234,8 @@ class WorkingSet(ExactOracle):
 
     keeps_corners = True
 
-    def __init__(self, max_planes, timeout):
-        self.max_planes, self.timeout = max_planes, timeout
+    def __init__(self, limit, timeout):
+        self.limit, self.timeout = limit, timeout  # max_planes (N) and plane_timeout (T)
         self.approx = False
 
     def fw_corner(self, ctx, i):
@@ -254,8 +253,8 @@ class WorkingSet(ExactOracle):
     def tidy(self, st, i):
         if self.approx:
             cs_expire(st.corners.arrays, i, self.oldest_kept(st))
-        elif st.corners.size[i] > self.max_planes:
-            cs_evict(st.corners.arrays, i, self.max_planes)
+        elif st.corners.size[i] > self.limit:
+            cs_evict(st.corners.arrays, i, self.limit)
 
     def oldest_kept(self, st):
         """Planes last active before this outer iteration expire."""

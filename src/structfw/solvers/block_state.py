@@ -1,0 +1,248 @@
+"""The complete state of the block-coordinate engine (`BCFWState`) and its starting point.
+
+docs/design.md, "State, warm starts and exact resume": w_i = A alpha_[i], l_i = b^T alpha_[i],
+w = sum_i w_i, l = sum_i l_i, D(alpha) = -lam/2 ||w||^2 + l (Osokin et al. 2016, Alg. 1).
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from .._linalg import SparseVector, dot
+from ._kernels import dense_dot, projected_line_search
+from .averaging import LazyAverage
+from .corners import CornerStore, cs_away_and_weighted_score, cs_weighted_rows
+
+if TYPE_CHECKING:
+    from .problem import Problem
+    from .sampling import BlockSampler
+
+
+def ground_truth_corners(n: int, d: int, capacity: int, weighted: bool) -> CornerStore:
+    """Corner sets holding only the ground truth's corner psi_i(y_i) = 0, L_i(y_i) = 0 (slot 0),
+    where alpha^(0) sits (weight 1 when the weights are tracked)."""
+    store = CornerStore(n, d, capacity=capacity)
+    zero = SparseVector.zeros(d)
+    for i in range(n):
+        store.add(i, zero, 0.0, alpha=1.0 if weighted else 0.0)
+    return store
+
+
+class BCFWState:
+    """Complete state of the block-coordinate engine: everything needed to continue a run.
+
+    Public interface (used by warm starts and the regularisation path):
+    `rescale_lam` (keep alpha), `keep_w_change_lam` (Prop. 1),
+    `dual`, `delta`, and `BCFW.state_at_corners` to build one
+    at a given dual point.
+
+    Attributes
+    ----------
+    lam : float
+    w : ndarray (d,)
+    ell : float                l = b^T alpha
+    wi : ndarray (n, d) or list of SparseVector   w_i = A alpha_[i] (read only while dense rows are
+                               scaled: it is then their product with the scales, a new array)
+    wi_scale : ndarray (n,) or None   dense rows are stored scaled, w_i = wi_scale[i] * row i
+                               (`scaled_blocks`; `unscaled_blocks` folds them for writers)
+    li : ndarray (n,)          l_i = b^T alpha_[i]
+    corners : CornerStore or None (with ``alpha`` when ``track_alpha``)
+    k : int                    block iterations done (for 2n/(k+2n))
+    passes : int               complete passes done (the gap-pass schedule reads it)
+    rng : numpy.random.Generator   the generator of the sampler, continued by warm starts
+    sampler : BlockSampler     with its gap estimates and position in the pass
+    avg : LazyAverage or None  the running average of the iterates
+    oracle_gaps, full_gap      block gaps at the last oracle calls and the last full gap (cache rule)
+    needs_refresh : bool       the gap estimates are stale (new state, or lam changed)
+    rows_stale : bool          the dense rows were not kept up to date (compiled pairwise passes,
+                               which never read them): w_i is then A alpha_[i] from the tracked
+                               weights, and reading the rows rebuilds them first
+    fingerprint : str          digest of the training set it belongs to
+    """
+
+    #: states saved before the flag existed kept their rows
+    rows_stale = False
+
+    def __init__(self, problem: Problem, dense_blocks: bool, track_alpha: bool, keep_corners: bool,
+                 corner_capacity: int = 8, lazy_rows: bool = False) -> None:
+        n, d = problem.n, problem.d
+        self.lam = problem.lam
+        self.n, self.d = n, d
+        self.w = np.zeros(d)
+        # v = A alpha; the primal iterate is w = Pi(v) (w_S >= 0).  Without constraints Pi is
+        # the identity and v is w itself (one array)
+        self.v = np.zeros(d) if problem.constrained else self.w
+        self.ell = 0.0
+        self.dense_blocks = dense_blocks
+        if dense_blocks:
+            wi = np.zeros((n, d))
+            if not lazy_rows:
+                wi.fill(0.0)  # touch the pages now: first-touch faults would otherwise slow the first pass
+            self.wi = wi
+        else:
+            self.wi = [SparseVector.zeros(d) for _ in range(n)]
+        self.li = np.zeros(n)
+        self.track_alpha = track_alpha
+        self.corners: CornerStore | None = (ground_truth_corners(n, d, corner_capacity, track_alpha) if keep_corners
+                                            else None)
+        self.truth = (problem.truth_keys, problem.Y)
+        self.k = 0
+        self.passes = 0
+        self.rng: np.random.Generator | None = None
+        self.sampler: BlockSampler | None = None
+        self.avg: LazyAverage | None = None
+        self.oracle_gaps = np.full(n, np.inf)  # g_i at the last oracle call on i (cache rule)
+        self.full_gap: float = np.inf  # g at the last full gap pass (cache rule)
+        self.needs_refresh = True
+        self.fingerprint = problem.fingerprint
+        # w_i = A alpha_[i] = 0 at the start: a state whose passes will not keep the rows (see
+        # BCFW.new_state) starts with them stale, and they are then never touched (OCR: 200 MB)
+        self.rows_stale = bool(lazy_rows)
+        self.avg2: LazyAverage | None = None  # MP-BCFW: the average over approximate steps
+        self.mp_iter = 0              # MP-BCFW: outer iterations done (planes are stamped with it)
+        self.mp_approx_passes = 0     # MP-BCFW: approximate passes of the last outer iteration
+        self.mp_work = 0.0            # MP-BCFW, approx_rule='work': the work counter
+
+    #: the stored rows: an (n, d) array (dense_blocks) or a list of n SparseVector
+    _wi: Any
+    wi_scale: npt.NDArray[np.float64] | None
+    wi_scaled: bool
+
+    @property
+    def wi(self) -> npt.NDArray[np.float64] | list[SparseVector]:
+        """w_i of every block: the stored rows, or (while they are scaled) their product with
+        the scales, a new array.  To write w_i in place call `unscaled_blocks`."""
+        self._rebuild_stale_rows()
+        if self.wi_scale is not None and self.wi_scaled:
+            return self._wi * self.wi_scale[:, None]
+        return self._wi
+
+    @wi.setter
+    def wi(self, value: npt.NDArray[np.float64] | list[SparseVector]) -> None:
+        self._wi = value
+        self.wi_scale = np.ones(len(value)) if isinstance(value, np.ndarray) else None
+        self.wi_scaled = False
+
+    def scaled_blocks(self, stale_ok: bool = False) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]:
+        """(rows, scales) with w_i = scales[i] * rows[i], which the dense block steps keep up
+        to date (`structfw.solvers._kernels.dense_block_step`).  ``stale_ok``: for a
+        pass that neither reads nor writes them (it then marks them stale)."""
+        if not stale_ok:
+            self._rebuild_stale_rows()
+        self.wi_scaled = True
+        return self._wi, self.wi_scale
+
+    def _rebuild_stale_rows(self) -> None:
+        """w_i = A alpha_[i] = sum_y alpha_i(y) psi_i(y) / (lam n) from the tracked weights,
+        when pairwise passes left the rows stale.  Skipping the rows saved those passes their
+        writes into n rows of d floats that no longer fit in any cache (~9% of an OCR pass);
+        the rebuilt rows agree with kept ones to rounding."""
+        if not self.rows_stale:
+            return
+        # stale rows are dense rows of a state that tracks its corners' weights
+        cs_weighted_rows(cast(CornerStore, self.corners).arrays, self._wi, 1.0 / (self.lam * self.n))
+        cast("npt.NDArray[np.float64]", self.wi_scale)[:] = 1.0
+        self.wi_scaled = False
+        self.rows_stale = False
+
+    def unscaled_blocks(self) -> npt.NDArray[np.float64] | list[SparseVector]:
+        """The stored w_i with the scales folded into the rows (all 1 afterwards): for code that
+        writes w_i itself.  Folding rounds, so a fit that continues another is not folded."""
+        self._rebuild_stale_rows()
+        if self.wi_scale is not None and self.wi_scaled:
+            scaled = np.flatnonzero(self.wi_scale != 1.0)
+            self._wi[scaled] *= self.wi_scale[scaled, None]
+            self.wi_scale[scaled] = 1.0
+            self.wi_scaled = False
+        return self._wi
+
+    @property
+    def resumed(self) -> bool:
+        """True once the state has been through a solve (its oracle outputs were checked)."""
+        return self.k > 0
+
+    # ----------------------------------------------------------- lam changes
+    def rescale_lam(self, lam_new: float) -> None:
+        """Keep alpha, change lam: w_i = A alpha_[i] scales by lam/lam_new (warm start).
+
+        The average of the iterates scales with them (wbar = A alphabar); block gaps change,
+        so the next solve refreshes its gap estimates."""
+        r = self.lam / lam_new
+        self.w *= r
+        if self.v is not self.w:
+            self.v *= r  # Pi(r v) = r Pi(v) for r > 0
+        if self.dense_blocks:
+            self.wi_scale *= r  # type: ignore[operator, assignment]  # dense rows always have their scales
+            self.wi_scaled = True
+        else:
+            self.wi = [v * r for v in self.wi]
+        if self.avg is not None:
+            self.avg.u *= r
+            self.avg.renormalise()
+        self.lam = lam_new
+        self.needs_refresh = True
+
+    def keep_w_change_lam(self, lam_new: float) -> None:
+        """Proposition 1 of Osokin et al. (2016): rho = lam_new/lam_old,
+        alpha_i(y) <- rho alpha_i(y) for y != y_i, the rest onto y_i; then w is
+        unchanged and l_i <- rho l_i."""
+        rho = lam_new / self.lam
+        self.li *= rho
+        self.ell = float(self.li.sum())
+        if self.corners is not None and self.track_alpha:
+            store = self.corners
+            zero = SparseVector.zeros(self.d)
+            for i in range(self.n):
+                alpha = store.alpha[i, :store.size[i]]
+                alpha *= rho
+                gt = store.add(i, zero, 0.0, 0.0, self.k)  # the ground-truth corner, re-added if dropped
+                store.alpha[i, gt] += 1.0 - store.alpha[i, :store.size[i]].sum()
+        self.lam = lam_new
+        self.needs_refresh = True
+
+    def averaged(self, problem: Problem) -> tuple[npt.NDArray[np.float64], float] | None:
+        """(Pi(vbar), lbar): the primal point and l of the averaged dual variables (None without averaging).
+
+        MP-BCFW keeps two averages, over exact and over approximate steps; the reported
+        point is the interpolation between them with the best dual value (Shah et al.,
+        Sec. 3.5), found by the exact line search of the (projected) dual."""
+        if self.avg is None:
+            return None
+        v1, l1 = self.avg.wbar(self.v), self.avg.lbar
+        if self.avg2 is not None and self.avg2.t > 0:
+            v2, l2 = self.avg2.wbar(self.v), self.avg2.lbar
+            if self.avg.t == 0:
+                v1, l1 = v2, l2
+            else:
+                d = v1 - v2
+                idx = np.flatnonzero(d).astype(np.int64)
+                mask = problem.nonneg_mask if problem.constrained else np.zeros(self.d, np.bool_)
+                theta = projected_line_search(v2, idx, d[idx], mask, problem.lam, l1 - l2, 1.0)
+                v1, l1 = v2 + theta * d, l2 + theta * (l1 - l2)
+        return problem.project(v1, out=v1) if self.v is not self.w else v1, l1
+
+    def delta(self) -> float:
+        """Delta(alpha, lam) = 1/n sum_i sum_y alpha_i(y) H_i(y; w) = l - lam ||w||^2 (eq. (11))."""
+        return self.ell - self.lam * float(np.dot(self.w, self.w))
+
+    def dual(self) -> float:
+        return -0.5 * self.lam * float(np.dot(self.w, self.w)) + self.ell
+
+    def block_w_dot(self, i: int, w: npt.NDArray[np.float64]) -> float:
+        """<w_i, w> (without rescaling the stored rows; from the tracked weights, the sum of
+        alpha_i(y) <psi_i(y), w> / (lam n), while the rows are stale)."""
+        if self.rows_stale:
+            # stale rows are dense rows of a state that tracks its corners' weights
+            corners = cast(CornerStore, self.corners)
+            return cs_away_and_weighted_score(corners.arrays, i, w)[1] * (1.0 / (self.lam * self.n))
+        if self.dense_blocks:
+            return float(self.wi_scale[i]) * dense_dot(self._wi[i], w)  # type: ignore[index]  # dense: scaled
+        return dot(self._wi[i], w)
+
+    def n_active(self) -> float:
+        if self.corners is None:
+            return math.nan
+        return self.corners.n_active(weighted=self.track_alpha)

@@ -1,0 +1,285 @@
+"""The engine's passes: n block iterations of Alg. 1 (Osokin et al. 2016), as the plan says.
+
+docs/design.md, "The engine and its parts".  `run_pass` is one call of the solve skeleton's
+``run_pass``: a pass of block steps, or with MP-BCFW one outer iteration (an exact pass, then
+approximate passes; Shah et al. 2015, Alg. 3).  A pass takes one of three routes, fixed by the
+`BlockPlan`:
+
+- compiled, plain: FW steps with the exact compiled oracle in numba chunks (`plain_fw_chunk`);
+- compiled, general: cache / pairwise / away / MP-BCFW on the flat corner sets (`general_chunk`);
+- Python: the parts (`structfw.solvers.parts`) step by step, with minibatches, projections,
+  sparse storage and models without a compiled oracle.
+
+Everything here reads the plan (``ctx.plan``), never the solver's options.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._compile import compile_leaves_in_background
+from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL, GAP, K, MAX_GAP, NEED, ORACLE_CALLS,
+                        ORDER, PAIRWISE_STEP, general_chunk, plain_fw_chunk)
+from ._kernels import dense_block_step
+
+if TYPE_CHECKING:
+    from .._interrupt import InterruptFlag
+    from .parts import BlockContext
+
+_EMPTY_I = np.empty(0, np.int64)
+_EMPTY_V = np.empty(0, np.float64)
+
+#: block iterations per compiled call: Ctrl-C is polled between chunks
+COMPILED_CHUNK = 1024
+
+
+def run_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
+    """n block iterations (fewer if Ctrl-C arrives: the pass ends after the current step).
+
+    With ``multi_plane`` one call is an outer iteration of MP-BCFW (Alg. 3 lines 5-6):
+    an exact pass, then approximate passes until the rule of Sec. 3.4 stops them."""
+    if not ctx.plan.multi_plane:
+        block_pass(ctx, flag)
+        return
+    mp_outer_iteration(ctx, flag)
+
+
+# ================================================================ MP-BCFW
+def mp_outer_iteration(ctx: BlockContext, flag: InterruptFlag) -> None:
+    """One exact pass, then approximate passes while the last one raised the dual faster (per
+    unit of work or per second) than the outer iteration so far (Shah et al. 2015, Sec. 3.4)."""
+    plan, st = ctx.plan, ctx.st
+    st.mp_iter += 1
+    ctx.stamp = st.mp_iter
+    clock = (lambda: st.mp_work) if plan.approx_rule == "work" else time.perf_counter
+    t0, D0 = clock(), st.dual()
+    mp_pass(ctx, flag, approx=False)
+    done = 0
+    t_prev, D_prev = clock(), st.dual()
+    while done < plan.max_approx_passes and not flag.requested:
+        mp_pass(ctx, flag, approx=True)
+        done += 1
+        t, D = clock(), st.dual()
+        slope_last = (D - D_prev) / max(t - t_prev, 1e-300)
+        slope_iter = (D - D0) / max(t - t0, 1e-300)
+        if slope_last < slope_iter:
+            break
+        t_prev, D_prev = t, D
+    st.mp_approx_passes = done
+    ctx.counters["approx_passes"] = ctx.counters.get("approx_passes", 0) + done
+
+
+def mp_pass(ctx: BlockContext, flag: InterruptFlag, approx: bool) -> None:
+    """An exact or approximate pass; the other kind's average is held fixed meanwhile (Sec. 3.5)."""
+    plan, st, problem = ctx.plan, ctx.st, ctx.problem
+    ctx.source.approx = approx
+    live, held = (st.avg2, st.avg) if approx else (st.avg, st.avg2)
+    frozen = held.wbar(st.v) if held is not None else None
+    if plan.approx_rule == "work":
+        # an exact pass costs n oracle calls, an approximate one a dot product per plane
+        st.mp_work += float(st.corners.size.sum()) + problem.n if approx else problem.n * (plan.oracle_work + 1.0)
+    try:
+        block_pass(ctx, flag, order=st.rng.permutation(problem.n) if approx else None, approx=approx, avg=live)
+    finally:
+        ctx.source.approx = False
+        if held is not None:
+            held.set_from(frozen, st.v)
+
+
+# ================================================================ one pass
+def block_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = None, approx: bool = False,
+               avg: Any = None) -> None:
+    """One pass of n block steps: blocks from the sampler (or ``order``), the live average ``avg``."""
+    plan, st = ctx.plan, ctx.st
+    if avg is None and not approx:
+        avg = st.avg
+    ctx.validate = plan.check_oracle and st.passes == 0 and not st.resumed and not approx
+    if order is None:
+        st.sampler.start_pass()
+    if plan.compiled is not None:
+        if plan.plain:
+            compiled_plain_pass(ctx, flag)
+        else:
+            compiled_general_pass(ctx, flag, order, approx, avg)
+        return
+    python_pass(ctx, flag, order, approx, avg)
+
+
+def python_pass(ctx: BlockContext, flag: InterruptFlag, order: Any, approx: bool, avg: Any) -> None:
+    """The pass through the parts: corner source -> block step -> sampler, one Python call per step."""
+    plan, st = ctx.plan, ctx.st
+    n = ctx.n
+    fast = plan.plain and plan.compilable and not ctx.validate
+    ctx.u = avg.u if avg is not None else _EMPTY_V
+    ctx.inv_c = 0.0
+    tau = plan.tau if not approx else 1
+    window: deque[tuple[int, Any]] | None = deque() if plan.asynchronous and tau > 1 else None
+    batch: list[int] = []
+    for s in range(n):
+        if flag.requested:
+            break
+        if window is not None:
+            i = next_in_window(ctx, window, order, s + len(window), min(s + tau, n))
+        elif not batch:
+            # the next tau blocks; their oracles run at once at the current w (Wang et al. 2016)
+            batch = [int(order[t]) if order is not None else st.sampler.next() for t in range(s, min(s + tau, n))]
+            if tau > 1:
+                ctx.source.prefetch(ctx, batch)
+            batch.reverse()
+        if window is None:
+            i = batch.pop()
+        ctx.gfixed = 2.0 * n / (st.k + 2.0 * n) if plan.predefined else -1.0
+        rho = 0.0
+        if avg is not None:
+            rho, ctx.inv_c = avg.begin_step()
+        if fast:
+            plain_fw_block(ctx, i)
+        else:
+            slot, psi, L, g_i, _ = ctx.source.fw_corner(ctx, i)
+            ctx.step.move(ctx, i, slot, psi, L, g_i)
+            ctx.source.tidy(st, i)
+            if st.sampler.adaptive and not approx:
+                st.sampler.update(i, g_i)
+        st.k += 1
+        if avg is not None:
+            avg.end_step(rho, st.ell)
+        if window is not None:
+            ctx.prefetched.pop(i, None)  # a step that took no oracle corner leaves none for later steps
+    else:
+        if not approx:
+            st.passes += 1
+            ctx.passes_done += 1
+    # an interrupted batch leaves no corner and no hit/miss decision for the next pass
+    ctx.prefetched.clear()
+    ctx.drawn_hits.clear()
+    ctx.pending_misses.clear()
+    if avg is not None:
+        avg.renormalise()
+
+
+def next_in_window(ctx: BlockContext, window: deque[tuple[int, Any]], order: Any, drawn: int, stop: int) -> int:
+    """Asynchronous minibatch: top the window of oracle calls in flight up to step ``stop``
+    (each starts at the current w), then wait for the oldest; its block."""
+    st = ctx.st
+    while drawn < stop:
+        b = int(order[drawn]) if order is not None else st.sampler.next()
+        window.append((b, ctx.source.submit(ctx, b)))
+        drawn += 1
+    i, pending = window.popleft()
+    ctx.source.collect(ctx, i, pending)
+    return i
+
+
+def plain_fw_block(ctx: BlockContext, i: int) -> None:
+    """Alg. 1 lines 4-11 with the dense block kernel (FW step, exact oracle, dense w_i)."""
+    st, problem = ctx.st, ctx.problem
+    t0 = time.perf_counter()
+    y = problem.max_oracle(i, st.w)
+    ctx.counters["oracle_time"] += time.perf_counter() - t0
+    psi, L = problem.corner(i, y)
+    ctx.counters["oracle_calls"] += 1
+    li = st.li[i]
+    dl = L / ctx.n - li
+    rows, scales = st.scaled_blocks()
+    gamma, slope, scales[i] = dense_block_step(st.w, rows[i], scales[i], -1.0, psi.indices, psi.values,
+                                               ctx.inv_ln, _EMPTY_I, _EMPTY_V, 0.0, dl, ctx.lam, 1.0, ctx.gfixed,
+                                               ctx.u, ctx.inv_c)
+    st.li[i] = li + gamma * dl
+    st.ell += gamma * dl
+    if st.sampler.adaptive:
+        st.sampler.update(i, -slope)
+
+
+# ================================================================ compiled routes
+def chunk_plan(st: Any, m: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(sampling code, block order, uniform draws) for the next m steps."""
+    sampler = st.sampler
+    kind = {"uniform": ORDER, "perm": ORDER, "gap": GAP, "max_gap": MAX_GAP}[sampler.kind]
+    order = sampler.take_order(m) if kind == ORDER else _EMPTY_I
+    draws = st.rng.random(m) if kind == GAP else _EMPTY_V
+    return kind, order, draws
+
+
+def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = None, approx: bool = False,
+                          avg: Any = None) -> None:
+    """Cache / pairwise / away / MP-BCFW steps on the flat corner sets, in numba chunks
+    (`general_chunk`)."""
+    plan, st, problem = ctx.plan, ctx.st, ctx.problem
+    oracle_kind, data = plan.compiled
+    n, store = problem.n, st.corners
+    tidy_kind, limit, stamp = plan.tidy_rule(st.mp_iter, approx)
+    avg_kind = AVG_CODES[avg.kind if avg is not None else None]
+    u = avg.u if avg is not None else _EMPTY_V
+    it = np.zeros(6, np.int64)
+    it[K], it[AVG_T] = st.k, (avg.t if avg is not None else 0)
+    fl = np.array([st.ell, avg.c if avg is not None else 1.0, avg.lbar if avg is not None else 0.0,
+                   st.full_gap])
+    # pairwise steps with tracked weights never read w_i: the pass leaves the rows stale
+    keep_rows = not (plan.step_code == PAIRWISE_STEP and st.track_alpha)
+    rows, scales = st.scaled_blocks(stale_ok=not keep_rows)
+    done = 0
+    while done < n and not flag.requested:
+        m = min(COMPILED_CHUNK, n - done)
+        if order is None:
+            kind, chunk_order, draws = chunk_plan(st, m)
+        else:
+            kind, chunk_order, draws = ORDER, np.ascontiguousarray(order[done:done + m], np.int64), _EMPTY_V
+        s = 0
+        while True:
+            s, status = general_chunk(
+                oracle_kind, data, store.arrays, s, m, kind, chunk_order, draws, st.sampler.estimates,
+                st.sampler._tree, st.w, rows, scales, st.li, problem.lam, plan.step_code, plan.cache, plan.cache_F,
+                plan.cache_nu, st.track_alpha, plan.predefined, avg_kind, plan.check_oracle,
+                st.oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit, keep_rows)
+            st.rows_stale = st.rows_stale or not keep_rows
+            if status == 0:
+                break
+            if status == 2:  # not a maximiser: the checked Python call names the example
+                problem.oracle(int(it[BAD]), st.w, validate=True)
+                problem.check_oracle_value(int(it[BAD]), -np.inf)
+            store.make_room(int(it[BAD]), int(it[NEED]))
+        done += m
+    st.k, st.ell = int(it[K]), float(fl[ELL])
+    ctx.counters["oracle_calls"] += int(it[ORACLE_CALLS])
+    ctx.counters["cache_hits"] += int(it[CACHE_HITS])
+    if avg is not None:
+        avg.t, avg.c, avg.lbar = int(it[AVG_T]), float(fl[AVG_C]), float(fl[AVG_LBAR])
+        avg.renormalise()
+    if done == n and not approx:
+        st.passes += 1
+        ctx.passes_done += 1
+
+
+def compiled_plain_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
+    """The (FW, exact oracle, dense) pass in numba chunks (`plain_fw_chunk`)."""
+    plan, st, problem = ctx.plan, ctx.st, ctx.problem
+    oracle_kind, data = plan.compiled
+    n, sampler, avg = problem.n, st.sampler, st.avg
+    avg_kind = AVG_CODES[avg.kind if avg is not None else None]
+    u = avg.u if avg is not None else _EMPTY_V
+    t, c, lbar = (avg.t, avg.c, avg.lbar) if avg is not None else (0, 1.0, 0.0)
+    scratch = np.zeros(problem.d)
+    rows, scales = st.scaled_blocks()
+    compile_leaves_in_background(oracle_kind)
+    done = 0
+    while done < n and not flag.requested:
+        m = min(COMPILED_CHUNK, n - done)
+        kind, order, draws = chunk_plan(st, m)
+        st.ell, st.k, t, c, lbar, steps, bad = plain_fw_chunk(
+            oracle_kind, data, m, kind, order, draws, sampler.estimates, sampler._tree, st.w, rows, scales, st.li,
+            st.ell, problem.lam, st.k, plan.predefined, avg_kind, u, t, c, lbar,
+            plan.check_oracle, scratch, _EMPTY_V)
+        ctx.counters["oracle_calls"] += steps + (bad >= 0)
+        if bad >= 0:  # the compiled oracle is not a maximiser: the checked Python call names the example
+            problem.oracle(bad, st.w, validate=True)
+            problem.check_oracle_value(bad, -np.inf)
+        done += m
+    if avg is not None:
+        avg.t, avg.c, avg.lbar = t, c, lbar
+        avg.renormalise()
+    if done == n:
+        st.passes += 1
+        ctx.passes_done += 1

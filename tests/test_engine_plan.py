@@ -1,0 +1,90 @@
+"""The engine's options are read in one place: `structfw.solvers.plan` (docs/design.md,
+"The engine and its parts")."""
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import structfw.solvers.plan as plan_module
+from structfw.solvers import BCFW, MPBCFW
+from structfw.solvers.base import StopRule
+from structfw.solvers.plan import ENGINE_PARAMS, BlockPlan
+
+from structfw.solvers.problem import Problem
+from toy import make_toy
+
+
+def make_toy_problem(seed):
+    model, X, Y = make_toy(n=6, m=4, d=3, seed=seed)
+    return Problem(model, X, Y, 0.1)
+
+SOLVERS = Path(plan_module.__file__).parent
+OPTIONS = {p.name for p in ENGINE_PARAMS}
+#: where the engine's option attributes may be read: the table's owner and the label
+ALLOWED = {"plan.py"}
+
+
+def _option_reads(path):
+    """(line, attribute) of every read of an engine option as an attribute of self/solver."""
+    tree = ast.parse(path.read_text())
+    reads = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr in OPTIONS and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name) and node.value.id in ("self", "solver", "o", "options")):
+            reads.append((node.lineno, node.attr))
+    return reads
+
+
+@pytest.mark.parametrize("name", ["bcfw.py", "passes.py", "parts.py", "block_state.py", "corners.py",
+                                  "_fastpass.py", "averaging.py", "sampling.py"])
+def test_no_option_is_read_outside_the_plan(name):
+    reads = _option_reads(SOLVERS / name)
+    assert reads == [], f"{name} reads engine options outside solvers/plan.py: {reads}"
+
+
+def test_the_grep_sees_an_option_read(tmp_path):
+    """The check above can fail: a read of an option is found."""
+    p = tmp_path / "m.py"
+    p.write_text("def f(self):\n    return self.cache_F * 2\n")
+    assert _option_reads(p) == [(2, "cache_F")]
+
+
+def _count_plans(monkeypatch):
+    calls = []
+    real = plan_module.make_plan
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr("structfw.solvers.bcfw.make_plan", counted)
+    return calls
+
+
+@pytest.mark.parametrize("solver", [BCFW(), BCFW(step="pairwise", sampling="gap", cache=True, averaging="weighted"),
+                                    MPBCFW(max_approx_passes=3)], ids=lambda s: s.label)
+def test_one_plan_per_solve(monkeypatch, solver):
+    problem = make_toy_problem(seed=3)
+    calls = _count_plans(monkeypatch)
+    res = solver.solve(problem, StopRule(max_passes=4, check_every=2), rng=0)
+    assert len(calls) == 1
+    # the plan is not kept on the solver: it holds options only
+    assert not hasattr(solver, "_ctx")
+    calls.clear()
+    solver.solve(problem, StopRule(max_passes=2), state=res.state)  # a warm start plans once too
+    assert len(calls) == 1
+
+
+def test_plan_is_frozen_and_resolves_the_options():
+    problem = make_toy_problem(seed=1)
+    plan = BCFW(step="away", step_size="predefined", cache=True, cache_size=7).plan(problem)
+    assert isinstance(plan, BlockPlan)
+    with pytest.raises(Exception):
+        plan.cache_size = 3  # frozen dataclass
+    assert plan.track_alpha and plan.keep_corners and plan.predefined and plan.uses_gaps
+    assert plan.corner_capacity == 9 and not plan.plain
+    assert type(plan.source).__name__ == "GapCache" and type(plan.step).__name__ == "AwayStep"
+    plain = BCFW(block_storage="sparse").plan(problem)
+    assert plain.plain and not plain.dense and plain.compiled is None
+    assert np.isfinite(plain.cache_F)
