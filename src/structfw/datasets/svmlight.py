@@ -11,6 +11,12 @@ are ids, not a crash).  Values are float64: 1e150 is a value; a literal nan/inf 
 that overflows float64 (1e400) is a ValueError naming the line.  X stays sparse unless
 ``dense=True`` asks for an array, which is refused when it would hold more than
 `MAX_DENSE_ENTRIES` entries and ``DENSE_PER_NONZERO`` per non-zero.
+
+The LIBSVM binary sets (a9a, w8a, ijcnn1, ...) read as they are distributed: one-based ids,
+``+1`` / ``-1`` labels, trailing spaces, ``.gz`` / ``.bz2`` / ``.xz`` compression (a malformed
+line of a compressed file is named like a plain one's).  `load_svmlight_pair` reads a training
+file and its test file with the same columns (a9a.t lacks a9a's last feature) and the same
+base of ids, and can map the labels of any two-class file to -1 / +1.
 """
 from __future__ import annotations
 
@@ -177,8 +183,8 @@ def _parse_fast(path: Path, zero_based: bool | Literal["auto"]) -> tuple[Any, np
         return None
     try:
         return load_svmlight_file(str(path), dtype=np.float64, zero_based=zero_based)
-    except (ValueError, OverflowError, UnicodeDecodeError, RuntimeError, TypeError):
-        return None
+    except (ValueError, OverflowError, UnicodeDecodeError, RuntimeError, TypeError, EOFError, OSError):
+        return None  # (EOFError, OSError: a damaged compressed file, named by the exact reader)
 
 
 def _line_of(lines: npt.NDArray[np.int64], indptr: npt.NDArray[np.int64], j: int) -> int:
@@ -199,13 +205,13 @@ def _parse(path: Path) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], 
     lines: list[int] = []
     big = np.iinfo(np.int64).max
     try:
-        fh = open(path, encoding="utf-8")
+        fh = _open_text(path)
     except OSError as exc:
         raise ValueError(f"{path}: cannot be read ({exc})") from None
     with fh:
         lineno = 0
         try:
-            for lineno, raw in enumerate(fh, 1):
+            for lineno, raw in _lines(fh, path):
                 line = raw.split("#", 1)[0].split()
                 if not line:
                     continue
@@ -239,6 +245,123 @@ def _parse(path: Path) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], 
         raise ValueError(f"{path}: not an svmlight/LIBSVM file (no examples)")
     return (np.asarray(data, np.float64), np.asarray(ids, np.int64), np.asarray(indptr, np.int64),
             np.asarray(labels, np.float64), np.asarray(lines, np.int64))
+
+
+def _open_text(path: Path) -> Any:
+    """The file as text: ``.gz``, ``.bz2`` and ``.xz`` are decompressed (as scikit-learn's reader
+    does), so that a malformed line of a compressed LIBSVM file is named like a plain one's."""
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        import gzip
+
+        return gzip.open(path, "rt", encoding="utf-8")
+    if suffix == ".bz2":
+        import bz2
+
+        return bz2.open(path, "rt", encoding="utf-8")
+    if suffix == ".xz":
+        import lzma
+
+        return lzma.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _lines(fh: Any, path: Path) -> Any:
+    """(line number, line) of an open file; a damaged compressed stream is a ValueError."""
+    import zlib
+
+    lineno = 0
+    it = iter(fh)
+    while True:
+        try:
+            raw = next(it)
+        except StopIteration:
+            return
+        except UnicodeDecodeError:
+            raise
+        except (OSError, EOFError, zlib.error, ValueError) as exc:
+            raise ValueError(f"{path}: cannot be read after line {lineno} ({exc})") from None
+        lineno += 1
+        yield lineno, raw
+
+
+def load_svmlight_pair(train: str | os.PathLike[str], test: str | os.PathLike[str], *,
+                       n_features: int | None = None, dense: bool = False,
+                       zero_based: bool | Literal["auto"] = "auto", binary: bool = False,
+                       dtype: npt.DTypeLike | None = None) -> tuple[Any, npt.NDArray[Any], Any, npt.NDArray[Any]]:
+    """Read a LIBSVM training file and its test file (a9a / a9a.t, w8a / w8a.t, ijcnn1 / ijcnn1.t).
+
+    Both get the same columns: a test file often lacks the last features (a9a.t's largest id
+    is 122, a9a's 123), so X_test gets the width of the wider file (or ``n_features``), and
+    ``zero_based="auto"`` is decided for the two files together (zero-based only if an id 0
+    occurs in either), never one way for one file and the other way for the other.
+
+    Parameters
+    ----------
+    train, test : str or Path
+        svmlight/LIBSVM text files (``.gz``, ``.bz2``, ``.xz`` are read compressed).
+    n_features : int, optional
+        The width of both; a feature id beyond it is a ValueError naming the file and line.
+        Default: the larger of the two files' widths.
+    dense : bool
+        Dense arrays instead of CSR matrices (default False: LIBSVM sets are often wide).
+    zero_based : bool or "auto"
+        Whether ids start at 0; "auto" decides it for both files together.
+    binary : bool
+        Map the labels to -1 / +1: the training file must hold exactly two label values
+        (``-1/+1``, ``0/1``, ``1/2``, ...); the larger becomes +1.  A test label that is neither
+        is a ValueError naming the test file.
+    dtype : numpy dtype, optional
+        Of X (default float64).
+
+    Returns
+    -------
+    X_train, y_train, X_test, y_test
+        X as CSR matrices (or arrays with ``dense=True``), y float64 (int64 -1 / +1 with
+        ``binary``).
+    """
+    import scipy.sparse as sp
+
+    if zero_based not in (True, False, "auto"):
+        raise ValueError(f"zero_based must be True, False or 'auto'; got {zero_based!r}")
+    if zero_based == "auto":
+        # read as written (ids = columns), and call it one-based unless some file has an id 0
+        parts: list[tuple[Any, npt.NDArray[np.float64]]] = [
+            load_svmlight(p, dense=False, zero_based=True, dtype=dtype) for p in (train, test)]
+        zero_based = any(X.nnz and int(X.indices.min()) == 0 for X, _ in parts)
+        if not zero_based:  # column 0 is empty in both: drop it
+            parts = [(sp.csr_matrix((X.data, X.indices - 1, X.indptr), shape=(X.shape[0], max(X.shape[1] - 1, 1))), y)
+                     for X, y in parts]
+    else:
+        parts = [load_svmlight(p, dense=False, zero_based=zero_based, dtype=dtype) for p in (train, test)]
+    widths = [X.shape[1] for X, _ in parts]
+    if n_features is None:
+        d = max(widths)
+    else:
+        if isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 1:
+            raise ValueError(f"n_features must be a positive integer; got {n_features!r}")
+        d = int(n_features)
+        for p, w in zip((train, test), widths):
+            if w > d:  # the exact error, naming the line
+                load_svmlight(p, n_features=d, dense=False, zero_based=zero_based)
+    out: list[Any] = []
+    for p, (X, y) in zip((train, test), parts):
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
+        if dense:
+            X, y = _maybe_dense(X, y, True, X.nnz, Path(p))
+        out += [X, y]
+    if binary:
+        values = np.unique(out[1])
+        if values.shape[0] != 2:
+            raise ValueError(f"{train}: binary=True needs exactly two label values in the training file; found "
+                             f"{values.shape[0]}: {values[:10].tolist()}")
+        bad = ~np.isin(out[3], values)
+        if bad.any():
+            raise ValueError(f"{test}: label {out[3][np.argmax(bad)]:g} is not one of the training labels "
+                             f"{values.tolist()}")
+        out[1] = np.where(out[1] == values[1], 1, -1).astype(np.int64)
+        out[3] = np.where(out[3] == values[1], 1, -1).astype(np.int64)
+    return out[0], out[1], out[2], out[3]
 
 
 def _number(tok: str, path: Path, lineno: int, what: str, where: str = "") -> float:
