@@ -7,7 +7,35 @@ import structfw as sf
 from structfw._linalg import SparseVector, sparse_dot_dense, sparse_dot_sparse, sparse_dot_sparse_scattered
 from structfw.solvers import corners
 from structfw.solvers._fastpass import fw_block_step
-from structfw.solvers._kernels import dense_block_step, scored_block_step
+from structfw.solvers._kernels import block_step
+from structfw.solvers.rows import SparseRows
+
+
+def dense_block_step(w, v, c, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u, inv_c):
+    """The block step on one dense row v (written in place); (gamma, slope, c')."""
+    scales, rows = np.array([c]), v.reshape(1, -1)
+    g, slope = block_step(w, (scales, rows), 0, a, i1, v1, b1, sparse_dot_dense(i1, v1, w), i2, v2, b2,
+                          sparse_dot_dense(i2, v2, w), dl, lam, gmax, gfixed, u, inv_c, np.empty(0))
+    return g, slope, scales[0]
+
+
+def scored_block_step(w, v, c, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u, inv_c, scratch):
+    scales, rows = np.array([c]), v.reshape(1, -1)
+    g, slope = block_step(w, (scales, rows), 0, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u,
+                          inv_c, scratch)
+    return g, slope, scales[0]
+
+
+def sparse_block_step(w, v, c, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u, inv_c, pool=None):
+    """The same step with v held as a sparse row of a pool; (gamma, slope, c', v' dense)."""
+    rows = SparseRows(3, v.shape[0], pool=pool)
+    rows.set_row(1, SparseVector.from_dense(v))
+    rows.make_room(1, len(i1) + len(i2))
+    scales = np.array([1.0, c, 1.0])
+    g, slope = block_step(w, rows.arrays(scales), 1, a, i1, v1, b1, sparse_dot_dense(i1, v1, w), i2, v2, b2,
+                          sparse_dot_dense(i2, v2, w), dl, lam, gmax, gfixed, u, inv_c, np.empty(0))
+    assert rows.nnz[0] == 0 and rows.nnz[2] == 0
+    return g, slope, scales[1], rows.row(1).toarray()
 
 _EI, _EV = np.empty(0, np.int64), np.empty(0)
 
@@ -56,6 +84,48 @@ def test_a_step_on_a_scaled_row_is_the_step_on_w_i(a, b2, gmax, c):
         touched = np.union1d(s1[0], s2[0])
         untouched = np.setdiff1d(np.arange(d), touched)
         np.testing.assert_array_equal(v2[untouched], v[untouched])
+
+
+@pytest.mark.parametrize("a, b2, gmax", [(-1.0, 0.0, 1.0), (0.0, -0.3, 0.7), (1.0, 0.0, 4.0), (-1.0, 0.0, 1.0)])
+@pytest.mark.parametrize("c", [1.0, 0.37, 2.5e-7])
+@pytest.mark.parametrize("pool", [None, 4])
+def test_a_step_on_a_sparse_row_is_the_step_on_a_dense_row(a, b2, gmax, c, pool):
+    """Sparse rows (a pool of sorted entries) and dense rows give the same step, w and w_i;
+    the row grows into new entries (a pool too small to start with is grown)."""
+    rng = np.random.default_rng(11)
+    d, lam = 60, 0.3
+    v = np.zeros(d)
+    support = rng.choice(d, 15, replace=False)
+    v[support] = rng.normal(size=15)
+    w = rng.normal(size=d)
+    s1 = _sparse(rng, d, 9)
+    s2 = _sparse(rng, d, 7) if b2 else (_EI, _EV)
+    u = rng.normal(size=d)
+    dl = 0.05
+    wd, vd, ud = w.copy(), v.copy(), u.copy()
+    gd, sd, cd = dense_block_step(wd, vd, c, a, *s1, 0.8, *s2, b2, dl, lam, gmax, -1.0, ud, 0.9)
+    ws, us = w.copy(), u.copy()
+    gs, ss, cs, vs = sparse_block_step(ws, v, c, a, *s1, 0.8, *s2, b2, dl, lam, gmax, -1.0, us, 0.9, pool=pool)
+    assert gs == pytest.approx(gd, rel=1e-12, abs=1e-15) and ss == pytest.approx(sd, rel=1e-12, abs=1e-15)
+    np.testing.assert_allclose(ws, wd, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(us, ud, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(cs * vs, cd * vd, rtol=1e-12, atol=1e-14)
+
+
+def test_a_sparse_row_that_fills_its_pool_grows_it():
+    rows = SparseRows(4, 1000, pool=8)
+    rng = np.random.default_rng(0)
+    dense = np.zeros((4, 1000))
+    for _ in range(30):
+        i = int(rng.integers(4))
+        idx = np.sort(rng.choice(1000, int(rng.integers(1, 20)), replace=False)).astype(np.int64)
+        val = rng.normal(size=idx.size)
+        rows.add(i, idx, val)
+        dense[i, idx] += val
+    for i in range(4):
+        np.testing.assert_allclose(rows.row(i).toarray(), dense[i], rtol=1e-14)
+        r = rows.row(i)
+        assert np.all(np.diff(r.indices) > 0)
 
 
 def test_a_full_fw_step_replaces_the_row():
@@ -314,3 +384,26 @@ def test_a_state_file_keeps_only_the_used_part_of_the_corner_pool(ocr30, tmp_pat
         for a, b in zip(store[i].psi, loaded[i].psi):
             np.testing.assert_array_equal(a.indices, b.indices)
             np.testing.assert_array_equal(a.values, b.values)
+
+
+def test_sparse_block_states_resume_and_old_list_states_are_read(ocr30):
+    """A sparse-row state survives the state file; a state saved with a list of sparse blocks
+    (before sparse rows) is converted on reading, to the same w_i."""
+    from structfw.solvers import state_file
+    from structfw.solvers.rows import SparseRows
+
+    X, Y = ocr30
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(block_storage="sparse"),
+                           max_passes=2, check_every=10, random_state=0).fit(X, Y)
+    st = svm.state_
+    assert isinstance(st._wi, SparseRows)
+    tree, arrays = state_file.encode_state(st)
+    back = state_file.decode_state(tree, arrays, model=svm.model)
+    np.testing.assert_allclose(np.array([v.toarray() for v in back.wi]), np.array([v.toarray() for v in st.wi]))
+    # the old layout: a list of SparseVector with no scales
+    blocks = st.wi
+    st._wi, st.wi_scale, st.wi_scaled = blocks, None, False
+    tree, arrays = state_file.encode_state(st)
+    old = state_file.decode_state(tree, arrays, model=svm.model)
+    assert isinstance(old._wi, SparseRows) and old.wi_scale.shape == (30,)
+    np.testing.assert_allclose(np.array([v.toarray() for v in old.wi]), np.array([v.toarray() for v in blocks]))

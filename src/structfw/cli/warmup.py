@@ -55,6 +55,9 @@ def _engine_chain():
         _fit(chain, solver, X, Y)
     Xs, Ys = _chain_data(sparse=True)
     _fit(chain, solvers.BCFW(), Xs, Ys)
+    # sparse block storage: the compiled passes on sparse rows (text tasks pick it at large n*d)
+    _fit(chain, solvers.BCFW(block_storage="sparse", averaging="weighted"), Xs, Ys)
+    _fit(chain, solvers.BCFW(block_storage="sparse", step="pairwise", cache=True), Xs, Ys)
 
 
 def _online_eg():

@@ -4,7 +4,7 @@ When the model offers a compiled corner kernel (`structfw.oracles.compiled`)
 a chunk of block iterations -- sampling, oracle, psi, line search, block update,
 gap estimate, averaging -- runs in one numba call: Alg. 1 lines 3-11 of Osokin
 et al. (2016) with no Python in the loop.  The arithmetic is that of the Python
-path (`structfw.solvers._kernels.dense_block_step`), so the iterates agree.
+path (`structfw.solvers._kernels.block_step`), so the iterates agree.
 `general_chunk` does the same for every other combination of the engine's
 parts (cache, pairwise and away steps) on the flat corner sets of
 `structfw.solvers.corners`: Python is entered once per chunk, never per corner.
@@ -19,8 +19,9 @@ from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner
 from .corners import (ALPHA_EPS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find,
                       cs_put, cs_room, cs_scan)
-from ._kernels import (_axpy_row, _axpy_row_avg, _dot_and_sqnorm, add_block_entries, dense_dot, fenwick_add,
-                       fenwick_find, fenwick_total, first_argmax, rescaled_block, scored_block_step, step_along)
+from ._kernels import (_add_to_w, block_step, fenwick_add, fenwick_find, fenwick_total, first_argmax,
+                       step_along)
+from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
 
 #: sampler kinds understood by the kernel
 ORDER, GAP, MAX_GAP = 0, 1, 2
@@ -64,14 +65,14 @@ def _avg_rate(kind, t):
 def fw_block_step(w, vi, ci, idx, val, pw, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
     """FW step of block i toward w_s = psi/(lam n), w_i stored scaled (w_i = ci * vi).
 
-    The step of `structfw.solvers._kernels.dense_block_step` with d = w_s - w_i,
+    The step of `structfw.solvers._kernels.block_step` on dense rows with d = w_s - w_i,
     to the bit: gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, 1] (Alg. 1
     lines 6-7 of Lacoste-Julien et al. 2013); the row is read, only psi's entries of it
     are written.  psi is given as unmerged entries: ||psi||^2 merges repeated indices in
     ``scratch`` (zero on entry and on exit).  ``pw`` = <psi, w>, which the caller computes
     (`structfw._linalg.sparse_dot_dense`) to check the oracle anyway.
     Returns (gamma, slope = lam <w, d> - d_l, c_i')."""
-    vw, vv = _dot_and_sqnorm(vi, w)
+    vw, vv = _dense_dot_sqnorm(vi, w)
     wiw = ci * vw
     wiwi = ci * ci * vv
     pv = 0.0
@@ -90,12 +91,15 @@ def fw_block_step(w, vi, ci, idx, val, pw, inv_ln, dl, lam, gfixed, u, inv_c, sc
     if gamma == 0.0:
         return gamma, slope, ci
     if u.shape[0] > 0:
-        _axpy_row_avg(vi, w, u, -gamma * ci, inv_c)
+        _dense_axpy_avg(vi, w, u, -gamma * ci, inv_c)
     else:
-        _axpy_row(vi, w, -gamma * ci)
-    c_new = rescaled_block(vi, (1.0 - gamma) * ci)
+        _dense_axpy(vi, w, -gamma * ci)
+    c_new = _dense_rescale(vi, (1.0 - gamma) * ci)
     step = gamma * inv_ln
-    add_block_entries(w, vi, u, inv_c, idx, val, step, step / c_new)
+    _add_to_w(w, u, inv_c, idx, val, step)
+    cv = step / c_new
+    for t in range(idx.shape[0]):  # repeated indices add up
+        vi[idx[t]] += cv * val[t]
     return gamma, slope, c_new
 
 
@@ -222,7 +226,7 @@ DROP_INACTIVE, EVICT_OVER, EXPIRE = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates, tree, w, wi, wi_scale, li, lam,
+def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates, tree, w, B, li, lam,
                   step_kind, cache, F, nu, track_alpha, predefined, avg_kind, check,
                   oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit, keep_rows):
     """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
@@ -243,13 +247,12 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
     pool needs room before step s (nothing of step s was done: grow and call again from
     s); 2 when the oracle did worse than the ground truth on example ``it[BAD]``.
     """
-    n = wi.shape[0]
+    n = li.shape[0]
     inv_ln = 1.0 / (lam * n)
     keeps = cache or track_alpha or tidy_kind != DROP_INACTIVE
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     needs_gap = cache or sampling != ORDER or step_kind == AWAY_STEP
     scratch = np.zeros(w.shape[0]) if step_kind == PAIRWISE_STEP else np.empty(0)
-    no_row = np.empty(0)
     for s in range(s0, m):
         if sampling == ORDER:
             i = order[s]
@@ -273,7 +276,7 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
             best, Hb, sb, a, score, sa = cs_scan(S, i, w, wants_best, wants_away)
         wiw = 0.0
         if needs_gap:
-            wiw = score * inv_ln if track_alpha else wi_scale[i] * dense_dot(wi[i], w)
+            wiw = score * inv_ln if track_alpha else B[0][i] * row_dot(B, i, w)
         base = lam * wiw - li[i]
         # ---- corner source (nothing is changed until the room check has passed)
         slot = -1
@@ -310,6 +313,13 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
                     it[NEED] = ps_i.shape[0]
                     return s, 1
             g_i = base + H / n
+        # sparse rows grow by the corners' entries (a step with kept rows): room first
+        if keep_rows:
+            extra = ps_i.shape[0] + (cs_entries(S, i, a)[0].shape[0] if a >= 0 else 0)
+            if row_room(B, i, extra) != 0:
+                it[BAD] = i
+                it[NEED] = extra
+                return s, 3
         # ---- from here on the step changes the state
         if hit:
             if not approx:
@@ -336,9 +346,8 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
                     kind = FW_STEP
         if kind == FW_STEP:
             dl = L_s / n - li[i]
-            gamma, slope, wi_scale[i] = scored_block_step(w, wi[i], wi_scale[i], -1.0, ps_i, ps_v, inv_ln, ss,
-                                                          _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl, lam, 1.0, gfixed, u,
-                                                          inv_c, scratch)
+            gamma, slope = block_step(w, B, i, -1.0, ps_i, ps_v, inv_ln, ss, _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl,
+                                      lam, 1.0, gfixed, u, inv_c, scratch)
             if track_alpha and gamma > 0.0:
                 _scale_alpha(S, i, 1.0 - gamma)
                 alpha[i, slot] += gamma
@@ -346,10 +355,12 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         elif kind == PAIRWISE_STEP:
             pa_i, pa_v = cs_entries(S, i, a)
             dl = (L_s - loss[i, a]) / n
-            vi = wi[i] if keep_rows else no_row
-            gamma, slope, wi_scale[i] = scored_block_step(w, vi, wi_scale[i], 0.0, ps_i, ps_v, inv_ln, ss, pa_i,
-                                                          pa_v, -inv_ln, sa, dl, lam, alpha[i, a], gfixed, u, inv_c,
-                                                          scratch)
+            if keep_rows:
+                gamma, slope = block_step(w, B, i, 0.0, ps_i, ps_v, inv_ln, ss, pa_i, pa_v, -inv_ln, sa, dl, lam,
+                                          alpha[i, a], gfixed, u, inv_c, scratch)
+            else:  # the rows are not kept: only the scales are passed
+                gamma, slope = block_step(w, (B[0],), i, 0.0, ps_i, ps_v, inv_ln, ss, pa_i, pa_v, -inv_ln, sa, dl,
+                                          lam, alpha[i, a], gfixed, u, inv_c, scratch)
             if gamma > 0.0:
                 alpha[i, a] -= gamma
                 alpha[i, slot] += gamma
@@ -357,10 +368,8 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
         else:
             pa_i, pa_v = cs_entries(S, i, a)
             dl = li[i] - loss[i, a] / n
-            gamma, slope, wi_scale[i] = scored_block_step(w, wi[i], wi_scale[i], 1.0, pa_i, pa_v, -inv_ln, sa,
-                                                          _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl, lam,
-                                                          alpha[i, a] / (1.0 - alpha[i, a]), gfixed, u, inv_c,
-                                                          scratch)
+            gamma, slope = block_step(w, B, i, 1.0, pa_i, pa_v, -inv_ln, sa, _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl, lam,
+                                      alpha[i, a] / (1.0 - alpha[i, a]), gfixed, u, inv_c, scratch)
             if gamma > 0.0:
                 _scale_alpha(S, i, 1.0 + gamma)
                 alpha[i, a] -= gamma

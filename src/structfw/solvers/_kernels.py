@@ -14,33 +14,10 @@ import numpy as np
 from numba import njit
 
 from .._linalg import sparse_dot_dense, sparse_dot_sparse_scattered
+from .rows import dense_dot, row_add_entries, row_axpy_into, row_dot_entries, row_dot_sqnorm, row_rescale  # noqa: F401  (dense_dot: re-exported)
 
-
-@njit(cache=True, fastmath=True, nogil=True)
-def _dot_and_sqnorm(a, b):
-    """(<a, b>, ||a||^2) in one sweep (fastmath lets the reductions vectorise)."""
-    s = 0.0
-    q = 0.0
-    for j in range(a.shape[0]):
-        s += a[j] * b[j]
-        q += a[j] * a[j]
-    return s, q
-
-
-@njit(cache=True, fastmath=True, nogil=True)
-def _axpy_row(v, w, c):
-    """w += c * v (v is read only)."""
-    for j in range(v.shape[0]):
-        w[j] += c * v[j]
-
-
-@njit(cache=True, fastmath=True, nogil=True)
-def _axpy_row_avg(v, w, u, c, cu):
-    """As _axpy_row, and the lazy average buffer u -= cu * (c * v)."""
-    for j in range(v.shape[0]):
-        step = c * v[j]
-        w[j] += step
-        u[j] -= cu * step
+_EMPTY_I = np.empty(0, np.int64)
+_EMPTY_V = np.empty(0, np.float64)
 
 
 @njit(cache=True, inline="always")
@@ -60,125 +37,83 @@ def step_along(slope, nrm, lam, gmax, gfixed):
     return gamma
 
 
-#: a block's scale c_i outside [_MIN_SCALE, _MAX_SCALE] is folded into its row (c_i = 1): a
-#: dense write, which every step did before rows were scaled, but rare (c_i changes by the
-#: factor 1 + gamma a of each step on the block)
-_MIN_SCALE, _MAX_SCALE = 1e-12, 1e12
-
-
 @njit(cache=True, nogil=True, inline="always")
-def rescaled_block(vi, c_new):
-    """The scale of block i after a step that set it to ``c_new``: 1 with the row folded in
-    when c_new is 0 (w_i was replaced: the row is zeroed) or far from 1."""
-    if c_new == 0.0:
-        vi[:] = 0.0
-        return 1.0
-    if c_new < _MIN_SCALE or c_new > _MAX_SCALE:
-        for j in range(vi.shape[0]):
-            vi[j] *= c_new
-        return 1.0
-    return c_new
-
-
-@njit(cache=True, nogil=True, inline="always")
-def add_block_entries(w, vi, u, inv_c, idx, val, cw, cv):
-    """w += cw s and v_i += cv s for s given by entries (idx, val) (repeats add up); the lazy
-    average buffer (if any: u non-empty) gets -inv_c times w's change.  An empty v_i is a
-    row not kept (see `structfw.solvers._fastpass.general_chunk`)."""
+def _add_to_w(w, u, inv_c, idx, val, cw):
+    """w += cw s for s given by entries (idx, val) (repeats add up); the lazy average buffer (if
+    any: u non-empty) gets -inv_c times w's change."""
     has_u = u.shape[0] > 0
-    has_v = vi.shape[0] > 0
     for t in range(idx.shape[0]):
         j = idx[t]
         step = cw * val[t]
         w[j] += step
-        if has_v:
-            vi[j] += cv * val[t]
         if has_u:
             u[j] -= inv_c * step
 
 
 @njit(cache=True, nogil=True)
-def dense_block_step(w, vi, ci, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u, inv_c):
-    """Step on block i with w_i stored densely and scaled, w_i = c_i v_i; updates w, v_i (and u)
-    in place and returns the new c_i.
+def block_step(w, B, i, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u, inv_c, scratch):
+    """The block step of the engine, for every step kind and every layout of the w_i.
 
-    Along d = a w_i + b1 s1 + b2 s2 the new block part w_i + gamma d is c_i' v_i' with
-    c_i' = (1 + gamma a) c_i and v_i' = v_i + gamma (b1 s1 + b2 s2) / c_i': a step reads the
-    row (for <w_i, w>, ||w_i||^2 and the update of w) but writes only the corners' entries.
-    The rows do not fit in any cache (OCR: 6,251 rows of 32 KB), so writing each row back
-    cost ~0.7 us of a ~12.5 us block iteration.
+    Block i's part is w_i = c_i v_i with c_i = B[0][i] and v_i a row of the layout B
+    (`structfw.solvers.rows`: dense rows, sparse rows, or none for passes that never read
+    them).  Along d = a w_i + b1 s1 + b2 s2 (s1 = (i1, v1), s2 = (i2, v2) sparse corners in
+    w-space; FW: a = -1, pairwise: a = 0, away: a = 1) the closed-form line search
+    gamma = (d_l - lam <w, d>) / (lam ||d||^2), clipped to [0, gmax] (Alg. 1 line 7 of
+    Lacoste-Julien et al. 2013, generalised to any direction), or the fixed step gfixed >= 0.
+    The new part w_i + gamma d is c_i' v_i' with c_i' = (1 + gamma a) c_i and
+    v_i' = v_i + gamma (b1 s1 + b2 s2) / c_i': a step reads the row (for <w_i, w>, ||w_i||^2
+    and the update of w) but writes only the corners' entries.  w (and the lazy average u,
+    u -= inv_c gamma d) move along the same d.
 
-    Parameters
-    ----------
-    w : float64[d]
-        The weight vector.
-    vi, ci : float64[d], float
-        Block i's part w_i = A alpha_[i] = ci * vi.
-    a, b1, b2 : float
-        Direction d = a w_i + b1 s1 + b2 s2 (s1 = (i1, v1), s2 = (i2, v2) sparse).
-    dl : float
-        Loss part of the direction (change of l_i per unit step).
-    lam : float
-    gmax : float
-        Largest feasible step (1 for FW, alpha of the away corner for pairwise).
-    gfixed : float
-        If >= 0 use this step (predefined 2n/(k+2n)) instead of line search.
-    u, inv_c : float64[d] or empty, float
-        Lazy averaging buffer (see averaging.py): u -= inv_c * gamma * d.
+    The caller has scored the corners, s1w = <s1, w> and s2w = <s2, w> (the oracle check, the
+    best-corner search and the away search do), and lends a zero ``scratch`` of w's length
+    for <s1, s2> (`structfw._linalg.sparse_dot_sparse_scattered`).  With sparse rows the
+    corners' indices are sorted and unique and the row has room for them (`rows.row_room`).
 
     Returns
     -------
     gamma : float
     slope : float
-        lam <w, d> - d_l, the directional derivative at gamma = 0 (minus the gap
-        along d).
-    c_i' : float
+        lam <w, d> - d_l, the directional derivative at gamma = 0 (minus the gap along d).
     """
-    return scored_block_step(w, vi, ci, a, i1, v1, b1, sparse_dot_dense(i1, v1, w), i2, v2, b2,
-                             sparse_dot_dense(i2, v2, w), dl, lam, gmax, gfixed, u, inv_c, np.empty(0))
-
-
-@njit(cache=True, nogil=True)
-def scored_block_step(w, vi, ci, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u, inv_c, scratch):
-    """`dense_block_step` for a caller that has scored the corners, s1w = <s1, w> and
-    s2w = <s2, w> (the oracle check, the best-corner search and the away search do), so
-    they are not gathered from w again, and that lends a zero ``scratch`` of w's length for
-    <s1, s2> (`structfw._linalg.sparse_dot_sparse_scattered`); the same arithmetic
-    to the bit."""
+    scales = B[0]
+    ci = scales[i]
     wd = 0.0
     ww = 0.0
     if a != 0.0:
-        vw, vv = _dot_and_sqnorm(vi, w)
+        vw, vv = row_dot_sqnorm(B, i, w)
         wd = a * (ci * vw)
         ww = ci * ci * vv
     wd += b1 * s1w + b2 * s2w
     nrm = a * a * ww + b1 * b1 * np.dot(v1, v1) + b2 * b2 * np.dot(v2, v2)
     if a != 0.0:
-        nrm += 2.0 * a * b1 * (ci * sparse_dot_dense(i1, v1, vi)) + 2.0 * a * b2 * (ci * sparse_dot_dense(i2, v2, vi))
+        nrm += 2.0 * a * b1 * (ci * row_dot_entries(B, i, i1, v1)) + 2.0 * a * b2 * (ci * row_dot_entries(B, i, i2, v2))
     nrm += 2.0 * b1 * b2 * sparse_dot_sparse_scattered(i1, v1, i2, v2, scratch)
     slope = lam * wd - dl
     gamma = step_along(slope, nrm, lam, gmax, gfixed)
     if gamma == 0.0:
-        return gamma, slope, ci
+        return gamma, slope
     # the dense part a*w_i first: it reads the row before the sparse parts move it
     c_new = ci
     if a != 0.0:
-        if u.shape[0] > 0:
-            _axpy_row_avg(vi, w, u, gamma * a * ci, inv_c)
-        else:
-            _axpy_row(vi, w, gamma * a * ci)
-        c_new = rescaled_block(vi, (1.0 + gamma * a) * ci)
-    add_block_entries(w, vi, u, inv_c, i1, v1, gamma * b1, gamma * b1 / c_new)
-    add_block_entries(w, vi, u, inv_c, i2, v2, gamma * b2, gamma * b2 / c_new)
-    return gamma, slope, c_new
+        row_axpy_into(B, i, w, u, gamma * a * ci, inv_c)
+        c_new = row_rescale(B, i, (1.0 + gamma * a) * ci)
+    _add_to_w(w, u, inv_c, i1, v1, gamma * b1)
+    row_add_entries(B, i, i1, v1, gamma * b1 / c_new)
+    _add_to_w(w, u, inv_c, i2, v2, gamma * b2)
+    row_add_entries(B, i, i2, v2, gamma * b2 / c_new)
+    scales[i] = c_new
+    return gamma, slope
 
 
-@njit(cache=True, fastmath=True)
-def dense_dot(a, b):
-    s = 0.0
-    for j in range(a.shape[0]):
-        s += a[j] * b[j]
-    return s
+def scored_step(w, B, i, a, s1, b1, s2, b2, dl, lam, gmax, gfixed, u, inv_c):
+    """`block_step` from Python with corners given as (indices, values) pairs (or None): scores
+    them at w first.  Returns gamma."""
+    i1, v1 = s1 if s1 is not None else (_EMPTY_I, _EMPTY_V)
+    i2, v2 = s2 if s2 is not None else (_EMPTY_I, _EMPTY_V)
+    gamma, _ = block_step(w, B, i, a, i1, v1, b1, sparse_dot_dense(i1, v1, w), i2, v2, b2,
+                          sparse_dot_dense(i2, v2, w), dl, lam, gmax, gfixed, u, inv_c, _EMPTY_V)
+    return gamma
 
 
 @njit(cache=True)

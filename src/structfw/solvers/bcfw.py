@@ -32,6 +32,7 @@ from .block_state import BCFWState, ground_truth_corners
 from .corners import CornerStore
 from .parts import BlockContext
 from .passes import run_pass
+from .rows import SparseRows
 from .plan import (BCFW_AVERAGINGS, ENGINE_PARAMS, STEP_SIZES, STEPS, BlockPlan, check_combination, engine_label,
                    make_plan)
 from .sampling import BlockSampler
@@ -315,7 +316,7 @@ def _place_at_corners(problem: Problem, st: BCFWState, labellings: Sequence[Any]
             row[:] = 0.0
             np.add.at(row, psi.indices, psi.values * inv)
         else:
-            st.wi[i] = psi * inv
+            cast(SparseRows, st.unscaled_blocks()).set_row(i, psi * inv)
         st.li[i] = L / problem.n
         if st.corners is not None:
             slot = st.corners.add(i, psi, L, 0.0, 0)

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from .._linalg import SparseVector, dot
-from ._kernels import dense_dot, projected_line_search
+from .._linalg import SparseVector
+from ._kernels import projected_line_search
 from .averaging import LazyAverage
-from .corners import CornerStore, cs_away_and_weighted_score, cs_weighted_rows
+from .corners import CornerStore, cs_away_and_weighted_score, cs_entries, cs_weighted_rows
+from .rows import SparseRows, dense_dot, sparse_row_dot
 
 if TYPE_CHECKING:
     from .problem import Problem
@@ -83,7 +84,7 @@ class BCFWState:
                 wi.fill(0.0)  # touch the pages now: first-touch faults would otherwise slow the first pass
             self.wi = wi
         else:
-            self.wi = [SparseVector.zeros(d) for _ in range(n)]
+            self.wi = SparseRows(n, d)
         self.li = np.zeros(n)
         self.track_alpha = track_alpha
         self.corners: CornerStore | None = (ground_truth_corners(n, d, corner_capacity, track_alpha) if keep_corners
@@ -106,34 +107,57 @@ class BCFWState:
         self.mp_approx_passes = 0     # MP-BCFW: approximate passes of the last outer iteration
         self.mp_work = 0.0            # MP-BCFW, approx_rule='work': the work counter
 
-    #: the stored rows: an (n, d) array (dense_blocks) or a list of n SparseVector
+    #: the stored rows v_i (w_i = wi_scale[i] v_i): an (n, d) array (dense_blocks) or `SparseRows`
     _wi: Any
-    wi_scale: npt.NDArray[np.float64] | None
+    wi_scale: npt.NDArray[np.float64]
     wi_scaled: bool
 
     @property
     def wi(self) -> npt.NDArray[np.float64] | list[SparseVector]:
-        """w_i of every block: the stored rows, or (while they are scaled) their product with
-        the scales, a new array.  To write w_i in place call `unscaled_blocks`."""
+        """w_i of every block, a new (n, d) array or list of n SparseVector when the rows are
+        scaled or sparse.  To write w_i in place call `unscaled_blocks`."""
         self._rebuild_stale_rows()
-        if self.wi_scale is not None and self.wi_scaled:
+        if isinstance(self._wi, SparseRows):
+            return [self._wi.row(i) * float(self.wi_scale[i]) for i in range(self.n)]
+        if self.wi_scaled:
             return self._wi * self.wi_scale[:, None]
         return self._wi
 
     @wi.setter
-    def wi(self, value: npt.NDArray[np.float64] | list[SparseVector]) -> None:
+    def wi(self, value: npt.NDArray[np.float64] | SparseRows | list[SparseVector]) -> None:
+        if isinstance(value, list):  # a list of sparse blocks (states saved before SparseRows)
+            rows = SparseRows(len(value), self.d)
+            for i, v in enumerate(value):
+                rows.set_row(i, v)
+            value = rows
         self._wi = value
-        self.wi_scale = np.ones(len(value)) if isinstance(value, np.ndarray) else None
+        self.wi_scale = np.ones(value.shape[0] if isinstance(value, np.ndarray) else value.n)
         self.wi_scaled = False
 
-    def scaled_blocks(self, stale_ok: bool = False) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]:
-        """(rows, scales) with w_i = scales[i] * rows[i], which the dense block steps keep up
-        to date (`structfw.solvers._kernels.dense_block_step`).  ``stale_ok``: for a
-        pass that neither reads nor writes them (it then marks them stale)."""
+    def scaled_blocks(self, stale_ok: bool = False) -> tuple[Any, npt.NDArray[np.float64]]:
+        """(rows, scales) with w_i = scales[i] * v_i, which the block steps keep up to date
+        (`structfw.solvers._kernels.block_step`).  ``stale_ok``: for a pass that neither reads
+        nor writes them (it then marks them stale)."""
         if not stale_ok:
             self._rebuild_stale_rows()
         self.wi_scaled = True
         return self._wi, self.wi_scale
+
+    def layout(self, keep_rows: bool = True) -> tuple[Any, ...]:
+        """The rows as the compiled block step takes them (`structfw.solvers.rows`): dense
+        (scales, rows), sparse (scales, start, nnz, cap, idx, val, meta), or (scales,) for a
+        pass that does not keep the rows (it marks them stale)."""
+        rows, scales = self.scaled_blocks(stale_ok=not keep_rows)
+        if not keep_rows:
+            return (scales,)
+        if isinstance(rows, SparseRows):
+            return rows.arrays(scales)
+        return (scales, rows)
+
+    def make_row_room(self, i: int, extra: int) -> None:
+        """Room for ``extra`` more entries in block i's sparse row (nothing for dense rows)."""
+        if isinstance(self._wi, SparseRows):
+            self._wi.make_room(i, extra)
 
     def _rebuild_stale_rows(self) -> None:
         """w_i = A alpha_[i] = sum_y alpha_i(y) psi_i(y) / (lam n) from the tracked weights,
@@ -142,19 +166,37 @@ class BCFWState:
         the rebuilt rows agree with kept ones to rounding."""
         if not self.rows_stale:
             return
-        # stale rows are dense rows of a state that tracks its corners' weights
-        cs_weighted_rows(cast(CornerStore, self.corners).arrays, self._wi, 1.0 / (self.lam * self.n))
-        cast("npt.NDArray[np.float64]", self.wi_scale)[:] = 1.0
+        # stale rows belong to a state that tracks its corners' weights
+        corners = cast(CornerStore, self.corners)
+        inv = 1.0 / (self.lam * self.n)
+        if isinstance(self._wi, SparseRows):
+            for i in range(self.n):
+                acc: dict[int, float] = {}
+                for k in range(int(corners.size[i])):
+                    a = float(corners.alpha[i, k])
+                    if a != 0.0:
+                        idx, val = cs_entries(corners.arrays, i, k)
+                        for j, x in zip(idx.tolist(), val.tolist()):
+                            acc[j] = acc.get(j, 0.0) + a * x * inv
+                keys = np.array(sorted(acc), np.int64)
+                self._wi.set_row(i, SparseVector(keys, np.array([acc[j] for j in keys.tolist()]), self.d))
+        else:
+            cs_weighted_rows(corners.arrays, self._wi, inv)
+        self.wi_scale[:] = 1.0
         self.wi_scaled = False
         self.rows_stale = False
 
-    def unscaled_blocks(self) -> npt.NDArray[np.float64] | list[SparseVector]:
+    def unscaled_blocks(self) -> Any:
         """The stored w_i with the scales folded into the rows (all 1 afterwards): for code that
         writes w_i itself.  Folding rounds, so a fit that continues another is not folded."""
         self._rebuild_stale_rows()
-        if self.wi_scale is not None and self.wi_scaled:
+        if self.wi_scaled:
             scaled = np.flatnonzero(self.wi_scale != 1.0)
-            self._wi[scaled] *= self.wi_scale[scaled, None]
+            if isinstance(self._wi, SparseRows):
+                for i in scaled.tolist():
+                    self._wi.scale_row(i, float(self.wi_scale[i]))
+            else:
+                self._wi[scaled] *= self.wi_scale[scaled, None]
             self.wi_scale[scaled] = 1.0
             self.wi_scaled = False
         return self._wi
@@ -174,11 +216,8 @@ class BCFWState:
         self.w *= r
         if self.v is not self.w:
             self.v *= r  # Pi(r v) = r Pi(v) for r > 0
-        if self.dense_blocks:
-            self.wi_scale *= r  # type: ignore[operator, assignment]  # dense rows always have their scales
-            self.wi_scaled = True
-        else:
-            self.wi = [v * r for v in self.wi]
+        self.wi_scale *= r
+        self.wi_scaled = True
         if self.avg is not None:
             self.avg.u *= r
             self.avg.renormalise()
@@ -238,9 +277,9 @@ class BCFWState:
             # stale rows are dense rows of a state that tracks its corners' weights
             corners = cast(CornerStore, self.corners)
             return cs_away_and_weighted_score(corners.arrays, i, w)[1] * (1.0 / (self.lam * self.n))
-        if self.dense_blocks:
-            return float(self.wi_scale[i]) * dense_dot(self._wi[i], w)  # type: ignore[index]  # dense: scaled
-        return dot(self._wi[i], w)
+        if isinstance(self._wi, SparseRows):
+            return float(self.wi_scale[i]) * sparse_row_dot(self._wi.arrays(self.wi_scale), i, w)
+        return float(self.wi_scale[i]) * dense_dot(self._wi[i], w)
 
     def n_active(self) -> float:
         if self.corners is None:

@@ -27,8 +27,8 @@ from collections import Counter
 
 import numpy as np
 
-from .._linalg import SparseVector, axpy, combine, dot, sqnorm
-from ._kernels import dense_block_step, projected_line_search, step_along
+from .._linalg import SparseVector, dot
+from ._kernels import projected_line_search, scored_step
 from .corners import (ALPHA_EPS, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive, cs_entries, cs_evict,
                       cs_expire)
 
@@ -357,32 +357,16 @@ def finish_step(ctx, i, gamma, dl):
 
 def apply_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
     """Move w_i and w along d = a w_i + b1 s1 + b2 s2 with the line search
-    gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, gmax] (or the fixed step)."""
-    st, lam = ctx.st, ctx.lam
+    gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, gmax] (or the fixed step):
+    the compiled `block_step` on the state's rows, dense or sparse."""
+    st = ctx.st
     if ctx.problem.constrained:
         return projected_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax)
-    i1, v1 = (s1.indices, s1.values) if s1 is not None else (_EMPTY_I, _EMPTY_V)
-    i2, v2 = (s2.indices, s2.values) if s2 is not None else (_EMPTY_I, _EMPTY_V)
-    if st.dense_blocks:
-        rows, scales = st.scaled_blocks()
-        gamma, _, scales[i] = dense_block_step(st.w, rows[i], scales[i], a, i1, v1, b1, i2, v2, b2, dl, lam, gmax,
-                                               ctx.gfixed, ctx.u, ctx.inv_c)
-        return gamma
-    # sparse blocks: build d explicitly (its support is that of w_i and the corners)
-    d = SparseVector.zeros(st.d)
-    if a != 0.0:
-        d = st.wi[i] * a
-    if s1 is not None:
-        d = combine(1.0, d, b1, s1)
-    if s2 is not None:
-        d = combine(1.0, d, b2, s2)
-    gamma = step_along(lam * dot(d, st.w) - dl, sqnorm(d), lam, gmax, ctx.gfixed)
-    if gamma > 0.0:
-        axpy(gamma, d, st.w)
-        st.wi[i] = combine(1.0, st.wi[i], gamma, d)
-        if ctx.u.shape[0] > 0:
-            axpy(-ctx.inv_c * gamma, d, ctx.u)
-    return gamma
+    c1 = (s1.indices, s1.values) if s1 is not None else None
+    c2 = (s2.indices, s2.values) if s2 is not None else None
+    if not st.dense_blocks:
+        st.make_row_room(i, (len(s1.indices) if s1 is not None else 0) + (len(s2.indices) if s2 is not None else 0))
+    return scored_step(st.w, st.layout(), i, a, c1, b1, c2, b2, dl, ctx.lam, gmax, ctx.gfixed, ctx.u, ctx.inv_c)
 
 
 def projected_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
@@ -399,7 +383,7 @@ def projected_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
     if st.dense_blocks:
         d = a * rows[i] if a != 0.0 else np.zeros(st.d)
     else:
-        d = st.wi[i].toarray() * a if a != 0.0 else np.zeros(st.d)
+        d = rows.row(i).toarray() * a if a != 0.0 else np.zeros(st.d)
     for s, b in ((s1, b1), (s2, b2)):
         if s is not None:
             np.add.at(d, s.indices, b * s.values)
@@ -414,7 +398,7 @@ def projected_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
         if st.dense_blocks:
             rows[i][idx] += gamma * val
         else:
-            st.wi[i] = combine(1.0, st.wi[i], gamma, SparseVector(idx, val, st.d))
+            rows.add(i, idx, gamma * val)
         if ctx.u.shape[0] > 0:
             ctx.u[idx] -= ctx.inv_c * gamma * val
         problem.project(st.v, out=st.w)

@@ -23,7 +23,9 @@ import numpy as np
 from .._compile import compile_leaves_in_background
 from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL, GAP, K, MAX_GAP, NEED, ORACLE_CALLS,
                         ORDER, PAIRWISE_STEP, general_chunk, plain_fw_chunk)
-from ._kernels import dense_block_step
+from .._linalg import sparse_dot_dense
+from ._kernels import block_step
+from .corners import CornerStore
 
 if TYPE_CHECKING:
     from .._interrupt import InterruptFlag
@@ -100,7 +102,7 @@ def block_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = None, approx
     if order is None:
         st.sampler.start_pass()
     if plan.compiled is not None:
-        if plan.plain:
+        if plan.plain and plan.dense:
             compiled_plain_pass(ctx, flag)
         else:
             compiled_general_pass(ctx, flag, order, approx, avg)
@@ -112,7 +114,7 @@ def python_pass(ctx: BlockContext, flag: InterruptFlag, order: Any, approx: bool
     """The pass through the parts: corner source -> block step -> sampler, one Python call per step."""
     plan, st = ctx.plan, ctx.st
     n = ctx.n
-    fast = plan.plain and plan.compilable and not ctx.validate
+    fast = plan.plain and plan.compilable and plan.dense and not ctx.validate
     ctx.u = avg.u if avg is not None else _EMPTY_V
     ctx.inv_c = 0.0
     tau = plan.tau if not approx else 1
@@ -183,10 +185,9 @@ def plain_fw_block(ctx: BlockContext, i: int) -> None:
     ctx.counters["oracle_calls"] += 1
     li = st.li[i]
     dl = L / ctx.n - li
-    rows, scales = st.scaled_blocks()
-    gamma, slope, scales[i] = dense_block_step(st.w, rows[i], scales[i], -1.0, psi.indices, psi.values,
-                                               ctx.inv_ln, _EMPTY_I, _EMPTY_V, 0.0, dl, ctx.lam, 1.0, ctx.gfixed,
-                                               ctx.u, ctx.inv_c)
+    gamma, slope = block_step(st.w, st.layout(), i, -1.0, psi.indices, psi.values, ctx.inv_ln,
+                              sparse_dot_dense(psi.indices, psi.values, st.w), _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl,
+                              ctx.lam, 1.0, ctx.gfixed, ctx.u, ctx.inv_c, _EMPTY_V)
     st.li[i] = li + gamma * dl
     st.ell += gamma * dl
     if st.sampler.adaptive:
@@ -210,6 +211,8 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
     plan, st, problem = ctx.plan, ctx.st, ctx.problem
     oracle_kind, data = plan.compiled
     n, store = problem.n, st.corners
+    if store is None:  # plain FW steps keep no corners: the kernel gets an empty set per block
+        store = CornerStore(n, problem.d, capacity=1, pool=1)
     tidy_kind, limit, stamp = plan.tidy_rule(st.mp_iter, approx)
     avg_kind = AVG_CODES[avg.kind if avg is not None else None]
     u = avg.u if avg is not None else _EMPTY_V
@@ -219,7 +222,7 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
                    st.full_gap])
     # pairwise steps with tracked weights never read w_i: the pass leaves the rows stale
     keep_rows = not (plan.step_code == PAIRWISE_STEP and st.track_alpha)
-    rows, scales = st.scaled_blocks(stale_ok=not keep_rows)
+    B = st.layout(keep_rows)
     done = 0
     while done < n and not flag.requested:
         m = min(COMPILED_CHUNK, n - done)
@@ -231,7 +234,7 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
         while True:
             s, status = general_chunk(
                 oracle_kind, data, store.arrays, s, m, kind, chunk_order, draws, st.sampler.estimates,
-                st.sampler._tree, st.w, rows, scales, st.li, problem.lam, plan.step_code, plan.cache, plan.cache_F,
+                st.sampler._tree, st.w, B, st.li, problem.lam, plan.step_code, plan.cache, plan.cache_F,
                 plan.cache_nu, st.track_alpha, plan.predefined, avg_kind, plan.check_oracle,
                 st.oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit, keep_rows)
             st.rows_stale = st.rows_stale or not keep_rows
@@ -240,7 +243,11 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
             if status == 2:  # not a maximiser: the checked Python call names the example
                 problem.oracle(int(it[BAD]), st.w, validate=True)
                 problem.check_oracle_value(int(it[BAD]), -np.inf)
-            store.make_room(int(it[BAD]), int(it[NEED]))
+            if status == 3:  # a sparse row must grow: the pool is grown, the step starts again
+                st.make_row_room(int(it[BAD]), int(it[NEED]))
+                B = st.layout(keep_rows)
+            else:
+                store.make_room(int(it[BAD]), int(it[NEED]))
         done += m
     st.k, st.ell = int(it[K]), float(fl[ELL])
     ctx.counters["oracle_calls"] += int(it[ORACLE_CALLS])

@@ -97,11 +97,11 @@ class BlockPlan:
     tau, asynchronous : int, bool
         Minibatch size and the asynchronous window (Wang et al. 2016).
     compilable : bool
-        Dense rows, an exact oracle, no projection, tau = 1: the dense block kernel applies
-        (`passes.plain_fw_block` even for a Python oracle).
+        An exact oracle, no projection, tau = 1: the compiled passes apply when the model
+        compiled its oracle (and `passes.plain_fw_block` to dense rows otherwise).
     compiled : tuple or None
         The model's compiled whole-training-set oracle ``(kind, data)`` when the passes run in
-        numba chunks (dense rows, exact oracle, no projection, tau = 1); None otherwise.
+        numba chunks (exact oracle, no projection, tau = 1); None otherwise.
     plain : bool
         FW step, exact oracle every step (no cache, no working sets): the plain compiled pass.
     """
@@ -182,9 +182,9 @@ def make_plan(o: Any, problem: Problem, dense: bool | None = None) -> BlockPlan:
 
     ``dense``: the storage of a state being continued (None: from ``block_storage``)."""
     dense = dense_storage(o, problem) if dense is None else bool(dense)
-    # the compiled passes need dense w_i, an exact oracle the model compiled, no projection and
-    # no minibatch (minibatches are for costly oracles, which are not compiled)
-    compilable = dense and not problem.approximate and not problem.constrained and o.minibatch == 1
+    # the compiled passes need an exact oracle the model compiled, no projection and no
+    # minibatch (minibatches are for costly oracles, which are not compiled)
+    compilable = not problem.approximate and not problem.constrained and o.minibatch == 1
     compiled = problem.compiled_oracle() if compilable else None
     track = o.step in ("pairwise", "away")
     return BlockPlan(

@@ -30,6 +30,7 @@ from .._linalg import SparseVector
 from ._kernels import fenwick_build
 from .averaging import AVERAGINGS, LazyAverage
 from .block_state import BCFWState
+from .rows import SparseRows
 from .corners import CornerStore
 from .cutting_plane import CuttingPlaneState
 from .fw import FWState
@@ -41,7 +42,7 @@ from .ssg import SSGState
 #: the classes a file may name, by their qualified names
 STATE_CLASSES = {f"{c.__module__}.{c.__qualname__}": c for c in (
     BCFWState, CornerStore, BlockSampler, LazyAverage, SparseVector, FWState, SSGState, CuttingPlaneState,
-    OnlineEGState)}
+    OnlineEGState, SparseRows)}
 #: the engine's state class lived in solvers/bcfw.py until the plan split it out: files saved
 #: before name it there
 STATE_CLASSES["structfw.solvers.bcfw.BCFWState"] = BCFWState
@@ -543,6 +544,64 @@ def _ell_and_li(st, path, n):
     return li
 
 
+def _check_sparse_rows(st, path, n, d, stale):
+    """Sparse blocks: `SparseRows` with its scales, or (files saved before it) a list of n
+    SparseVector with no scales, which is then converted."""
+    if isinstance(st._wi, list):
+        if st.wi_scale is not None:
+            raise ValueError(f"field '{path}.wi_scale': expected null with a list of sparse blocks")
+        if len(st._wi) != n:
+            raise ValueError(f"field '{path}._wi' is {_desc(st._wi)}: expected a list of {n} sparse blocks")
+        for i, x in enumerate(st._wi):
+            _check_sparse(x, f"{path}._wi[{i}]", d)
+        st.wi = st._wi  # the setter builds the rows (scales 1)
+    if not isinstance(st._wi, SparseRows):
+        raise ValueError(f"field '{path}._wi' is {_desc(st._wi)}: expected sparse rows (SparseRows) or dense rows")
+    R = st._wi
+    p = f"{path}._wi"
+    if _int(R.n, f"{p}.n") != n or _int(R.d, f"{p}.d") != d:
+        raise ValueError(f"field '{p}' has n = {R.n}, d = {R.d}: expected {n} and {d}")
+    start = _array(R.start, f"{p}.start", (n,), np.int64)
+    nnz = _array(R.nnz, f"{p}.nnz", (n,), np.int64)
+    cap = _array(R.cap, f"{p}.cap", (n,), np.int64)
+    idx = np.asarray(R.idx)
+    val = np.asarray(R.val)
+    if idx.dtype != np.int64 or val.dtype != np.float64 or idx.ndim != 1 or idx.shape != val.shape:
+        raise ValueError(f"fields '{p}.idx/val' are {_desc(idx)} and {_desc(val)}: expected int64 and float64 "
+                         "pools of one length")
+    meta = _array(R.meta, f"{p}.meta", (2,), np.int64)
+    P = idx.shape[0]
+    if not (0 <= meta[0] <= P):
+        raise ValueError(f"field '{p}.meta' top {int(meta[0])} is outside the pool of {P} entries")
+    if np.any(nnz < 0) or np.any(nnz > cap) or np.any(start < 0) or np.any(start + cap > meta[0]):
+        raise ValueError(f"fields '{p}.start/nnz/cap' put a row outside the pool's used part: expected "
+                         "0 <= nnz <= cap and start + cap <= top")
+    scale = _array(st.wi_scale, f"{path}.wi_scale", (n,), np.float64)
+    _in_range(_finite(scale, f"{path}.wi_scale"), f"{path}.wi_scale", lo=np.nextafter(0.0, 1.0),
+              what="positive row scales")
+    held = np.flatnonzero(cap > 0)  # rows that hold a slot of the pool
+    order = held[np.argsort(start[held], kind="stable")]
+    ends = start[order] + cap[order]
+    if order.size > 1 and np.any(ends[:-1] > start[order][1:]):
+        raise ValueError(f"fields '{p}.start/cap': rows overlap in the pool")
+    total = np.zeros(d)
+    bound = 0.0
+    for i in range(n):
+        a, m = int(start[i]), int(nnz[i])
+        ri, rv = idx[a:a + m], val[a:a + m]
+        if m and (ri[0] < 0 or ri[-1] >= d or np.any(np.diff(ri) <= 0)):
+            raise ValueError(f"field '{p}' row {i}: expected strictly increasing indices in [0, {d})")
+        if not np.isfinite(rv).all():
+            raise ValueError(f"field '{p}' row {i}: expected finite values")
+        if not stale:
+            np.add.at(total, ri, rv * scale[i])
+            bound += float(np.abs(rv).sum()) * float(scale[i])
+    if not stale:
+        if not np.isfinite(total).all():
+            raise ValueError(f"field '{p}' overflows its sum: expected blocks summing to w")
+        _close(st.v, total, bound, f"{path}.v", "v = sum_i w_i")
+
+
 def _check_bcfw(st, path, n, d):
     _expect_fields(st, path, _BCFW_REQUIRED, _BCFW_DEFAULTS)
     lam = _lam(st, path, n)
@@ -574,25 +633,10 @@ def _check_bcfw(st, path, n, d):
             norms = np.sqrt(np.einsum("ij,ij->i", wi, wi))
             _close(st.v, total, float(np.abs(scale) @ norms), f"{path}.v", "v = sum_i w_i")
     else:
-        if stale:
-            raise ValueError(f"field '{path}.rows_stale' is true: expected false with sparse blocks")
-        if st.wi_scale is not None:
-            raise ValueError(f"field '{path}.wi_scale': expected null with sparse blocks")
-        if not isinstance(st._wi, list) or len(st._wi) != n:
-            raise ValueError(f"field '{path}._wi' is {_desc(st._wi)}: expected a list of {n} sparse blocks")
-        total = np.zeros(d)
-        bound = 0.0
-        for i, x in enumerate(st._wi):
-            p = f"{path}._wi[{i}]"
-            _check_sparse(x, p, d)
-            np.add.at(total, x.indices, x.values)
-            bound += float(np.abs(x.values).sum())
-        if not np.isfinite(total).all():
-            raise ValueError(f"field '{path}._wi' overflows its sum: expected blocks summing to w")
-        _close(st.v, total, bound, f"{path}.v", "v = sum_i w_i")
-    if stale and not (dense and track and st.corners is not None):
-        raise ValueError(f"field '{path}.rows_stale' is true: expected dense rows and tracked corner weights "
-                         "to rebuild them from")
+        _check_sparse_rows(st, path, n, d, stale)
+    if stale and not (track and st.corners is not None):
+        raise ValueError(f"field '{path}.rows_stale' is true: expected tracked corner weights "
+                         "to rebuild the rows from")
     if track:
         _check_alpha_identities(st, path, n, d, lam, entries)
     _check_truth(st.truth, f"{path}.truth", n)
