@@ -195,3 +195,135 @@ def test_expectation_is_gradient_of_log_partition():
         assert g == pytest.approx(E[j], abs=1e-6)
     g = (model.expectation(x, y, v, 0.8 + h)[2] - model.expectation(x, y, v, 0.8 - h)[2]) / (2 * h)
     assert g == pytest.approx(El, abs=1e-6)
+
+
+# --------------------------------------------------------------------------- loopy belief propagation
+def _graph_brute(U, edges, P, T=1.0):
+    """Exact node marginals and log Z of p(y) ∝ exp(E(y) / T) by enumeration."""
+    from structfw.oracles.graph import energy
+
+    V, S = U.shape
+    ys = np.array(list(itertools.product(range(S), repeat=V)), np.int64)
+    s = np.array([energy(U, edges, P, y) for y in ys]) / T
+    logZ = np.logaddexp.reduce(s)
+    p = np.exp(s - logZ)
+    mu = np.zeros((V, S))
+    for y, q in zip(ys, p):
+        mu[np.arange(V), y] += q
+    return mu, logZ
+
+
+def test_loopy_marginals_are_exact_on_forests():
+    from structfw.oracles.graph import tree_marginals
+    from structfw.oracles.marginals import loopy_marginals
+
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        V, S = int(rng.integers(1, 7)), int(rng.integers(2, 4))
+        edges = np.array([[int(rng.integers(0, v)), v] for v in range(1, V) if rng.random() < 0.8],
+                         np.int64).reshape(-1, 2)
+        U, P = 2 * rng.normal(size=(V, S)), 2 * rng.normal(size=(len(edges), S, S))
+        mu, mu_e, logZ, info = loopy_marginals(U, edges, P, temperature=0.7)
+        t_mu, t_mu_e, t_logZ = tree_marginals(U, edges, P, 0.7)
+        assert info["converged"] and info["max_change"] < 1e-8
+        np.testing.assert_allclose(mu, t_mu, atol=1e-7)
+        np.testing.assert_allclose(mu_e, t_mu_e, atol=1e-7)
+        assert logZ == pytest.approx(t_logZ, abs=1e-6)  # the Bethe log Z is exact on a forest
+
+
+def test_loopy_marginals_huge_potentials_use_the_exact_log_sums():
+    """Pairwise terms of +-1e3: the shifted exponential sums underflow and the exact log-domain
+    sums take over; on a chain the result is still the exact one, finite."""
+    from structfw.oracles.graph import tree_marginals
+    from structfw.oracles.marginals import loopy_marginals
+
+    rng = np.random.default_rng(4)
+    edges = np.array([[0, 1], [1, 2], [2, 3]])
+    U = rng.normal(size=(4, 3))
+    P = 1e3 * rng.normal(size=(3, 3, 3))
+    mu, mu_e, logZ, info = loopy_marginals(U, edges, P)
+    t_mu, t_mu_e, t_logZ = tree_marginals(U, edges, P)
+    assert info["converged"] and np.all(np.isfinite(mu)) and np.isfinite(logZ)
+    np.testing.assert_allclose(mu, t_mu, atol=1e-7)
+    assert logZ == pytest.approx(t_logZ, rel=1e-9)
+
+
+@pytest.mark.parametrize("coupling, atol", [(0.1, 1e-3), (0.5, 3e-2)])
+def test_loopy_marginals_against_enumeration_on_small_loopy_graphs(coupling, atol):
+    """The Bethe approximation's error grows with the coupling: within 1e-3 for |theta_e| ~ 0.1,
+    3e-2 for ~0.5, on rings with chords and a 3 x 3 grid."""
+    from structfw.oracles.marginals import loopy_marginals
+
+    rng = np.random.default_rng(1)
+    grid = [[r * 3 + c, r * 3 + c + 1] for r in range(3) for c in range(2)] + \
+           [[r * 3 + c, r * 3 + c + 3] for r in range(2) for c in range(3)]
+    graphs = [[[0, 1], [1, 2], [2, 0]], [[0, 1], [1, 2], [2, 3], [3, 4], [4, 0], [0, 2]], grid]
+    for edges in graphs:
+        edges = np.array(edges, np.int64)
+        V = int(edges.max()) + 1
+        for S in (2, 3):
+            U = rng.normal(size=(V, S))
+            P = coupling * rng.normal(size=(len(edges), S, S))
+            mu, mu_e, logZ, info = loopy_marginals(U, edges, P)
+            ref, ref_logZ = _graph_brute(U, edges, P)
+            assert info["converged"]
+            np.testing.assert_allclose(mu.sum(axis=1), 1.0, atol=1e-12)
+            np.testing.assert_allclose(mu_e.sum(axis=(1, 2)), 1.0, atol=1e-12)
+            # at a fixed point the edge beliefs are consistent with the node beliefs
+            np.testing.assert_allclose(mu_e.sum(axis=2), mu[edges[:, 0]], atol=1e-6)
+            np.testing.assert_allclose(mu_e.sum(axis=1), mu[edges[:, 1]], atol=1e-6)
+            np.testing.assert_allclose(mu, ref, atol=atol)
+            assert logZ == pytest.approx(ref_logZ, abs=10 * atol * len(edges))
+
+
+def test_loopy_marginals_validation_and_strong_couplings_stay_distributions():
+    from structfw.oracles.marginals import loopy_marginals
+
+    edges = np.array([[0, 1], [1, 2], [2, 0]])
+    U, P = np.zeros((3, 2)), np.zeros((3, 2, 2))
+    P[:, 0, 1] = P[:, 1, 0] = 50.0  # a frustrated (anti-ferromagnetic) triangle, strongly coupled
+    mu, mu_e, _, info = loopy_marginals(U, edges, P, damping=0.0, max_iter=7)
+    assert info["n_iter"] <= 7 and np.all(np.isfinite(mu)) and np.all(np.isfinite(mu_e))
+    np.testing.assert_allclose(mu.sum(axis=1), 1.0, atol=1e-12)
+    for kw, msg in [({"temperature": 0}, "temperature"), ({"damping": -0.1}, "damping"),
+                    ({"max_iter": 0}, "max_iter"), ({"tol": 0}, "tol")]:
+        with pytest.raises(ValueError, match=msg):
+            loopy_marginals(U, edges, P, **kw)
+    with pytest.raises(ValueError, match="pairwise must have shape"):
+        loopy_marginals(U, edges, P[:2])
+    with pytest.raises(ValueError, match="finite"):
+        loopy_marginals(np.full((3, 2), np.nan), edges, P)
+
+
+def test_trw_is_exact_on_forests_and_bounds_log_z_on_loopy_graphs():
+    """Tree-reweighted BP: rho = 1 on a forest (then it is BP, exact); on loopy graphs rho is a
+    point of the spanning-tree polytope (in (0, 1], summing to V - #components) and the TRW
+    value at the fixed point is an upper bound on log Z."""
+    from structfw.oracles.graph import tree_marginals
+    from structfw.oracles.marginals import edge_appearance, loopy_marginals
+
+    rng = np.random.default_rng(2)
+    tree = np.array([[0, 1], [1, 2], [1, 3], [4, 5]])
+    U, P = rng.normal(size=(6, 3)), rng.normal(size=(4, 3, 3))
+    mu, _, logZ, info = loopy_marginals(U, tree, P, method="trw")
+    np.testing.assert_array_equal(info["rho"], 1.0)
+    t_mu, _, t_logZ = tree_marginals(U, tree, P)
+    np.testing.assert_allclose(mu, t_mu, atol=1e-7)
+    assert logZ == pytest.approx(t_logZ, abs=1e-6)
+    grid = np.array([[r * 3 + c, r * 3 + c + 1] for r in range(3) for c in range(2)]
+                    + [[r * 3 + c, r * 3 + c + 3] for r in range(2) for c in range(3)])
+    ring_and_triangle = np.array([[0, 1], [1, 2], [2, 3], [3, 0], [4, 5], [5, 6], [6, 4]])
+    for edges, V, n_comp in ((grid, 9, 1), (ring_and_triangle, 7, 2)):
+        rho = edge_appearance(V, edges)
+        assert np.all(rho > 0) and np.all(rho <= 1) and rho.sum() == pytest.approx(V - n_comp)
+        for coupling in (0.3, 1.5):
+            U = rng.normal(size=(V, 2))
+            P = coupling * rng.normal(size=(len(edges), 2, 2))
+            mu, mu_e, logZ, info = loopy_marginals(U, edges, P, method="trw", tol=1e-10, max_iter=5000)
+            ref, ref_logZ = _graph_brute(U, edges, P)
+            assert info["converged"] and info["method"] == "trw"
+            np.testing.assert_allclose(mu.sum(axis=1), 1.0, atol=1e-12)
+            assert logZ >= ref_logZ - 1e-8  # the upper bound
+            np.testing.assert_allclose(mu, ref, atol=0.25)  # pseudo-marginals: only roughly right
+    with pytest.raises(ValueError, match="method must be"):
+        loopy_marginals(U, edges, P, method="mean-field")

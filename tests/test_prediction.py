@@ -125,10 +125,10 @@ def test_unsupported_models_raise_clearly():
     X, Y = _trees(3)
     cycle = (np.random.default_rng(0).normal(size=(3, F)), np.array([[0, 1], [1, 2], [0, 2]]))
     svm = _fit(GraphModel(K, F), X, Y)
-    with pytest.raises(NotImplementedError, match="cycle"):
+    with pytest.raises(NotImplementedError, match="cycle.*approximate=True"):
         svm.predict_marginals(X + [cycle])
-    with pytest.raises(NotImplementedError, match="GraphModel"):
-        svm.predict_top_k(X, 2)
+    with pytest.raises(NotImplementedError, match=r"X\[3\]'s graph has a cycle"):
+        svm.predict_top_k(X + [cycle], 2)
     grid = GridModel(n_states=2, n_features=2)
     rng = np.random.default_rng(0)
     Xg = [rng.normal(size=(3, 3, 2)) for _ in range(3)]
@@ -265,6 +265,198 @@ def test_expected_calibration_error():
         expected_calibration_error(Y, [M[0], M[1][:2]])
     with pytest.raises(ValueError, match="n_bins"):
         expected_calibration_error(Y, M, n_bins=0)
+
+
+# --------------------------------------------------------------------------- k best on forests
+def _forests(n=6, seed=0, V=(1, 5)):
+    """Random forests (a node's parent is an earlier node, or none), with random node numbering
+    and edge orientation."""
+    rng = np.random.default_rng(seed)
+    X, Y = [], []
+    for _ in range(n):
+        nv = int(rng.integers(V[0], V[1] + 1))
+        edges = [[int(rng.integers(0, v)), v] for v in range(1, nv) if rng.random() < 0.75]
+        edges = np.array(edges, np.int64).reshape(-1, 2)
+        perm = rng.permutation(nv)
+        edges = perm[edges] if len(edges) else edges
+        flip = rng.random(len(edges)) < 0.5
+        edges[flip] = edges[flip][:, ::-1]
+        X.append((rng.normal(size=(nv, F)), edges))
+        Y.append(rng.integers(0, K, nv))
+    return X, Y
+
+
+@pytest.mark.parametrize("k", [1, 4, 100])
+@pytest.mark.parametrize("pairwise", ["full", "potts"])
+def test_graph_top_k_on_forests_matches_brute_force_ranking(k, pairwise):
+    X, Y = _forests(seed=k)
+    svm = _random_w(_fit(GraphModel(K, F, pairwise=pairwise), X, Y), seed=k)
+    for x, (Ys, scores), y_hat in zip(X, svm.predict_top_k(X, k), svm.predict(X)):
+        V = x[0].shape[0]
+        _, s, _, _ = _brute(svm.model, x, svm.coef_, 1.0, V)
+        m = min(k, K ** V)  # k beyond the number of labellings returns them all
+        assert Ys.shape == (m, V) and scores.shape == (m,)
+        # ties may order equal-score labellings differently: compare the scores
+        np.testing.assert_allclose(scores, np.sort(s)[::-1][:m], atol=1e-10)
+        np.testing.assert_allclose(scores, [svm.model.score(x, y, svm.coef_) for y in Ys], atol=1e-10)
+        assert len({tuple(y) for y in Ys}) == m  # distinct labellings
+        assert svm.model.score(x, Ys[0], svm.coef_) == pytest.approx(svm.model.score(x, y_hat, svm.coef_))
+
+
+def test_graph_top_k_with_ties_and_string_labels():
+    """All-zero weights: every labelling ties; the k best are k distinct labellings of score 0."""
+    X, Y = _forests(n=4, seed=5, V=(3, 4))
+    svm = _fit(GraphModel(K, F), X, [LETTERS[y] for y in Y])
+    svm.coef_ = np.zeros_like(svm.coef_)
+    for x, (Ys, scores) in zip(X, svm.predict_top_k(X, 7)):
+        assert Ys.shape == (7, x[0].shape[0]) and set(np.unique(Ys)) <= set(LETTERS)
+        np.testing.assert_allclose(scores, 0.0)
+        assert len({tuple(y) for y in Ys}) == 7
+
+
+def test_graph_top_k_leaves_out_states_no_label_named():
+    X, Y = _forests(n=4, seed=8, V=(2, 4))
+    svm = _random_w(_fit(GraphModel(K, F), X, [LETTERS[np.minimum(y, 1)] for y in Y]))  # "a" and "b" only
+    assert svm.classes_.size == 2
+    for x, (Ys, scores) in zip(X, svm.predict_top_k(X, 50)):
+        V = x[0].shape[0]
+        ys = [np.array(y, np.int64) for y in itertools.product(range(2), repeat=V)]
+        s = np.sort([svm.model.score(x, y, svm.coef_) for y in ys])[::-1]
+        assert Ys.shape == (min(50, 2 ** V), V) and set(np.unique(Ys)) <= {"a", "b"}
+        np.testing.assert_allclose(scores, s[:50], atol=1e-10)
+
+
+def test_tree_top_k_kernel_against_enumeration():
+    from structfw.oracles.graph import energy
+    from structfw.oracles.kbest import tree_top_k
+
+    rng = np.random.default_rng(3)
+    for trial in range(30):
+        V, S = int(rng.integers(1, 6)), int(rng.integers(2, 4))
+        edges = np.array([[int(rng.integers(0, v)), v] for v in range(1, V) if rng.random() < 0.8],
+                         np.int64).reshape(-1, 2)
+        U, P = rng.normal(size=(V, S)), rng.normal(size=(len(edges), S, S))
+        if trial % 3 == 0:  # integer potentials: many ties
+            U, P = np.round(U), np.round(P)
+        k = int(rng.integers(1, S ** V + 4))
+        Ys, scores = tree_top_k(U, edges, P, k)
+        all_s = np.sort([energy(U, edges, P, np.array(y)) for y in itertools.product(range(S), repeat=V)])[::-1]
+        assert Ys.shape == (min(k, S ** V), V)
+        np.testing.assert_allclose(scores, all_s[:k], atol=1e-10)
+        np.testing.assert_allclose([energy(U, edges, P, y) for y in Ys], scores, atol=1e-10)
+        assert len({tuple(y) for y in Ys}) == len(Ys)
+    with pytest.raises(ValueError, match="cycle"):
+        tree_top_k(np.zeros((3, 2)), [[0, 1], [1, 2], [0, 2]], np.zeros((3, 2, 2)), 2)
+    with pytest.raises(ValueError, match="k must be"):
+        tree_top_k(np.zeros((2, 2)), [[0, 1]], np.zeros((1, 2, 2)), 0)
+
+
+# --------------------------------------------------------------------------- approximate marginals
+def _loopy(n=4, seed=0, V=(3, 6), scale=1.0):
+    """Small graphs with cycles: a ring plus a chord or two."""
+    rng = np.random.default_rng(seed)
+    X, Y = [], []
+    for _ in range(n):
+        nv = int(rng.integers(V[0], V[1] + 1))
+        edges = [[v, (v + 1) % nv] for v in range(nv)]
+        if nv >= 5:
+            edges.append([0, nv // 2])
+        X.append((scale * rng.normal(size=(nv, F)), np.array(edges, np.int64)))
+        Y.append(rng.integers(0, K, nv))
+    return X, Y
+
+
+def test_approximate_marginals_on_trees_are_exact():
+    X, Y = _trees()
+    svm = _random_w(_fit(GraphModel(K, F), X, Y))
+    exact = svm.predict_marginals(X)
+    for a, b in zip(svm.predict_marginals(X, approximate=True), exact):
+        np.testing.assert_allclose(a, b, atol=1e-12)
+    # loopy BP itself on the same trees (the oracle, not the estimator's exact dispatch)
+    from structfw._prediction import loopy_potentials
+    from structfw.oracles.marginals import loopy_marginals
+
+    for x, m in zip(svm.model.check_X(X), exact):
+        mu, _, _, info = loopy_marginals(*loopy_potentials("graph", svm.model, x, svm.coef_))
+        assert info["converged"]
+        np.testing.assert_allclose(mu, m, atol=1e-7)
+
+
+def test_approximate_marginals_of_exact_models_are_the_exact_ones(chain_svm):
+    svm, X = chain_svm
+    for a, b in zip(svm.predict_marginals(X, approximate=True), svm.predict_marginals(X)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("T", [1.0, 2.0])
+def test_approximate_marginals_on_loopy_graphs_are_close_for_weak_couplings(T):
+    """Loopy BP on cycles with weak couplings (|pairwise| <~ 0.3) is within 1e-2 of the exact marginals."""
+    X, Y = _loopy()
+    svm = _fit(GraphModel(K, F), X, Y)
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=svm.coef_.shape)
+    w[svm.model.pairwise_offset:] *= 0.1  # weak couplings
+    svm.coef_ = w
+    with pytest.raises(NotImplementedError, match="approximate=True"):
+        svm.predict_marginals(X, temperature=T)
+    M = svm.predict_marginals(X, temperature=T, approximate=True)
+    for x, m in zip(X, M):
+        V = x[0].shape[0]
+        assert m.shape == (V, K)
+        np.testing.assert_allclose(m.sum(axis=1), 1.0, atol=1e-12)
+        ys, _, p, _ = _brute(svm.model, x, svm.coef_, T, V)
+        np.testing.assert_allclose(m, _brute_node_marginals(ys, p, V), atol=1e-2)
+
+
+def test_approximate_marginals_for_grid_and_potts_models():
+    from structfw.models import PottsModel
+
+    rng = np.random.default_rng(1)
+    Xg = [rng.normal(size=(2, 3, 2)) for _ in range(3)]
+    Yg = [rng.integers(0, 2, (2, 3)) for _ in range(3)]
+    gsvm = _random_w(_fit(GridModel(n_states=2, n_features=2), Xg, Yg), scale=0.3)
+    for x, m in zip(Xg, gsvm.predict_marginals(Xg, approximate=True)):
+        assert m.shape == (2, 3, 2)
+        ys = [np.array(y).reshape(2, 3) for y in itertools.product(range(2), repeat=6)]
+        s = np.array([gsvm.model.score(x, y, gsvm.coef_) for y in ys])
+        p = np.exp(s - np.logaddexp.reduce(s))
+        ref = sum(q * np.eye(2)[y] for y, q in zip(ys, p))
+        np.testing.assert_allclose(m, ref, atol=2e-2)
+    # Potts: the score is sum_v U[v, y_v] - sum_{cut e} <w_p, f_e>
+    Xp, Yp = [], []
+    for _ in range(3):
+        Xp.append((rng.normal(size=(4, 2)), np.array([[0, 1], [1, 2], [2, 3], [3, 0]]), rng.random((4, 1))))
+        Yp.append(rng.integers(0, 3, 4))
+    psvm = _fit(PottsModel(3, 2, 1), Xp, Yp)
+    psvm.coef_ = np.r_[rng.normal(size=6), 0.2]
+    for x, m in zip(Xp, psvm.predict_marginals(Xp, approximate={"damping": 0.3, "tol": 1e-10})):
+        ys = [np.array(y) for y in itertools.product(range(3), repeat=4)]
+        s = np.array([psvm.model.score(x, y, psvm.coef_) for y in ys])
+        p = np.exp(s - np.logaddexp.reduce(s))
+        ref = sum(q * np.eye(3)[y] for y, q in zip(ys, p))
+        np.testing.assert_allclose(m.sum(axis=1), 1.0, atol=1e-12)
+        np.testing.assert_allclose(m, ref, atol=2e-2)
+
+
+def test_approximate_marginals_options_and_non_convergence_warning():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, Y = _loopy(n=2, scale=1.0)
+    svm = _random_w(_fit(GraphModel(K, F), X, Y), scale=3.0)
+    with pytest.warns(ConvergenceWarning) as rec:
+        M = svm.predict_marginals(X, approximate={"max_iter": 1, "damping": 0.0})
+    assert [str(r.message).split(" stopped")[0][-4:] for r in rec] == ["X[0]", "X[1]"]
+    assert all("stopped after 1 iterations" in str(r.message) for r in rec)
+    np.testing.assert_allclose(M[0].sum(axis=1), 1.0, atol=1e-12)
+    M_trw = svm.predict_marginals(X, approximate={"method": "trw", "max_iter": 5000})
+    for m in M_trw:
+        np.testing.assert_allclose(m.sum(axis=1), 1.0, atol=1e-12)
+    with pytest.raises(ValueError, match="unknown option"):
+        svm.predict_marginals(X, approximate={"iterations": 3})
+    with pytest.raises(ValueError, match="approximate must be"):
+        svm.predict_marginals(X, approximate="yes")
+    with pytest.raises(ValueError, match="damping must be"):
+        svm.predict_marginals(X, approximate={"damping": 1.0})
 
 
 # --------------------------------------------------------------------------- structfw predict

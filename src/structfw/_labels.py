@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -221,3 +221,135 @@ def classes_from_header(field: object, model: StructuredModel, src: str) -> np.n
     if classes.size > 1 and not np.all(classes[1:] > classes[:-1]):
         raise ValueError(f"{src}: field 'classes': the labels must be distinct and sorted")
     return classes
+
+
+# ------------------------------------------------------------- loss weights
+def check_no_unlabelled(model: StructuredModel, Y: Sequence[Any], name: str = "Y") -> None:
+    """A ValueError when a labelling of a model with per-node labels marks nodes unlabelled (-1).
+
+    StructuredSVM needs every node labelled; partial labels are the latent SVM's
+    (`structfw.LatentStructuredSVM`) or, with any label filled in, a per-node weight of 0."""
+    if not getattr(model, "per_node_labels", False):
+        return
+    for i, y in enumerate(Y):
+        if isinstance(y, np.ndarray) and y.dtype.kind not in "iuf":
+            continue
+        try:
+            a = np.asarray(y)
+        except (ValueError, TypeError):
+            continue  # fit_classes names the problem
+        if a.dtype.kind in "iuf" and a.size and bool(np.any(a == -1)):
+            raise ValueError(
+                f"{name}[{i}] marks nodes unlabelled (-1): StructuredSVM trains on fully labelled examples. "
+                "Partial labels need structfw.LatentStructuredSVM, which imputes the missing labels; or fill "
+                "in any label there and give those nodes a weight of 0 in fit's sample_weight (the loss then "
+                "ignores them)")
+
+
+def resolve_class_weight(model: StructuredModel, classes: np.ndarray | None, Y: Sequence[Any],
+                         class_weight: Any) -> np.ndarray | None:
+    """The estimator's ``class_weight`` as an array over the model's states (None for None).
+
+    ``"balanced"``: scikit-learn's rule n / (n_classes * count_k), counting the nodes of the
+    training labellings (Y in states; the examples for multiclass), n_classes the number of
+    states present; a state absent from Y gets 1.  A dict maps labels as the user gives them (the
+    entries of ``classes_``) to weights >= 0; labels it omits weigh 1.
+    """
+    if class_weight is None:
+        return None
+    if classes is None:
+        raise ValueError(f"class_weight applies to models with class labels; {type(model).__name__}'s labels are "
+                         "not classes (use fit's sample_weight to weigh examples)")
+    K = int(getattr(model, "n_states"))
+    if isinstance(class_weight, str):
+        if class_weight != "balanced":
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict {{label: weight}}, got {class_weight!r}")
+        flat = np.concatenate([np.asarray(y, np.int64).ravel() for y in Y]) if len(Y) else np.zeros(0, np.int64)
+        counts = np.bincount(flat, minlength=K).astype(np.float64)
+        present = counts > 0
+        cw = np.ones(K)
+        cw[present] = flat.size / (present.sum() * counts[present])
+        return cw
+    if not isinstance(class_weight, Mapping):
+        raise ValueError(f"class_weight must be None, 'balanced' or a dict {{label: weight}}, got "
+                         f"{type(class_weight).__name__}")
+    cw = np.ones(K)
+    for label, weight in class_weight.items():
+        where = np.flatnonzero(classes == label) if _comparable(classes, label) else np.zeros(0, np.int64)
+        if where.size != 1:
+            raise ValueError(f"class_weight has label {label!r}, which is not among the labels of Y "
+                             f"(classes_ = {_short_list(classes)})")
+        try:
+            f = float(weight)
+        except (TypeError, ValueError):
+            raise ValueError(f"class_weight[{label!r}] must be a number >= 0, got {weight!r}") from None
+        if isinstance(weight, (bool, np.bool_)) or not np.isfinite(f) or f < 0:
+            raise ValueError(f"class_weight[{label!r}] must be a finite number >= 0, got {weight!r}")
+        cw[int(where[0])] = f
+    return cw
+
+
+def _comparable(classes: np.ndarray, label: Any) -> bool:
+    if classes.dtype.kind == "U":
+        return isinstance(label, (str, np.str_))
+    return isinstance(label, (numbers.Real, np.number)) and not isinstance(label, (bool, np.bool_))
+
+
+def example_weights(model: StructuredModel, Y: Sequence[Any], sample_weight: Any,
+                    class_weight: np.ndarray | None) -> list[tuple[Any, ...]] | None:
+    """Per example, the weights to give `StructuredModel.weight_example`, in order (one or two of
+    them: class weights as per-node weights, then a per-example weight); None when there are none.
+
+    ``sample_weight`` is None or a sequence of n items, each a float >= 0 or (models with per-node
+    labels) an array of per-node weights >= 0; ``class_weight`` an array over states (or None).
+    """
+    n = len(Y)
+    if sample_weight is None and class_weight is None:
+        return None
+    if sample_weight is not None:
+        if isinstance(sample_weight, (str, bytes, Mapping)):
+            raise ValueError(f"sample_weight must be None or a sequence of {n} weights (one per example), got "
+                             f"{type(sample_weight).__name__}")
+        try:
+            sw = list(sample_weight)
+        except TypeError:
+            raise ValueError(f"sample_weight must be None or a sequence of {n} weights (one per example), got "
+                             f"{type(sample_weight).__name__}") from None
+        if len(sw) != n:
+            raise ValueError(f"sample_weight must have one entry per example: got {len(sw)} for {n} examples")
+    else:
+        sw = [None] * n
+    per_node = bool(getattr(model, "per_node_labels", False))
+    out: list[tuple[Any, ...]] = []
+    for i, (y, s) in enumerate(zip(Y, sw)):
+        steps: list[Any] = []
+        if class_weight is not None:
+            c = class_weight[np.asarray(y, np.int64)]
+            if per_node:
+                c = np.ascontiguousarray(c, dtype=np.float64).ravel()
+                if s is not None and np.ndim(s) > 0:
+                    # per-node sample weights times the class weights: one array
+                    try:
+                        arr = np.asarray(s, dtype=np.float64)
+                    except (TypeError, ValueError):
+                        raise ValueError(f"sample_weight[{i}] must hold numbers, got {s!r}") from None
+                    if arr.size != c.size:
+                        raise ValueError(f"sample_weight[{i}] must have one weight per node ({c.size}), got shape "
+                                         f"{arr.shape}")
+                    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                        raise ValueError(f"sample_weight[{i}] must hold finite weights >= 0")
+                    if not arr.sum() > 0:
+                        raise ValueError(f"sample_weight[{i}]: the per-node weights are all zero, so the example "
+                                         "has no loss; drop the example, or give its nodes weights")
+                    c = arr.ravel() * c
+                    s = None
+                if not c.sum() > 0:
+                    raise ValueError(f"sample_weight[{i}] and class_weight give every node of example {i} the "
+                                     "weight 0, so the example has no loss; drop it, or weigh its classes")
+                steps.append(c)
+            else:
+                steps.append(float(c))
+        if s is not None:
+            steps.append(s)
+        out.append(tuple(steps))
+    return out

@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator
 
 from ._compile import install_compile_notice
 from ._interrupt import deferred_sigint
+from ._params import BOOLEAN, NONE, RANDOM_STATE, Check, InstanceOf, Interval, Options, validate_params
 from .executor import get_executor
 from .models.base import MODEL_REGISTRY, StructuredModel
 from .solvers import SOLVER_NAMES, Monitor, Problem, Solver, StopRule, make_solver
@@ -90,6 +91,17 @@ class StructuredSVM(BaseEstimator):
         pre-empted (a numba kernel holds the thread), so with a timeout the oracles always
         run on workers (one for ``n_jobs=None``).  None (default): no limit; a second
         Ctrl-C while the first is pending is then the way out of a hung oracle.
+    class_weight : None, "balanced" or dict
+        Weights of the loss by true class (docs/guide/weights.md), for models with class labels.
+        A dict maps labels, as given in Y (the entries of ``classes_``), to weights >= 0; labels
+        it omits weigh 1.  "balanced" follows scikit-learn: class k weighs
+        n / (n_classes * count_k), counting the nodes of all training labellings (the examples
+        for `MulticlassModel`).  At fit they become per-node weights, multiplied with fit's
+        ``sample_weight``: for per-node labellings (chains, grids, graphs) node l of example i
+        counts c_l = cw[y_il] / sum_u cw[y_iu] in its loss (the normalised Hamming loss stays in
+        [0, 1]; on a single-node labelling class weights therefore cancel), for multiclass the
+        example's loss is cw[y_i] [y != y_i].  None (default): unweighted.  The loss-augmented
+        oracle, the duality gaps and the regularisation path all see the weighted loss.
 
     Attributes
     ----------
@@ -121,6 +133,9 @@ class StructuredSVM(BaseEstimator):
         Solver state for warm starts.
     n_iter_ : float
         Passes done.
+    class_weight_ : ndarray or None
+        The class weights of the last fit, one per state (``class_weight`` resolved: all ones
+        for None with models that have class labels; None for models without them).
     temperature_ : float
         Set by `calibrate_temperature` only (absent before): the T of `predict_marginals` and
         `predict_proba_sequence`, for the fit it was calibrated on (a later fit warns and uses
@@ -144,10 +159,30 @@ class StructuredSVM(BaseEstimator):
     n_iter_: float
     n_features_in_: int
 
+    #: every constructor parameter and what it may be, checked once at the start of `fit`
+    _parameter_constraints: dict[str, list[Any]] = {
+        "model": [InstanceOf((StructuredModel,), "a structfw StructuredModel")],
+        "solver": [Options(tuple(sorted(SOLVER_NAMES))), InstanceOf((Solver,), "a solver object")],
+        "lam": [Interval(0.0, low_open=True)],
+        "max_passes": [Interval(0.0, low_open=True, allow_inf=True)],
+        "tol": [NONE, Interval(0.0)],
+        "check_every": [Options(("auto",)), Interval(1, integer=True)],
+        "time_budget": [NONE, Interval(0.0, low_open=True, allow_inf=True)],
+        "random_state": RANDOM_STATE,
+        "warm_start": [BOOLEAN],
+        "verbose": [BOOLEAN, Interval(0, integer=True)],
+        "n_jobs": [NONE, Options((-1,)), Interval(1, integer=True)],
+        "executor": [Options(("process", "thread", "ray")),
+                     Check(lambda v: isinstance(v, str) and v.startswith("ray:") and len(v) > 4, "'ray:ADDRESS'")],
+        "oracle_timeout": [NONE, Interval(0.0, low_open=True)],
+        "class_weight": [NONE, Options(("balanced",)), InstanceOf((Mapping,), "a dict {label: weight}")],
+    }
+
     def __init__(self, model: StructuredModel, solver: str | Solver = "bcfw", lam: float = 0.01, max_passes: float = 50,
                  tol: float | None = 1e-3, check_every: int | str = "auto", time_budget: float | None = None,
                  random_state: int | np.random.Generator | None = None, warm_start: bool = False, verbose: int = 0,
-                 n_jobs: int | None = None, executor: str = "process", oracle_timeout: float | None = None) -> None:
+                 n_jobs: int | None = None, executor: str = "process", oracle_timeout: float | None = None,
+                 class_weight: str | Mapping[Any, float] | None = None) -> None:
         self.model = model
         self.solver = solver
         self.lam = lam
@@ -161,6 +196,7 @@ class StructuredSVM(BaseEstimator):
         self.n_jobs = n_jobs
         self.executor = executor
         self.oracle_timeout = oracle_timeout
+        self.class_weight = class_weight
 
     # ------------------------------------------------------------ scikit-learn
     def __sklearn_tags__(self) -> Tags:
@@ -188,7 +224,7 @@ class StructuredSVM(BaseEstimator):
             raise ValueError(f"model must be a structfw StructuredModel; got {type(self.model).__name__}")
 
     def fit(self, X: Sequence[Any], Y: Sequence[Any], X_test: Sequence[Any] | None = None,
-            Y_test: Sequence[Any] | None = None) -> Self:
+            Y_test: Sequence[Any] | None = None, sample_weight: Sequence[Any] | None = None) -> Self:
         """Train on (X, Y); with (X_test, Y_test) the trace also records ``test_loss``.
 
         X is a list of examples and Y a list of their labellings.  For the models with
@@ -213,16 +249,41 @@ class StructuredSVM(BaseEstimator):
         fit's passes only.  An estimator loaded from a file saved without its solver state
         (``save(path)`` rather than ``save(path, state=True)``) has nothing to continue:
         ``warm_start=True`` then warns and the fit starts afresh from w = 0.
+
+        Parameters
+        ----------
+        X : list
+            The training inputs.
+        Y : list
+            Their labellings (every node labelled: a label of -1, "unlabelled", is refused;
+            partial labels need `structfw.LatentStructuredSVM`, or any label filled in with
+            a per-node weight of 0).
+        X_test, Y_test : list, optional
+            Test data, given together: the trace then records ``test_loss``.
+        sample_weight : sequence of n items, optional
+            Weights of the loss (docs/guide/weights.md).  Item i is a float >= 0, which
+            multiplies example i's loss Delta_i, or, for models whose labellings are one label
+            per node (`ChainModel`, `GraphModel`, `GridModel`, `PottsModel`, `GraphCutModel`), an
+            array of one weight c_l >= 0 per node: Delta_i(y_i, y) = sum_l c_l [y_l != y_il] /
+            sum_l c_l, so nodes of weight 0 do not count (their weights must not all be 0).
+            Multiplied with ``class_weight``.  The weights scale the loss (margin rescaling):
+            an example of weight 0 still keeps its margin constraint, with margin 0.  None
+            (default): every weight 1, and the fit is exactly the unweighted one.
         """
         install_compile_notice()
+        validate_params(self, self._parameter_constraints)
         with deferred_sigint():
             self._check_model()
             lam = check_lam(self.lam)
             solver = make_solver(self.solver)
             stop = StopRule(max_passes=self.max_passes, tol=self.tol, check_every=self.check_every,
                             time_budget=self.time_budget)
+            Y = _labels._as_list(Y, "Y")
+            _labels.check_no_unlabelled(self.model, Y)
             classes, Y = _labels.fit_classes(self.model, Y)
             X, Y = cast("tuple[list[Any], list[Any]]", self.model.check_data(X, Y))  # a Y given is returned as a list
+            class_weight = _labels.resolve_class_weight(self.model, classes, Y, self.class_weight)
+            X = self._weighted_inputs(X, Y, sample_weight, class_weight)
             if (X_test is None) != (Y_test is None):
                 raise ValueError("X_test and Y_test must be given together")
             if X_test is not None:
@@ -258,6 +319,8 @@ class StructuredSVM(BaseEstimator):
                 _continue_trace(res.trace, getattr(self, "trace_", None))
             fitted = dict(coef_=coef, kernel_expansion_=expansion, trace_=res.trace, state_=res.state,
                           classes_=classes, stopped_=res.stopped,
+                          class_weight_=class_weight if class_weight is not None or classes is None
+                          else np.ones(int(getattr(self.model, "n_states"))),
                           gap_=res.gap, primal_=res.primal, dual_=res.dual, n_iter_=n_iter,
                           certified_gap_=res.certified_gap)
             if isinstance(n_features, int):
@@ -265,6 +328,23 @@ class StructuredSVM(BaseEstimator):
             # set together: an estimator is never half old, half new
             self.__dict__.update(fitted)
         return self
+
+    def _weighted_inputs(self, X: list[Any], Y: list[Any], sample_weight: Sequence[Any] | None,
+                         class_weight: npt.NDArray[np.float64] | None) -> list[Any]:
+        """X with the loss weights of ``sample_weight`` and ``class_weight`` (`StructuredModel.weight_example`);
+        X itself when there are none, so an unweighted fit is exactly as before."""
+        steps = _labels.example_weights(self.model, Y, sample_weight, class_weight)
+        if steps is None or all(len(st) == 1 and _is_one(st[0]) for st in steps):
+            return X  # no weights, or per-example weights that are all 1: the unweighted problem itself
+        if make_solver(self.solver).name == "kernel-bcfw":
+            raise ValueError("sample_weight and class_weight are not supported by solver 'kernel-bcfw' (its joint "
+                             "kernel is that of the unweighted loss); use a linear solver such as 'bcfw'")
+        out = []
+        for i, (x, y, st) in enumerate(zip(X, Y, steps)):
+            for weight in st:
+                x = self.model.weight_example(x, y, weight, name=f"sample_weight[{i}]")
+            out.append(x)
+        return out
 
     # ------------------------------------------------------------ predict
     def _check_fitted(self) -> None:
@@ -324,15 +404,18 @@ class StructuredSVM(BaseEstimator):
 
     # ------------------------------------------- scores, marginals, the k best
     def _prediction_inputs(self, X: Sequence[Any], what: str | None) -> tuple[list[Any], str]:
-        """Fitted check, the model's support of ``what`` (before any work) and the validated X."""
+        """Fitted check, the model's support of ``what`` (before any work) and the validated X.
+
+        ``what``: None, "marginals" (exact only: a `GraphModel` example with a cycle is refused),
+        "approximate_marginals" (exact or loopy BP) or "top_k" (exact: forests only for graphs)."""
         self._check_fitted()
         kind = _prediction.model_kind(self.model) or ""
         if what is not None:
             kind = _prediction.check_support(self.model, what, getattr(self, "kernel_expansion_", None))
         install_compile_notice()
         X, _ = self.model.check_data(X)
-        if what == "marginals" and kind == "graph":
-            _prediction.check_forests(self.model, X)
+        if what in ("marginals", "top_k") and kind == "graph":
+            _prediction.check_forests(self.model, X, what)
         return X, kind
 
     def _potentials(self, kind: str, X: Sequence[Any]) -> list[_prediction.Potentials]:
@@ -382,13 +465,19 @@ class StructuredSVM(BaseEstimator):
                                                                                    expansion), y)
                          for x, y in zip(X, states)], dtype=np.float64)
 
-    def predict_marginals(self, X: Sequence[Any], temperature: float | None = None) -> list[npt.NDArray[np.float64]]:
-        """Node marginals of p(y | x) ∝ exp(<w, phi(x, y)> / T), exactly.
+    def predict_marginals(self, X: Sequence[Any], temperature: float | None = None,
+                          approximate: bool | dict[str, Any] = False) -> list[npt.NDArray[np.float64]]:
+        """Node marginals of p(y | x) ∝ exp(<w, phi(x, y)> / T): exactly, or approximately on request.
 
         Exact for `ChainModel` (sum-product in log space), `MulticlassModel` (a softmax) and
-        `GraphModel` on forests (tree sum-product).  The per-token confidence of a prediction is
-        the row maximum, ``predict_marginals(X)[i].max(axis=-1)``; the per-sequence one is
-        `predict_proba_sequence`.
+        `GraphModel` on forests (tree sum-product).  With ``approximate`` set, also for
+        `GraphModel` examples whose graph has a cycle and for `GridModel`, `PottsModel` and
+        `GraphCutModel`: the beliefs of loopy belief propagation
+        (`structfw.oracles.marginals.loopy_marginals`, damped sum-product in log space), the Bethe
+        approximation, which is *not* the exact marginals (close for weak couplings, exact on
+        forests, possibly poor on strongly coupled, frustrated graphs).  The per-token confidence
+        of a prediction is the row maximum, ``predict_marginals(X)[i].max(axis=-1)``; the
+        per-sequence one is `predict_proba_sequence` (exact models only).
 
         Parameters
         ----------
@@ -396,23 +485,50 @@ class StructuredSVM(BaseEstimator):
             A list of examples, even for one.
         temperature : float > 0 or None
             T.  None: ``temperature_`` when `calibrate_temperature` was run on this fit, else 1.
+        approximate : bool or dict, default False
+            False: exact marginals only; a model or example without them raises. True: loopy BP
+            where the marginals are not exact (examples whose marginals are exact still get
+            them), with its defaults: damping 0.5, at most 500 iterations, stopping when no
+            normalised log message changes by more than 1e-8 in an iteration.  A dict sets these
+            (``{"damping": 0.7, "max_iter": 1000, "tol": 1e-6}``) and ``"method"``: "bp"
+            (default) or "trw" (tree-reweighted BP: a convex problem, more robust on strongly
+            coupled graphs, usually less accurate).  An example on which it stops at
+            ``max_iter`` without converging gets its last beliefs and a
+            ``sklearn.exceptions.ConvergenceWarning``.
 
         Returns
         -------
         list of ndarray
-            Per example an (L_i, K) array (multiclass: (K,)) whose rows sum to 1.  Column k is
-            state k, the label ``classes_[k]``; when `fit` saw fewer than ``n_states`` labels, the
-            last columns are states no label named.
+            Per example an (L_i, K) array (multiclass: (K,); `GridModel`: (h, w, K)) whose rows sum
+            to 1.  Column k is state k, the label ``classes_[k]``; when `fit` saw fewer than
+            ``n_states`` labels, the last columns are states no label named.
 
         Raises
         ------
         NotImplementedError
-            For the other models (grids, Potts, graph cuts, matchings) and for a `GraphModel`
-            example whose graph has a cycle: their marginals are not exact here.
+            Without ``approximate``: for the models without exact marginals (grids, Potts, graph
+            cuts) and for a `GraphModel` example whose graph has a cycle.  Always for matchings.
         """
-        X, kind = self._prediction_inputs(X, "marginals")
+        options = _prediction.check_approximate(approximate)
+        X, kind = self._prediction_inputs(X, "marginals" if options is None else "approximate_marginals")
         T = self._temperature(temperature)
         out = []
+        if kind in _prediction._APPROX_KINDS and options is not None:
+            import warnings
+
+            from sklearn.exceptions import ConvergenceWarning
+
+            coef = cast("npt.NDArray[np.float64]", self.coef_)
+            for i, x in enumerate(X):
+                mu, info = _prediction.approximate_marginals(kind, self.model, x, coef, T, options)
+                if not info["converged"]:
+                    warnings.warn(f"predict_marginals: {'tree-reweighted' if info['method'] == 'trw' else 'loopy'} "
+                                  f"belief propagation on X[{i}] stopped after "
+                                  f"{info['n_iter']} iterations with a message change of {info['max_change']:.3g} "
+                                  "(above tol): its marginals are the last beliefs; raise max_iter or damping",
+                                  ConvergenceWarning, stacklevel=2)
+                out.append(mu)
+            return out
         for pot in self._potentials(kind, X):
             node = np.exp(pot.log_marginals(T)[0])
             out.append(node[0] if kind == "multiclass" else node)
@@ -537,37 +653,47 @@ class StructuredSVM(BaseEstimator):
         """The k highest-scoring labellings of each example, best first, with their scores.
 
         Exact: list Viterbi for `ChainModel` (the k best prefix scores per state and position),
-        the sorted class scores for `MulticlassModel`.  The first is `predict`'s labelling (up to
-        ties) and its score `decision_function`'s.
+        the sorted class scores for `MulticlassModel`, list max-product for `GraphModel` on
+        forests (`structfw.oracles.kbest.tree_top_k`: the k best subtree scores per node and
+        label).  The first is `predict`'s labelling (up to ties) and its score
+        `decision_function`'s.  Among labellings of equal score the order is deterministic but
+        not necessarily that of an enumeration.
 
         Parameters
         ----------
         X : list
             A list of examples, even for one.
         k : int >= 1
-            When an example has fewer than k labellings (K^L for a chain of length L, K for
-            multiclass) all of them are returned: the arrays then have fewer than k rows.  K
-            counts the labels `fit` saw (``classes_``): a state that no training label named
-            has no label to return, so labellings using one are left out.
+            When an example has fewer than k labellings (K^L for a chain of length L or a graph
+            of L nodes, K for multiclass) all of them are returned: the arrays then have fewer
+            than k rows.  K counts the labels `fit` saw (``classes_``): a state that no training
+            label named has no label to return, so labellings using one are left out.
 
         Returns
         -------
         list of (labellings, scores)
-            Per example: labellings, an array (m, L_i) for a chain or (m,) for multiclass, in the
-            labels `fit` was given (``classes_``); scores (m,), <w, phi(x, y)> of each, decreasing;
-            m = min(k, number of labellings).
+            Per example: labellings, an array (m, L_i) for a chain or a graph, (m,) for
+            multiclass, in the labels `fit` was given (``classes_``); scores (m,), <w, phi(x, y)>
+            of each, decreasing; m = min(k, number of labellings).
 
         Raises
         ------
         NotImplementedError
-            For the other models (no exact k-best decoder here).
+            For the other models, and for a `GraphModel` example whose graph has a cycle (no
+            exact k-best decoder there).
         """
         k = _prediction.check_k(k)
         X, kind = self._prediction_inputs(X, "top_k")
         classes = getattr(self, "classes_", None)
-        K = int(getattr(self.model, "n_states"))  # chain or multiclass (checked above)
+        K = int(getattr(self.model, "n_states"))  # chain, multiclass or graph (checked above)
         n_named = K if classes is None else min(classes.size, K)
         out = []
+        if kind == "graph":
+            coef = cast("npt.NDArray[np.float64]", self.coef_)
+            for x in X:
+                Ys, scores = _prediction.graph_top_k(self.model, x, coef, k, n_named)
+                out.append((np.asarray(self._decode_states([Ys])[0]), scores))
+            return out
         for pot in self._potentials(kind, X):
             U = cast("npt.NDArray[np.float64]", pot.U)
             if n_named < U.shape[1]:
@@ -679,6 +805,16 @@ class StructuredSVM(BaseEstimator):
             fitted.update(_restore_state(est, *state))
         est.__dict__.update(fitted)
         return est
+
+
+def _is_one(weight: Any) -> bool:
+    """True for a per-example weight of exactly 1 (a number, not an array of per-node weights)."""
+    if isinstance(weight, (bool, np.bool_)) or np.ndim(weight) != 0:
+        return False
+    try:
+        return float(weight) == 1.0
+    except (TypeError, ValueError):
+        return False
 
 
 def load(path: str | os.PathLike[str]) -> StructuredSVM:

@@ -1,4 +1,9 @@
-"""Features from raw data for the chain model: token sequences in, one CSR matrix per sequence out.
+"""Features from raw data: token sequences for the chain model, images for the segmentation models.
+
+Text: token sequences in, one CSR matrix per sequence out (`SequenceVectorizer`, `make_tagger`).
+Images: `PixelFeatures` turns images into per-pixel grids (`GridModel`), pixel graphs
+(`GraphCutModel`, `PottsModel`, `GraphModel`) or superpixel graphs with region adjacency
+(`GraphModel`, `PottsModel`); `superpixel_labels` maps label images onto the superpixels.
 
 `SequenceVectorizer` is a scikit-learn transformer.  It takes a list of sequences, each either
 
@@ -34,7 +39,8 @@ if TYPE_CHECKING:
     from sklearn.pipeline import Pipeline
     from sklearn.utils import Tags
 
-__all__ = ["SequenceVectorizer", "make_tagger", "TEMPLATES", "DEFAULT_TEMPLATES"]
+__all__ = ["SequenceVectorizer", "make_tagger", "TEMPLATES", "DEFAULT_TEMPLATES", "PixelFeatures",
+           "superpixel_labels", "PIXEL_FEATURES", "EDGE_FEATURES"]
 
 #: The token templates of `SequenceVectorizer` and what each emits for the token ``"Paris"``
 #: at position i (feature names; boolean templates emit their name, value 1, only when true).
@@ -480,3 +486,592 @@ def make_tagger(n_states: int, *, solver: Any = "bcfw", lam: float = 0.01, n_fea
     svm = StructuredSVM(ChainModel(n_states, n_features), solver=solver, lam=lam,
                         **{k: v for k, v in options.items() if k in svm_names})
     return Pipeline([("features", vec), ("svm", svm)])
+
+
+# =================================================================== images
+#: The node features `PixelFeatures` can compute (``features=``), in the order of their columns.
+PIXEL_FEATURES: dict[str, str] = {
+    "lab": "colour in CIE Lab (skimage.color.rgb2lab), L/100, a/128, b/128: the pixel's value, or a "
+           "superpixel's mean and standard deviation (3 or 6 columns)",
+    "position": "row / H and column / W of the pixel, or a superpixel's centroid (2 columns)",
+    "lbp": "texture: local binary patterns (skimage.feature.local_binary_pattern, 'uniform', lbp_points "
+           "neighbours at lbp_radius), as a normalised histogram of the lbp_points + 2 codes over the "
+           "superpixel, or over a window x window neighbourhood of a pixel",
+    "gradient": "HOG-like: a histogram of unsigned gradient orientations (Sobel, skimage.filters) in "
+                "n_orientations bins weighted by the magnitude, normalised, plus the mean magnitude "
+                "(n_orientations + 1 columns), over the superpixel or a pixel's window",
+    "bins": "the quantised cues of structfw.datasets.segmentation's generated sets (smoothed intensity 12, "
+            "hue 8, saturation 4, Laplacian-of-Gaussian texture 8, gradient magnitude 6 bins): one-hot per "
+            "pixel, normalised histograms per superpixel (38 columns)",
+    "bias": "a constant 1 (a per-label bias)",
+}
+#: The edge features `PixelFeatures` can compute (``edge_features=``); all are >= 0, as
+#: `GraphCutModel` and `PottsModel` require.
+EDGE_FEATURES: dict[str, str] = {
+    "contrast": "exp(-beta ||Lab_u - Lab_v||^2) of the two pixels or superpixel means, beta = 1 / (2 mean "
+                "squared difference over the image's edges) (Boykov & Jolly 2001; Rother et al. 2004)",
+    "boundary": "the number of 4-neighbour pixel pairs the two superpixels share over its mean across "
+                "the image's edges (1 for pixel graphs)",
+    "bias": "a constant 1 (a learned pairwise table / Potts weight shared by every edge)",
+}
+DEFAULT_PIXEL_FEATURES: tuple[str, ...] = ("lab", "position", "lbp", "gradient", "bias")
+DEFAULT_EDGE_FEATURES: tuple[str, ...] = ("contrast", "boundary", "bias")
+_OUTPUTS = ("superpixels", "pixels", "grid")
+
+
+def _check_names(value: Any, known: Mapping[str, str], name: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ValueError(f"{name} must be a list of names such as {tuple(known)[:2]}; got {value!r}")
+    out = tuple(value)
+    unknown = [v for v in out if v not in known]
+    if unknown:
+        raise ValueError(f"{name}: unknown name(s) {unknown}; known: {list(known)}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} names a feature twice: {list(out)}")
+    return out
+
+
+def _check_image(img: Any, where: str) -> np.ndarray:
+    """An image as float64 RGB in [0, 1], (H, W, 3); integer images are scaled by their dtype's range."""
+    from skimage.color import gray2rgb
+    from skimage.util import img_as_float64
+
+    if sp.issparse(img) or isinstance(img, (str, bytes, Mapping)):
+        raise ValueError(f"{where} must be an image array (H, W) or (H, W, 3); got {type(img).__name__}")
+    try:
+        a = np.asarray(img)
+    except Exception as exc:  # pragma: no cover - exotic inputs
+        raise ValueError(f"{where} could not be converted to an array: {exc}") from exc
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+        raise ValueError(f"{where} must hold numbers, got dtype {a.dtype}")
+    if a.ndim == 3 and a.shape[2] == 4:
+        raise ValueError(f"{where} has 4 channels (RGBA?): pass RGB images, e.g. img[..., :3]")
+    if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] != 3):
+        raise ValueError(f"{where} must be a grey (H, W) or colour (H, W, 3) image, got shape {a.shape}")
+    if a.shape[0] < 2 or a.shape[1] < 2:
+        raise ValueError(f"{where} must be at least 2 x 2 pixels, got shape {a.shape}")
+    if np.issubdtype(a.dtype, np.floating):
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{where} contains NaN or infinite values")
+        if a.min() < 0.0 or a.max() > 1.0:
+            raise ValueError(f"{where} is a float image with values in [{a.min():.3g}, {a.max():.3g}]; float "
+                             "images must be in [0, 1] (integer images are scaled by their dtype, e.g. uint8 / 255)")
+        a = a.astype(np.float64)
+    else:
+        a = img_as_float64(a)
+        if a.min() < 0.0:  # a signed integer image with negative values maps to [-1, 0)
+            raise ValueError(f"{where} has negative values (dtype {np.asarray(img).dtype}); pass intensities "
+                             ">= 0, e.g. uint8 or floats in [0, 1]")
+    if a.ndim == 2:
+        a = gray2rgb(a)
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _check_images(X: Any) -> list[Any]:
+    if isinstance(X, np.ndarray) and X.ndim in (2, 3) and X.dtype != object and (X.ndim == 2 or X.shape[-1] == 3):
+        raise ValueError(f"X must be a list of images, got one array of shape {X.shape}; for one image pass [img]")
+    if isinstance(X, (str, bytes, Mapping)) or not isinstance(X, Iterable) or sp.issparse(X):
+        raise ValueError(f"X must be a list of images (arrays (H, W) or (H, W, 3)); got {type(X).__name__}")
+    X = list(X)
+    if not X:
+        raise ValueError("X holds no images")
+    return X
+
+
+def _region_adjacency(seg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(edges (E, 2) int64 with u < v, sorted, and the number of 4-neighbour pixel pairs each
+    pair of regions shares) of a label map with labels 0..n-1."""
+    n = int(seg.max()) + 1
+    a = np.concatenate([seg[:, :-1].ravel(), seg[:-1, :].ravel()])
+    b = np.concatenate([seg[:, 1:].ravel(), seg[1:, :].ravel()])
+    cross = a != b
+    lo, hi = np.minimum(a[cross], b[cross]), np.maximum(a[cross], b[cross])
+    pairs, length = np.unique(lo.astype(np.int64) * n + hi, return_counts=True)
+    return np.stack([pairs // n, pairs % n], 1).astype(np.int64), length.astype(np.float64)
+
+
+def superpixel_labels(segments: Sequence[Any], label_images: Sequence[Any]) -> list[np.ndarray]:
+    """The majority label of each superpixel, per image.
+
+    Parameters
+    ----------
+    segments : list of (H, W) int arrays
+        Superpixel maps with labels 0..S-1 (`PixelFeatures.segments`).
+    label_images : list of (H, W) int arrays
+        Per-pixel labels; negative values mark unlabelled pixels, which do not vote.
+
+    Returns
+    -------
+    list of (S,) int64
+        Per superpixel the label most of its labelled pixels carry (ties: the smallest label);
+        -1 for a superpixel none of whose pixels is labelled.
+    """
+    if isinstance(segments, np.ndarray) or isinstance(label_images, np.ndarray):
+        raise ValueError("segments and label_images must be lists (one (H, W) array per image); for one "
+                         "image pass [seg], [labels]")
+    segments, label_images = list(segments), list(label_images)
+    if len(segments) != len(label_images):
+        raise ValueError(f"segments and label_images differ in length ({len(segments)} vs {len(label_images)})")
+    out = []
+    for i, (seg, lab) in enumerate(zip(segments, label_images)):
+        seg, lab = np.asarray(seg), np.asarray(lab)
+        if not np.issubdtype(seg.dtype, np.integer) or seg.ndim != 2 or seg.size == 0 or seg.min() < 0:
+            raise ValueError(f"segments[{i}] must be a non-empty (H, W) array of superpixel indices >= 0, "
+                             f"got shape {seg.shape}, dtype {seg.dtype}")
+        if lab.shape != seg.shape:
+            raise ValueError(f"label_images[{i}] has shape {lab.shape}, but its segments {seg.shape}")
+        if not (np.issubdtype(lab.dtype, np.integer) or lab.dtype == np.bool_):
+            raise ValueError(f"label_images[{i}] must hold integer labels, got dtype {lab.dtype}")
+        s, y = seg.ravel().astype(np.int64), lab.ravel().astype(np.int64)
+        n = int(s.max()) + 1
+        keep = y >= 0
+        K = int(y[keep].max()) + 1 if keep.any() else 1
+        votes = np.zeros((n, K), np.int64)
+        np.add.at(votes, (s[keep], y[keep]), 1)
+        best = votes.argmax(1).astype(np.int64)  # argmax: the first (smallest) label on ties
+        best[votes.sum(1) == 0] = -1
+        out.append(best)
+    return out
+
+
+class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):  # type: ignore[call-arg]
+    """Turn images into the inputs of the segmentation models: pixel grids, pixel graphs or
+    superpixel graphs with region adjacency.
+
+    Every image is read as RGB in [0, 1] (grey images are repeated over the channels; integer
+    images are scaled by their dtype's range, uint8 by 255) and described by scikit-image:
+    colour in CIE Lab, position, local binary patterns and a gradient-orientation histogram
+    (`PIXEL_FEATURES`).  Per pixel, the texture histograms are taken over a ``window x window``
+    neighbourhood; per superpixel (SLIC, ``skimage.segmentation.slic``), over its pixels, with
+    the Lab mean and standard deviation and the centroid.  Edges join 4-neighbour pixels or
+    adjacent superpixels (they share a 4-neighbour pixel pair), with non-negative features
+    (`EDGE_FEATURES`): the colour contrast, the shared boundary and a bias.
+
+    The transform depends on the images only (SLIC is deterministic), so `fit` learns nothing but
+    the widths, and labels can be mapped independently: `transform_labels` gives each node its
+    label (the majority label of a superpixel's pixels, `superpixel_labels`) and `to_pixels` paints
+    node labels back onto the pixels.
+
+    Parameters
+    ----------
+    output : {"superpixels", "pixels", "grid"}, default "superpixels"
+        "superpixels": per image ``(node_features (S, F), edges (E, 2), edge_features (E, Fe))``
+        over its SLIC superpixels (`GraphModel`, `PottsModel`, `GraphCutModel`). "pixels": the
+        same over all H W pixels, 4-connected, nodes in row-major order. "grid": an
+        ``(H, W, F)`` array per image (`GridModel`; no edge features).
+    features : sequence of str, default ("lab", "position", "lbp", "gradient", "bias")
+        The node features, by name (`PIXEL_FEATURES`), in this column order.  ``"bins"`` gives
+        the features of `structfw.datasets.segmentation`'s generated sets (the same code).
+    edge_features : sequence of str, default ("contrast", "boundary", "bias")
+        The edge features (`EDGE_FEATURES`); ignored for "grid".  Must not be empty for the graph
+        outputs.
+    n_segments : int >= 1, default 100
+        SLIC's target number of superpixels (the result may have fewer or more).
+    compactness : float > 0, default 10.0
+        SLIC's balance of colour and space proximity (higher: more regular superpixels).
+    sigma : float >= 0, default 1.0
+        Width of the Gaussian smoothing before SLIC.
+    lbp_points : int >= 1, default 8
+        Neighbours of a local binary pattern; ``lbp_points + 2`` texture columns.
+    lbp_radius : float > 0, default 1.0
+        Their radius in pixels.
+    n_orientations : int >= 1, default 8
+        Orientation bins of the gradient histogram over [0, pi).
+    window : odd int >= 1, default 5
+        The neighbourhood of a pixel's texture histograms (pixel outputs only).
+    normalize : bool, default True
+        Divide the node and edge features of a graph output by its number of nodes V.  The joint
+        features sum over nodes and edges while the Hamming loss is a mean, so without this the
+        useful ``lam`` grows like V^2 with the image size (`structfw.datasets.segmentation`
+        normalises its graphs alike).  Ignored for "grid".
+
+    Attributes
+    ----------
+    n_features_ : int
+        F, the columns of the node features (the models' ``n_features``).
+    n_edge_features_ : int or None
+        Fe, the columns of the edge features (``n_edge_features``); None for "grid".
+    feature_names_ : list of str
+        The name of each node feature column.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pf = PixelFeatures(n_segments=4, features=("lab", "bias"), edge_features=("contrast",))
+    >>> img = np.zeros((8, 8, 3)); img[:, 4:] = 1.0
+    >>> (nodes, edges, ef), = pf.fit_transform([img])
+    >>> nodes.shape[1], pf.n_features_, ef.shape[1]
+    (7, 7, 1)
+    """
+
+    def __init__(self, output: str = "superpixels", features: Sequence[str] = DEFAULT_PIXEL_FEATURES,
+                 edge_features: Sequence[str] = DEFAULT_EDGE_FEATURES, n_segments: int = 100,
+                 compactness: float = 10.0, sigma: float = 1.0, lbp_points: int = 8, lbp_radius: float = 1.0,
+                 n_orientations: int = 8, window: int = 5, normalize: bool = True) -> None:
+        self.output = output
+        self.features = features
+        self.edge_features = edge_features
+        self.n_segments = n_segments
+        self.compactness = compactness
+        self.sigma = sigma
+        self.lbp_points = lbp_points
+        self.lbp_radius = lbp_radius
+        self.n_orientations = n_orientations
+        self.window = window
+        self.normalize = normalize
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False  # a list of images
+        tags.requires_fit = True
+        return tags
+
+    # ------------------------------------------------------------ validation
+    def _check_params(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        if self.output not in _OUTPUTS:
+            raise ValueError(f"output must be one of {_OUTPUTS}, got {self.output!r}")
+        feats = _check_names(self.features, PIXEL_FEATURES, "features")
+        if not feats:
+            raise ValueError("features is empty: name at least one of " + str(list(PIXEL_FEATURES)))
+        efeats = _check_names(self.edge_features, EDGE_FEATURES, "edge_features")
+        if not efeats and self.output != "grid":
+            raise ValueError(f"edge_features is empty, but output={self.output!r} makes graphs, whose models "
+                             "need at least one edge feature (('bias',) for a plain pairwise table)")
+
+        def integer(name: str, lo: int) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+        def real(name: str, positive: bool) -> None:
+            v = getattr(self, name)
+            ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
+            if not ok or (v <= 0 if positive else v < 0):
+                raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {v!r}")
+
+        integer("n_segments", 1)
+        integer("lbp_points", 1)
+        integer("n_orientations", 1)
+        integer("window", 1)
+        if self.window % 2 == 0:
+            raise ValueError(f"window must be odd (a neighbourhood centred on the pixel), got {self.window}")
+        real("compactness", True)
+        real("sigma", False)
+        real("lbp_radius", True)
+        if not isinstance(self.normalize, (bool, np.bool_)):
+            raise ValueError(f"normalize must be True or False, got {self.normalize!r}")
+        return feats, efeats
+
+    def _names(self, feats: tuple[str, ...]) -> list[str]:
+        sp_out = self.output == "superpixels"
+        names: list[str] = []
+        for f in feats:
+            if f == "lab":
+                names += ["lab_L", "lab_a", "lab_b"] + (["lab_L_std", "lab_a_std", "lab_b_std"] if sp_out else [])
+            elif f == "position":
+                names += ["row", "col"]
+            elif f == "lbp":
+                names += [f"lbp_{c}" for c in range(int(self.lbp_points) + 2)]
+            elif f == "gradient":
+                names += [f"orientation_{c}" for c in range(int(self.n_orientations))] + ["gradient_magnitude"]
+            elif f == "bins":
+                from .datasets.segmentation import _CUE_SIZES
+
+                names += [f"{cue}_bin_{c}" for cue, n in zip(("intensity", "hue", "saturation", "texture",
+                                                               "gradient"), _CUE_SIZES) for c in range(n)]
+            else:
+                names.append("bias")
+        return names
+
+    # ------------------------------------------------------------ per image
+    def _segment(self, rgb: np.ndarray) -> np.ndarray:
+        """The SLIC superpixels of one checked image, relabelled 0..S-1 (int64)."""
+        from skimage.segmentation import slic
+
+        seg = slic(rgb, n_segments=int(self.n_segments), compactness=float(self.compactness),
+                   sigma=float(self.sigma), start_label=0, channel_axis=-1)
+        _, inv = np.unique(seg, return_inverse=True)
+        return inv.reshape(seg.shape).astype(np.int64)
+
+    def _cues(self, rgb: np.ndarray, feats: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """Per-pixel maps: lab (H, W, 3) scaled, lbp codes (H, W) int, orientation bins and magnitudes."""
+        from skimage.color import rgb2gray, rgb2lab
+
+        out: dict[str, np.ndarray] = {}
+        lab = rgb2lab(rgb)
+        out["lab"] = lab / np.array([100.0, 128.0, 128.0])
+        grey = rgb2gray(rgb)
+        if "lbp" in feats:
+            from skimage.feature import local_binary_pattern
+            from skimage.util import img_as_ubyte
+
+            out["lbp"] = local_binary_pattern(img_as_ubyte(grey), int(self.lbp_points), float(self.lbp_radius),
+                                              method="uniform").astype(np.int64)
+        if "gradient" in feats:
+            from skimage.filters import sobel_h, sobel_v
+
+            gy, gx = sobel_h(grey), sobel_v(grey)
+            mag = np.hypot(gx, gy)
+            theta = np.mod(np.arctan2(gy, gx), np.pi)
+            nb = int(self.n_orientations)
+            out["orient"] = np.minimum((theta / np.pi * nb).astype(np.int64), nb - 1)
+            out["mag"] = mag
+        if "bins" in feats:
+            from .datasets.segmentation import _pixel_codes
+
+            codes, _ = _pixel_codes(rgb)
+            for c, code in enumerate(codes):
+                out[f"bins{c}"] = code
+        return out
+
+    def _node_features(self, cues: dict[str, np.ndarray], seg: np.ndarray | None,
+                       feats: tuple[str, ...]) -> np.ndarray:
+        """(V, F): per region of ``seg`` (superpixels) or per pixel (seg None)."""
+        from scipy import ndimage
+
+        H, W = cues["lab"].shape[:2]
+        if seg is not None:
+            s = seg.ravel()
+            n = int(s.max()) + 1
+            count = np.bincount(s, minlength=n).astype(np.float64)
+
+            def mean(v: np.ndarray) -> np.ndarray:
+                return np.bincount(s, v.ravel(), n) / count
+
+            def hist(codes: np.ndarray, nb: int, weights: np.ndarray | None = None) -> np.ndarray:
+                h = np.zeros((n, nb))
+                np.add.at(h, (s, codes.ravel()), 1.0 if weights is None else weights.ravel())
+                tot = h.sum(1, keepdims=True)
+                return np.divide(h, tot, out=np.zeros_like(h), where=tot > 0)
+        else:
+            win = int(self.window)
+
+            def hist(codes: np.ndarray, nb: int, weights: np.ndarray | None = None) -> np.ndarray:
+                w = np.ones(codes.shape) if weights is None else weights
+                h = np.stack([ndimage.uniform_filter(np.where(codes == c, w, 0.0), win, mode="reflect")
+                              for c in range(nb)], -1).reshape(H * W, nb)
+                tot = h.sum(1, keepdims=True)
+                return np.divide(h, tot, out=np.zeros_like(h), where=tot > 1e-12)
+
+        ii, jj = np.mgrid[0:H, 0:W]
+        cols: list[np.ndarray] = []
+        for f in feats:
+            if f == "lab":
+                lab = cues["lab"]
+                if seg is None:
+                    cols.append(lab.reshape(-1, 3))
+                else:
+                    m = np.stack([mean(lab[..., c]) for c in range(3)], 1)
+                    sq = np.stack([mean(lab[..., c] ** 2) for c in range(3)], 1)
+                    cols += [m, np.sqrt(np.maximum(sq - m ** 2, 0.0))]
+            elif f == "position":
+                r, c = ii / max(H - 1, 1), jj / max(W - 1, 1)
+                cols.append(np.stack([r.ravel(), c.ravel()], 1) if seg is None else np.stack([mean(r), mean(c)], 1))
+            elif f == "lbp":
+                cols.append(hist(cues["lbp"], int(self.lbp_points) + 2))
+            elif f == "bins":
+                from .datasets.segmentation import _CUE_SIZES
+
+                for c, n_bins in enumerate(_CUE_SIZES):
+                    code = cues[f"bins{c}"]
+                    if seg is None:
+                        cols.append(np.eye(n_bins)[code.ravel()])
+                    else:
+                        cols.append(hist(code, n_bins))
+            elif f == "gradient":
+                mag = cues["mag"]
+                cols.append(hist(cues["orient"], int(self.n_orientations), mag))
+                if seg is None:
+                    cols.append(ndimage.uniform_filter(mag, int(self.window), mode="reflect").reshape(-1, 1))
+                else:
+                    cols.append(mean(mag)[:, None])
+            else:
+                cols.append(np.ones((H * W if seg is None else int(seg.max()) + 1, 1)))
+        return np.ascontiguousarray(np.concatenate(cols, 1), dtype=np.float64)
+
+    def _edges(self, cues: dict[str, np.ndarray], seg: np.ndarray | None, nodes_lab: np.ndarray | None,
+               efeats: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        from .datasets.segmentation import _contrast, _grid_edges
+
+        H, W = cues["lab"].shape[:2]
+        if seg is None:
+            edges = _grid_edges(H, W)
+            length = np.ones(edges.shape[0])
+            colour = cues["lab"].reshape(-1, 3)
+        else:
+            edges, length = _region_adjacency(seg)
+            colour = np.asarray(nodes_lab, dtype=np.float64)
+        E = edges.shape[0]
+        cols = []
+        for f in efeats:
+            if f == "contrast":
+                cols.append(_contrast(colour[edges[:, 0]], colour[edges[:, 1]]) if E else np.zeros(0))
+            elif f == "boundary":
+                cols.append(length / length.mean() if E else np.zeros(0))
+            else:
+                cols.append(np.ones(E))
+        return edges, np.ascontiguousarray(np.stack(cols, 1).reshape(E, len(efeats)), dtype=np.float64)
+
+    def _transform_one(self, img: Any, where: str, feats: tuple[str, ...], efeats: tuple[str, ...]) -> Any:
+        rgb = _check_image(img, where)
+        cues = self._cues(rgb, feats)
+        H, W = rgb.shape[:2]
+        if self.output == "grid":
+            return self._node_features(cues, None, feats).reshape(H, W, -1)
+        seg = self._segment(rgb) if self.output == "superpixels" else None
+        nodes = self._node_features(cues, seg, feats)
+        mean_lab = None
+        if seg is not None:
+            s = seg.ravel()
+            n = int(s.max()) + 1
+            count = np.bincount(s, minlength=n)
+            mean_lab = np.stack([np.bincount(s, cues["lab"][..., c].ravel(), n) / count for c in range(3)], 1)
+        edges, ef = self._edges(cues, seg, mean_lab, efeats)
+        if self.normalize:
+            from .datasets.segmentation import _normalised
+
+            nodes, edges, ef = _normalised(nodes, edges, ef)
+        return (np.ascontiguousarray(nodes), edges, np.ascontiguousarray(ef))
+
+    # ------------------------------------------------------------ fit / transform
+    def fit(self, X: Any, y: Any = None) -> Self:
+        """Check the parameters and the images of X and set the widths (nothing is learned).
+
+        Parameters
+        ----------
+        X : list of images
+            Each an array (H, W) or (H, W, 3): floats in [0, 1] or integers (uint8: 0..255).
+        y : ignored
+            Accepted for the ``Pipeline`` API.
+
+        Returns
+        -------
+        PixelFeatures
+            self.
+        """
+        feats, efeats = self._check_params()
+        for i, img in enumerate(_check_images(X)):
+            _check_image(img, f"X[{i}]")
+        self.feature_names_ = self._names(feats)
+        self.n_features_ = len(self.feature_names_)
+        self.n_edge_features_ = None if self.output == "grid" else len(efeats)
+        return self
+
+    def transform(self, X: Any) -> list[Any]:
+        """The model inputs of the images of X.
+
+        Parameters
+        ----------
+        X : list of images
+            Each an array (H, W) or (H, W, 3): floats in [0, 1] or integers (uint8: 0..255).
+
+        Returns
+        -------
+        list
+            Per image: for "superpixels" and "pixels" a tuple ``(node_features (V, F) float64,
+            edges (E, 2) int64, edge_features (E, Fe) float64 >= 0)``; for "grid" an (H, W, F)
+            float64 array.
+        """
+        if not hasattr(self, "n_features_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this PixelFeatures is not fitted yet; call fit(X) first")
+        feats, efeats = self._check_params()
+        return [self._transform_one(img, f"X[{i}]", feats, efeats) for i, img in enumerate(_check_images(X))]
+
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> list[Any]:
+        """`fit` then `transform` (each image is read once)."""
+        feats, efeats = self._check_params()
+        X = _check_images(X)
+        out = [self._transform_one(img, f"X[{i}]", feats, efeats) for i, img in enumerate(X)]
+        self.feature_names_ = self._names(feats)
+        self.n_features_ = len(self.feature_names_)
+        self.n_edge_features_ = None if self.output == "grid" else len(efeats)
+        return out
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """The node feature names (`feature_names_`) as an array of str."""
+        if not hasattr(self, "feature_names_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this PixelFeatures is not fitted yet; call fit(X) first")
+        return np.asarray(self.feature_names_, dtype=object)
+
+    # ------------------------------------------------------------ labels
+    def segments(self, X: Any) -> list[np.ndarray]:
+        """Per image the (H, W) int64 map from pixels to nodes: the superpixel of each pixel
+        (labels 0..S-1, as in `transform`'s node order), or for pixel outputs the row-major
+        pixel index.  Needs no fit."""
+        self._check_params()
+        out = []
+        for i, img in enumerate(_check_images(X)):
+            rgb = _check_image(img, f"X[{i}]")
+            if self.output == "superpixels":
+                out.append(self._segment(rgb))
+            else:
+                H, W = rgb.shape[:2]
+                out.append(np.arange(H * W, dtype=np.int64).reshape(H, W))
+        return out
+
+    def transform_labels(self, X: Any, label_images: Sequence[Any]) -> list[np.ndarray]:
+        """The node labels of per-pixel label images: what `StructuredSVM.fit` takes as Y after
+        this transformer.
+
+        A ``Pipeline`` passes Y to the estimator unchanged, so map the label images first::
+
+            Y_nodes = features.transform_labels(images, label_images)
+            pipeline.fit(images, Y_nodes)
+
+        Parameters
+        ----------
+        X : list of images
+            The images (their superpixels are recomputed, deterministically).
+        label_images : list of (H, W) int arrays
+            Per-pixel labels; negative values mark unlabelled pixels.
+
+        Returns
+        -------
+        list of int64 arrays
+            "superpixels": (S,) the majority label of each superpixel (`superpixel_labels`; -1
+            where no pixel is labelled); "pixels": (H W,) the labels in row-major order; "grid":
+            the (H, W) label images.
+        """
+        X = _check_images(X)
+        if isinstance(label_images, np.ndarray) or len(label_images) != len(X):
+            raise ValueError(f"label_images must be a list of one (H, W) label array per image of X "
+                             f"({len(X)} images)")
+        if self.output == "superpixels":
+            return superpixel_labels(self.segments(X), label_images)
+        out = []
+        for i, (img, lab) in enumerate(zip(X, label_images)):
+            lab = np.asarray(lab)
+            if lab.shape != np.shape(img)[:2]:
+                raise ValueError(f"label_images[{i}] has shape {lab.shape}, but X[{i}] is {np.shape(img)[:2]}")
+            if not (np.issubdtype(lab.dtype, np.integer) or lab.dtype == np.bool_):
+                raise ValueError(f"label_images[{i}] must hold integer labels, got dtype {lab.dtype}")
+            lab = lab.astype(np.int64)
+            out.append(lab if self.output == "grid" else lab.ravel())
+        return out
+
+    def to_pixels(self, X: Any, Y: Sequence[Any]) -> list[np.ndarray]:
+        """Node labels (e.g. ``predict``'s) painted back onto the pixels: per image an (H, W) array.
+
+        Parameters
+        ----------
+        X : list of images
+            The images the labels are of.
+        Y : list of arrays
+            Per image one label per node of `transform`'s output (any dtype, e.g. string labels).
+        """
+        segs = self.segments(X)
+        if isinstance(Y, np.ndarray) or len(Y) != len(segs):
+            raise ValueError(f"Y must be a list of one label array per image of X ({len(segs)} images)")
+        out = []
+        for i, (seg, y) in enumerate(zip(segs, Y)):
+            y = np.asarray(y)
+            n = int(seg.max()) + 1
+            if y.shape != (n,) and y.shape != seg.shape:
+                raise ValueError(f"Y[{i}] has shape {y.shape}, but X[{i}] has {n} nodes")
+            out.append(y if y.shape == seg.shape and self.output == "grid" else y.ravel()[seg])
+        return out
+

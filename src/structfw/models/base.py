@@ -20,6 +20,124 @@ import numpy.typing as npt
 from .._linalg import SparseVector, as_dense, dot
 
 
+class WeightedInput:
+    """A training input that carries the weights of its loss (what
+    `StructuredModel.weight_example` returns for the bundled models that have no input type of
+    their own to carry them).
+
+    Parameters
+    ----------
+    x : object
+        The validated input (what the model's ``check_X`` returns).
+    loss_weights : float or ndarray
+        The model's coefficients of the weighted loss: a float s (per-example weight, the loss is
+        s Delta(y_true, y)) or, for per-node labellings, an array a of one coefficient per node
+        (the loss is sum_l a_l [y_l != y_true_l]; a sums to the example's weight).
+
+    Every method of the model that takes an input accepts a `WeightedInput`; ``check_X``
+    re-validates the input and keeps the weights, so weighted training sets can be passed on
+    (to `structfw.path.regularization_path`, say).  ``shape`` and ``sum`` are the input's (the
+    sum adds the weights'), so training-set fingerprints see both.
+    """
+
+    __slots__ = ("x", "loss_weights")
+
+    def __init__(self, x: Any, loss_weights: float | npt.NDArray[np.float64]) -> None:
+        self.x = x
+        self.loss_weights: Any = loss_weights  # float or ndarray, by model
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(np.shape(self.x)) if not hasattr(self.x, "shape") else tuple(self.x.shape)
+
+    def sum(self) -> float:
+        try:
+            inner = float(self.x.sum()) if hasattr(self.x, "sum") else float(np.sum(np.asarray(self.x, dtype=float)))
+        except (TypeError, ValueError):
+            values = getattr(self.x, "values", None)  # a SparseVector: its non-zeros
+            inner = float(np.sum(values)) if values is not None else 0.0
+        a = np.ravel(self.loss_weights)
+        # the weights' sum and their positions' weighted sum: normalised per-node weights all sum to the
+        # example's weight, so the fingerprint (`Problem.fingerprint`) also needs where they lie
+        return inner + float(a.sum()) + float(np.dot(a, np.arange(1.0, a.size + 1.0)))
+
+    def __getstate__(self) -> tuple[Any, Any]:
+        return self.x, self.loss_weights
+
+    def __setstate__(self, state: tuple[Any, Any]) -> None:
+        self.x, self.loss_weights = state
+
+    def __repr__(self) -> str:
+        return f"WeightedInput({self.x!r}, loss_weights={self.loss_weights!r})"
+
+
+def unweighted(x: Any) -> Any:
+    """The input itself of a `WeightedInput` (anything else unchanged)."""
+    return x.x if type(x) is WeightedInput else x
+
+
+def check_example_weight(weight: Any, name: str, n_nodes: int | None) -> float | npt.NDArray[np.float64]:
+    """A per-example weight (float >= 0) or, when ``n_nodes`` is given, also an array of ``n_nodes``
+    per-node weights >= 0 with a positive sum; a ValueError naming ``name`` otherwise."""
+    if isinstance(weight, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a number >= 0, got {weight!r}")
+    arr = np.asarray(weight) if not isinstance(weight, (int, float)) else None
+    if arr is None or arr.ndim == 0:
+        try:
+            f = float(weight)
+        except (TypeError, ValueError):
+            kinds = "a number >= 0" if n_nodes is None else "a number >= 0 or an array of per-node weights"
+            raise ValueError(f"{name} must be {kinds}, got {weight!r}") from None
+        if not np.isfinite(f) or f < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {weight!r}")
+        return f
+    if n_nodes is None:
+        raise ValueError(f"{name} must be a number >= 0 (this model's labellings have no nodes to weigh "
+                         f"separately), got an array of shape {arr.shape}")
+    if arr.dtype == object or arr.dtype.kind not in "biuf" or arr.dtype.kind == "b":
+        raise ValueError(f"{name} must hold numbers, got dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64).ravel() if arr.size == n_nodes else arr
+    if arr.shape != (n_nodes,):
+        raise ValueError(f"{name} must have one weight per node ({n_nodes}), got shape {np.shape(weight)}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"{name} must hold finite weights >= 0")
+    if not arr.sum() > 0:
+        raise ValueError(f"{name}: the per-node weights are all zero, so the example has no loss; drop the "
+                         "example, or give its nodes weights")
+    return arr
+
+
+def node_loss_coefficients(weight: float | npt.NDArray[np.float64], n_nodes: int, name: str
+                           ) -> npt.NDArray[np.float64]:
+    """a_l of the weighted normalised Hamming loss sum_l a_l [y_l != y_true_l]: s / L for a
+    per-example weight s, c_l / sum_u c_u for per-node weights c."""
+    if isinstance(weight, float):
+        return np.full(n_nodes, weight / n_nodes if n_nodes else 0.0)
+    total = float(weight.sum())
+    if not total > 0:
+        raise ValueError(f"{name}: the node weights sum to 0, so the example has no loss")
+    return np.ascontiguousarray(weight / total)
+
+
+def compose_node_coefficients(previous: npt.NDArray[np.float64] | None, weight: float | npt.NDArray[np.float64],
+                              n_nodes: int, name: str) -> npt.NDArray[np.float64]:
+    """The loss coefficients of an input weighted by ``weight`` (checked by `check_example_weight`)
+    when it already has the coefficients ``previous`` (None: unweighted, a_l = 1/L).
+
+    Weights compose: a per-example weight s multiplies the loss (a -> s a), per-node weights c
+    multiply the nodes' shares and keep the example's total (a -> sum(a) c a / sum(c a))."""
+    if previous is None:
+        return node_loss_coefficients(weight, n_nodes, name)
+    if isinstance(weight, float):
+        return np.ascontiguousarray(previous * weight)
+    t = weight * previous
+    total = float(t.sum())
+    if not total > 0:
+        raise ValueError(f"{name}: with the weights the input already has, the per-node weights give its nodes no "
+                         "weight (their product sums to 0), so the example has no loss")
+    return np.ascontiguousarray(t * (float(previous.sum()) / total))
+
+
 class StructuredModel:
     """Base class of structured models.
 
@@ -65,6 +183,48 @@ class StructuredModel:
         example (e.g. `GraphModel`'s per-node weights, carried by x).  The engine's corners
         call this; test losses (`mean_loss`) use the unweighted `loss`."""
         return self.loss(y_true, y)
+
+    #: True when a labelling is one label per node and the loss their normalised Hamming loss:
+    #: the model then takes per-node loss weights (`weight_example`) and marks unlabelled nodes -1
+    per_node_labels: bool = False
+
+    def weight_example(self, x: Any, y_true: Any, weight: float | npt.NDArray[np.float64],
+                       name: str = "sample_weight") -> Any:
+        """The input x carrying the weights of its loss, for training.
+
+        Parameters
+        ----------
+        x : object
+            A validated input (from ``check_X``).
+        y_true : object
+            Its validated labelling.
+        weight : float or ndarray
+            A per-example weight s >= 0 (the loss becomes s Delta(y_true, y)) or, for models with
+            ``per_node_labels``, one weight c_l >= 0 per node (the loss becomes
+            sum_l c_l [y_l != y_true_l] / sum_l c_l).
+        name : str
+            The argument named by errors.
+
+        Returns
+        -------
+        object
+            An input every method of the model takes (for training: `example_loss` and
+            `loss_augmented_decode` see the weighted loss; `decode`, `psi` and the rest
+            ignore the weights).  Weighing an input that is already weighted composes: a
+            per-example weight multiplies its loss, per-node weights multiply its nodes' shares.
+
+        Raises
+        ------
+        ValueError
+            When the weight is invalid, or the model cannot weigh its loss.  The base class
+            accepts only the weight 1 (returning x itself): a user model weighs its loss by
+            overriding this method (and `example_loss` and its oracle).
+        """
+        w = check_example_weight(weight, name, None)
+        if w != 1.0:
+            raise ValueError(f"{name}: {type(self).__name__} cannot weigh its loss (it does not implement "
+                             "weight_example); only weights of 1 are accepted")
+        return x
 
     def loss_augmented_decode(self, x: Any, y_true: Any,
                               w: npt.NDArray[np.float64]) -> Any:  # pragma: no cover - abstract

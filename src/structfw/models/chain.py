@@ -20,10 +20,13 @@ import scipy.sparse as sp
 from .._linalg import SparseVector
 from ..oracles.chain import (
     chain_oracle_csr,
+    chain_oracle_csr_weighted,
     chain_oracle_dense,
+    chain_oracle_dense_weighted,
     chain_phi_diff_csr,
     chain_phi_diff_dense,
     hamming_loss,
+    weighted_hamming_loss,
 )
 from ..oracles.marginals import chain_expectation_csr, chain_expectation_dense
 from ._validation import (
@@ -34,7 +37,8 @@ from ._validation import (
     check_sequence_of_inputs,
     one_example_error,
 )
-from .base import StructuredModel, register_model
+from .base import (StructuredModel, WeightedInput, check_example_weight, compose_node_coefficients, register_model,
+                   unweighted)
 
 _EMPTY = np.empty(0, np.int64)
 
@@ -66,6 +70,7 @@ class ChainModel(StructuredModel):
     #: per-position unary kernel plus linear transitions
     joint_kernel_kind = "chain"
     class_labels = True
+    per_node_labels = True
 
     def __init__(self, n_states: int, n_features: int) -> None:
         self.n_states = check_int_param(n_states, "n_states", 2)
@@ -92,6 +97,7 @@ class ChainModel(StructuredModel):
     # ------------------------------------------------------------------ core
     def joint_feature(self, x: npt.NDArray[np.float64] | sp.spmatrix | sp.sparray,
                       y: npt.ArrayLike) -> SparseVector:
+        x = unweighted(x)
         y = np.asarray(y, dtype=np.int64)
         none = np.full(y.shape[0], -1, np.int64)
         if type(x) is np.ndarray:
@@ -108,6 +114,8 @@ class ChainModel(StructuredModel):
         """phi(x, y_true) - phi(x, y) as a SparseVector (only differing positions)."""
         if type(x) is np.ndarray:
             i, v = chain_phi_diff_dense(x, y_true, y, self.n_states, self.n_features)
+        elif type(x) is WeightedInput:
+            return self.psi(x.x, y_true, y)
         else:
             # mypy narrows no else branch of a `type(x) is` test; isinstance would, but would also send
             # ndarray subclasses to the dense kernel
@@ -121,10 +129,35 @@ class ChainModel(StructuredModel):
         """Normalised Hamming loss (1/L) sum_l [y_true_l != y_l]."""
         return hamming_loss(y_true, y)
 
+    def example_loss(self, x: Any, y_true: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> float:
+        """The loss the training sees: sum_l a_l [y_l != y_true_l] for an input weighted by
+        `weight_example`, `loss` otherwise."""
+        if type(x) is WeightedInput:
+            return float(weighted_hamming_loss(np.asarray(y_true, np.int64), np.asarray(y, np.int64),
+                                               x.loss_weights))
+        return self.loss(y_true, y)
+
+    def weight_example(self, x: Any, y_true: Any, weight: float | npt.NDArray[np.float64],
+                       name: str = "sample_weight") -> WeightedInput:
+        """x with the loss coefficients a_l = s / L (per-example weight s) or c_l / sum_u c_u
+        (per-node weights c): see `StructuredModel.weight_example`."""
+        prev = x.loss_weights if type(x) is WeightedInput else None
+        x = unweighted(x)
+        L = x.shape[0]
+        return WeightedInput(x, compose_node_coefficients(prev, check_example_weight(weight, name, L), L, name))
+
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | sp.csr_matrix, y_true: npt.NDArray[np.int64],
                               w: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         if type(x) is np.ndarray:
             return chain_oracle_dense(x, w, y_true, self.n_states, self.n_features, True)
+        if type(x) is WeightedInput:
+            xi, a = x.x, x.loss_weights
+            w = np.ascontiguousarray(w, dtype=np.float64)
+            if type(xi) is np.ndarray:
+                return chain_oracle_dense_weighted(xi, w, y_true, a, self.n_states, self.n_features)
+            xi = cast("sp.csr_matrix", xi)
+            return chain_oracle_csr_weighted(xi.indptr, xi.indices, xi.data, w, y_true, a, self.n_states,
+                                             self.n_features)
         x = cast("sp.csr_matrix", x)
         return chain_oracle_csr(
             x.indptr, x.indices, x.data, w, y_true, self.n_states, self.n_features, True
@@ -133,6 +166,7 @@ class ChainModel(StructuredModel):
     def decode(self, x: npt.NDArray[np.float64] | sp.spmatrix | sp.sparray,
                w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         w = np.ascontiguousarray(w, dtype=np.float64)
+        x = unweighted(x)
         if type(x) is np.ndarray:
             return chain_oracle_dense(x, w, _EMPTY, self.n_states, self.n_features, False)
         x = self._csr(x)
@@ -142,6 +176,7 @@ class ChainModel(StructuredModel):
 
     def unary_scores(self, x: npt.ArrayLike | sp.spmatrix | sp.sparray, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """(L, S) unary scores <x_l, w_s> (dense)."""
+        x = unweighted(x)
         W = self.unary_weights(w)
         if sp.issparse(x):
             return np.asarray(x @ W.T)
@@ -179,6 +214,14 @@ class ChainModel(StructuredModel):
         log_Z : float.
         """
         v, c = self._expectation_args(v, c)
+        scale = 1.0
+        if type(x) is WeightedInput:
+            a = np.asarray(x.loss_weights)
+            x = x.x
+            if a.size and not np.allclose(a, a[0], rtol=1e-12, atol=0.0):
+                raise NotImplementedError("ChainModel.expectation with per-node loss weights is not implemented "
+                                          "(online exponentiated gradient takes per-example weights only)")
+            scale = float(a[0]) * a.size if a.size else 0.0  # a_l = s / L: the loss is s times Hamming
         V = np.ascontiguousarray(self.unary_weights(v))
         P = np.ascontiguousarray(self.transition_weights(v))
         xs = self._csr(x) if sp.issparse(x) else np.ascontiguousarray(x, dtype=np.float64)
@@ -188,10 +231,11 @@ class ChainModel(StructuredModel):
         has_loss = y_true is not None
         yt = self._expectation_labels(y_true, L) if y_true is not None else np.zeros(L, np.int64)
         if type(xs) is np.ndarray:
-            return chain_expectation_dense(xs, yt, V, P, c, has_loss)
+            E_phi, loss, logZ = chain_expectation_dense(xs, yt, V, P, c * scale, has_loss)
+            return E_phi, loss * scale, logZ
         xs = cast("sp.csr_matrix", xs)
-        idx, val, loss, logZ = chain_expectation_csr(xs.indptr, xs.indices, xs.data, yt, V, P, c, has_loss)
-        return SparseVector(idx, val, self.size_joint_feature), loss, logZ
+        idx, val, loss, logZ = chain_expectation_csr(xs.indptr, xs.indices, xs.data, yt, V, P, c * scale, has_loss)
+        return SparseVector(idx, val, self.size_joint_feature), loss * scale, logZ
 
     def _expectation_labels(self, y_true: npt.ArrayLike, L: int) -> npt.NDArray[np.int64]:
         """y_true as int64 (L,) in 0..S-1 (cheap checks: the kernel indexes marginals with it)."""
@@ -207,6 +251,14 @@ class ChainModel(StructuredModel):
         """Loss-augmented Viterbi + psi of word i in one numba call (all words dense or all CSR)."""
         from ..oracles import compiled
 
+        if any(type(x) is WeightedInput for x in X):
+            A = [x.loss_weights if type(x) is WeightedInput else np.full(x.shape[0], 1.0 / x.shape[0]) for x in X]
+            Xu = [unweighted(x) for x in X]
+            if all(type(x) is np.ndarray for x in Xu):
+                return compiled.pack_chain_dense_weighted(Xu, Y, A, self.n_states, self.n_features)
+            if all(sp.isspmatrix_csr(x) for x in Xu):
+                return compiled.pack_chain_csr_weighted(Xu, Y, A, self.n_states, self.n_features)
+            return None
         if all(type(x) is np.ndarray for x in X):
             return compiled.pack_chain_dense(X, Y, self.n_states, self.n_features)
         if all(sp.isspmatrix_csr(x) for x in X):
@@ -221,7 +273,9 @@ class ChainModel(StructuredModel):
         x = sp.csr_matrix(x, dtype=np.float64)
         return x
 
-    def _check_x(self, x: Any, name: str) -> npt.NDArray[np.float64] | sp.csr_matrix:
+    def _check_x(self, x: Any, name: str) -> Any:
+        if type(x) is WeightedInput:  # a weighted training input (weight_example): its input checked again
+            return WeightedInput(self._check_x(x.x, name), _check_node_coefficients(x.loss_weights, x.shape[0], name))
         F = self.n_features
         if sp.issparse(x):
             if x.ndim != 2:
@@ -258,3 +312,11 @@ class ChainModel(StructuredModel):
     def check_y(self, x: npt.NDArray[np.float64] | sp.csr_matrix, y: npt.ArrayLike,
                 name: str = "Y") -> npt.NDArray[np.int64]:
         return as_label_array(y, name, self.n_states, (x.shape[0],))
+
+
+def _check_node_coefficients(a: Any, L: int, name: str) -> npt.NDArray[np.float64]:
+    """The loss coefficients of a `WeightedInput` with L nodes: (L,) finite floats >= 0."""
+    arr = np.ascontiguousarray(a, dtype=np.float64)
+    if arr.shape != (L,) or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"{name}: the loss weights of a weighted input must be {L} finite floats >= 0")
+    return arr

@@ -52,7 +52,7 @@ from ..oracles.graph import (
 )
 from ._validation import (as_float_array, as_label_array, check_int_param, check_sequence_of_inputs,
                           from_json_text)
-from .base import StructuredModel, register_model
+from .base import StructuredModel, check_example_weight, register_model
 from .graphcut import _check_nodes
 
 PAIRWISE = ("full", "symmetric", "potts")
@@ -71,6 +71,9 @@ class GraphExample(NamedTuple):
     tree : `TreeSchedule` when the graph is a forest (the message order, computed once
         here and reused by every oracle call), None when it has a cycle
     node_weights : (V,) float64 >= 0 with a positive sum, or None (every node weighs 1)
+    loss_scale : float >= 0, default 1
+        The example's weight s: its loss is s sum_v c_v [y_v != y_v^true]
+        (`GraphModel.weight_example` sets it from a per-example ``sample_weight``).
     """
 
     nodes: npt.NDArray[np.float64] | sp.csr_matrix
@@ -78,6 +81,7 @@ class GraphExample(NamedTuple):
     edge_features: npt.NDArray[np.float64]
     tree: TreeSchedule | None
     node_weights: npt.NDArray[np.float64] | None = None
+    loss_scale: float = 1.0
 
 
 def _loopy_backend(name: str) -> Callable[..., tuple[npt.NDArray[np.int64], float, float]]:
@@ -152,6 +156,7 @@ class GraphModel(StructuredModel):
     """
 
     class_labels = True
+    per_node_labels = True
 
     def __init__(self, n_states: int, n_features: int, n_edge_features: int = 1, pairwise: str = "full",
                  inference: str = "auto", inference_options: Mapping[str, Mapping[str, Any]] | str | None = None,
@@ -327,7 +332,7 @@ class GraphModel(StructuredModel):
         w = np.ascontiguousarray(w, dtype=np.float64)
         y_true = np.ascontiguousarray(y_true, dtype=np.int64)
         U, P = self._potentials(x, w)
-        self._augment(U, y_true, node_weights=x.node_weights)
+        self._augment(U, y_true, x.loss_scale, node_weights=x.node_weights)
         y, value, bound, exact = self._maximise(x, U, P)
         if not exact:
             truth = float(energy(U, x.edges, P, y_true))
@@ -381,7 +386,7 @@ class GraphModel(StructuredModel):
         Vn = U.shape[0]
         if y_true is not None:
             y_true = as_label_array(y_true, "y_true", self.n_states, (Vn,))
-            self._augment(U, y_true, c, node_weights=x.node_weights)
+            self._augment(U, y_true, c * x.loss_scale, node_weights=x.node_weights)
         mu, mu_e, logZ = tree_marginals(U, x.edges, P, 1.0, schedule=x.tree)
         E = mu_e.shape[0]
         E_phi: npt.NDArray[np.float64] | SparseVector
@@ -398,7 +403,7 @@ class GraphModel(StructuredModel):
         E_loss = 0.0
         if y_true is not None:
             cv = np.broadcast_to(self._node_loss_weights(y_true, x.node_weights), (Vn,))
-            E_loss = float(np.dot(cv, 1.0 - mu[np.arange(Vn), y_true]))
+            E_loss = x.loss_scale * float(np.dot(cv, 1.0 - mu[np.arange(Vn), y_true]))
         return E_phi, E_loss, logZ
 
     @staticmethod
@@ -445,10 +450,29 @@ class GraphModel(StructuredModel):
         the gaps and the path all see the weighted loss."""
         x = self._example(x)
         if x.node_weights is None:
-            return self.loss(y_true, y)
+            return self.loss(y_true, y) * x.loss_scale if x.loss_scale != 1.0 else self.loss(y_true, y)
         y_true = np.asarray(y_true)
         c = np.asarray(self._node_loss_weights(y_true, x.node_weights))
-        return float(c[y_true != np.asarray(y)].sum())
+        return x.loss_scale * float(c[y_true != np.asarray(y)].sum())
+
+    def weight_example(self, x: GraphExample | Sequence[Any], y_true: Any, weight: float | npt.NDArray[np.float64],
+                       name: str = "sample_weight") -> GraphExample:
+        """x (a `GraphExample`) with its loss weighted, through the same fields as x's own
+        ``node_weights``: a per-example weight s sets ``loss_scale`` (the loss is s times
+        `example_loss`), per-node weights c multiply ``node_weights`` (so c_v omega_v cw[y_v],
+        normalised, weighs node v); see `StructuredModel.weight_example`."""
+        x = self._example(x)
+        V = x.nodes.shape[0]
+        wt = check_example_weight(weight, name, V)
+        if isinstance(wt, float):
+            return x._replace(loss_scale=x.loss_scale * wt)
+        omega = wt if x.node_weights is None else wt * x.node_weights
+        y = np.ascontiguousarray(y_true, dtype=np.int64)
+        c = omega if self.class_weight is None else omega * self.class_weight[y]
+        if not c.sum() > 0:
+            raise ValueError(f"{name}: the node weights of this example give its labelled nodes no weight "
+                             "(with the model's class_weight and the input's node_weights): its loss is undefined")
+        return x._replace(node_weights=np.ascontiguousarray(omega))
 
     def label_key(self, y: npt.ArrayLike) -> bytes:
         return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 else (
@@ -464,6 +488,11 @@ class GraphModel(StructuredModel):
     def _check_x(self, x: GraphExample | Sequence[Any], name: str) -> GraphExample:
         Fe = self.n_edge_features
         if isinstance(x, GraphExample):
+            if x.loss_scale != 1.0:  # weighted by weight_example: the scale kept, the rest checked again
+                scale = float(x.loss_scale)
+                if not (np.isfinite(scale) and scale >= 0):
+                    raise ValueError(f"{name}: loss_scale must be a finite number >= 0, got {x.loss_scale!r}")
+                return self._check_x(x._replace(loss_scale=1.0), name)._replace(loss_scale=scale)
             x = tuple(x[:3]) if x.node_weights is None else (*x[:3], x.node_weights)
         if not isinstance(x, (tuple, list)) or len(x) not in (2, 3, 4):
             raise ValueError(f"{name} must be a tuple (node_features, edges, edge_features[, node_weights]) "

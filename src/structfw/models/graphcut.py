@@ -52,7 +52,7 @@ from ._validation import (
     check_sequence_of_inputs,
     one_example_error,
 )
-from .base import StructuredModel, register_model
+from .base import StructuredModel, check_example_weight, compose_node_coefficients, register_model
 
 
 class GraphInput(NamedTuple):
@@ -62,11 +62,15 @@ class GraphInput(NamedTuple):
     edges : (E, 2) int64, Fortran-ordered so that ``edges[:, 0]`` and ``edges[:, 1]``
         are contiguous views (the kernels take tails and heads separately)
     edge_features : (E, Fe) C-contiguous float64 >= 0
+    loss_weights : (V,) float64 >= 0 or None
+        Set by `GraphLabellingModel.weight_example` for training: the coefficients a_v of the
+        weighted loss sum_v a_v [y_v != y_true_v].  None: the normalised Hamming loss.
     """
 
     nodes: npt.NDArray[np.float64] | sp.csr_matrix
     edges: npt.NDArray[np.int64]
     edge_features: npt.NDArray[np.float64]
+    loss_weights: npt.NDArray[np.float64] | None = None
 
 
 _NEG_MODES = ("clip", "raise")
@@ -80,6 +84,7 @@ class GraphLabellingModel(StructuredModel):
 
     n_states: int = 2
     class_labels = True
+    per_node_labels = True
     potts_constant: float = 0.0
 
     def _init_sizes(self, n_features: int, n_edge_features: int, negative_weights: str) -> None:
@@ -107,7 +112,7 @@ class GraphLabellingModel(StructuredModel):
                                                      npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """(nodes, tails, heads, edge_features) of an input, cheaply for a GraphInput."""
         if type(x) is not GraphInput:
-            nodes, edges, ef = x
+            nodes, edges, ef = x[0], x[1], x[2]
             edges = np.asfortranarray(np.asarray(edges, np.int64).reshape(-1, 2))
             x = GraphInput(nodes if sp.issparse(nodes) else np.ascontiguousarray(nodes, np.float64),
                            edges, np.ascontiguousarray(ef, np.float64))
@@ -119,12 +124,46 @@ class GraphLabellingModel(StructuredModel):
         return nodes, x.edges[:, 0], x.edges[:, 1], x.edge_features
 
     def _unary(self, nodes: npt.NDArray[np.float64] | sp.csr_matrix, w: npt.NDArray[np.float64],
-               y_true: npt.NDArray[np.int64], augment: bool) -> npt.NDArray[np.float64]:
+               y_true: npt.NDArray[np.int64], augment: bool,
+               loss_weights: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
+        """(V, K) node scores, plus the loss when ``augment``: the normalised Hamming loss, or
+        sum_v a_v [y_v != y_true_v] with ``loss_weights`` a."""
         K, F = self.n_states, self.n_features
+        weighted = augment and loss_weights is not None
+        if weighted:
+            augment = False
         if sp.issparse(nodes):
             nodes = cast("sp.csr_matrix", nodes)
-            return node_scores_csr(nodes.indptr, nodes.indices, nodes.data, w, K, F, y_true, augment)
-        return node_scores_dense(nodes, w, K, F, y_true, augment)
+            U = node_scores_csr(nodes.indptr, nodes.indices, nodes.data, w, K, F, y_true, augment)
+        else:
+            U = node_scores_dense(nodes, w, K, F, y_true, augment)
+        if weighted:
+            a = cast("npt.NDArray[np.float64]", loss_weights)
+            U += a[:, None]
+            U[np.arange(U.shape[0]), y_true] -= a
+        return U
+
+    @staticmethod
+    def _loss_weights(x: GraphInput | Sequence[Any]) -> npt.NDArray[np.float64] | None:
+        return x.loss_weights if type(x) is GraphInput else None
+
+    def example_loss(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
+        """The loss the training sees: sum_v a_v [y_v != y_true_v] for an input weighted by
+        `weight_example`, `loss` otherwise."""
+        a = self._loss_weights(x)
+        if a is None:
+            return self.loss(y_true, y)
+        return float(np.sum(a[np.asarray(y_true) != np.asarray(y)]))
+
+    def weight_example(self, x: GraphInput | Sequence[Any], y_true: Any, weight: float | npt.NDArray[np.float64],
+                       name: str = "sample_weight") -> GraphInput:
+        """x (a `GraphInput`) with the loss coefficients a_v = s / V (per-example weight s) or
+        c_v / sum_u c_u (per-node weights c); see `StructuredModel.weight_example`."""
+        if type(x) is not GraphInput:
+            x = self._check_x(x, "x")
+        V = x.nodes.shape[0]
+        a = compose_node_coefficients(x.loss_weights, check_example_weight(weight, name, V), V, name)
+        return x._replace(loss_weights=a)
 
     def _check_w(self, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         w = np.ascontiguousarray(w, dtype=np.float64)
@@ -164,7 +203,7 @@ class GraphLabellingModel(StructuredModel):
         nodes, tails, heads, ef = self._parts(x)
         aug = y_true is not None
         yt = np.ascontiguousarray(y_true, np.int64) if aug else np.zeros(0, np.int64)
-        U = self._unary(nodes, w, yt, aug)
+        U = self._unary(nodes, w, yt, aug, self._loss_weights(x))
         return float(potts_score(U, tails, heads, self._costs(ef, w), np.ascontiguousarray(y, np.int64)))
 
     # ------------------------------------------------------------------ core
@@ -198,6 +237,14 @@ class GraphLabellingModel(StructuredModel):
 
     # ------------------------------------------------------------ validation
     def _check_x(self, x: Any, name: str) -> GraphInput:
+        if type(x) is GraphInput and x.loss_weights is not None:  # weighted (weight_example): checked again
+            inner = self._check_x(tuple(x[:3]), name)
+            a = np.ascontiguousarray(x.loss_weights, dtype=np.float64)
+            if a.shape != (inner.nodes.shape[0],) or not np.all(np.isfinite(a)) or np.any(a < 0):
+                raise ValueError(f"{name}: loss_weights must be {inner.nodes.shape[0]} finite floats >= 0")
+            return inner._replace(loss_weights=a)
+        if type(x) is GraphInput:
+            x = tuple(x[:3])
         if not isinstance(x, (tuple, list)) or len(x) != 3:
             raise ValueError(f"{name} must be a tuple (node_features, edges, edge_features), "
                              f"got {type(x).__name__}")
@@ -345,7 +392,7 @@ class GraphCutModel(GraphLabellingModel):
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)
         y_true = np.ascontiguousarray(y_true, np.int64)
-        U = self._unary(nodes, w, y_true, True)
+        U = self._unary(nodes, w, y_true, True, self._loss_weights(x))
         y = self._cut(U, tails, heads, self._costs(ef, w))
         return self._not_below_truth(U, tails, heads, ef, w, y, y_true)
 

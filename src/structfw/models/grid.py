@@ -31,7 +31,8 @@ from ._validation import (
     check_sequence_of_inputs,
     one_example_error,
 )
-from .base import StructuredModel, register_model
+from .base import (StructuredModel, WeightedInput, check_example_weight, compose_node_coefficients, register_model,
+                   unweighted)
 
 _EMPTY2 = np.empty((0, 0), np.int64)
 
@@ -120,6 +121,7 @@ class GridModel(StructuredModel):
 
     # ------------------------------------------------------------------ core
     def joint_feature(self, x: npt.NDArray[np.float64], y: npt.ArrayLike) -> SparseVector:
+        x = unweighted(x)
         y = np.ascontiguousarray(y, dtype=np.int64)
         none = np.full(y.shape, -1, np.int64)
         i, v = grid_phi_diff(x, y, none, self.n_states, self.n_features, self._offH, self._offV)
@@ -127,6 +129,7 @@ class GridModel(StructuredModel):
 
     def psi(self, x: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
             y: npt.NDArray[np.int64]) -> SparseVector:
+        x = unweighted(x)
         i, v = grid_phi_diff(x, y_true, y, self.n_states, self.n_features, self._offH, self._offV)
         return SparseVector(i, v, self.size_joint_feature)
 
@@ -135,18 +138,49 @@ class GridModel(StructuredModel):
         n = y_true.size
         return float(np.count_nonzero(y_true != y)) / n if n else 0.0
 
+    per_node_labels = True
+
+    def example_loss(self, x: Any, y_true: np.ndarray, y: np.ndarray) -> float:
+        """The loss the training sees: sum_c a_c [y_c != y_true_c] for an input weighted by
+        `weight_example` (a: one coefficient per cell), `loss` otherwise."""
+        if type(x) is WeightedInput:
+            return float(np.sum(x.loss_weights[np.asarray(y_true) != np.asarray(y)]))
+        return self.loss(y_true, y)
+
+    def weight_example(self, x: Any, y_true: Any, weight: float | npt.NDArray[np.float64],
+                       name: str = "sample_weight") -> WeightedInput:
+        """x with per-cell loss coefficients (a per-example weight s, or one weight per cell,
+        shape (h, w) or (h*w,), row-major); see `StructuredModel.weight_example`."""
+        prev = x.loss_weights.ravel() if type(x) is WeightedInput else None
+        x = unweighted(x)
+        h, wd = x.shape[0], x.shape[1]
+        a = compose_node_coefficients(prev, check_example_weight(weight, name, h * wd), h * wd, name)
+        return WeightedInput(x, np.ascontiguousarray(a.reshape(h, wd)))
+
+    def _unary(self, x: Any, w: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
+               augment: bool) -> npt.NDArray[np.float64]:
+        """Unary scores (h, w, S), plus the (weighted) loss when ``augment``."""
+        if type(x) is not WeightedInput:
+            return grid_unary(x, w, self.n_states, self.n_features, y_true, augment)
+        U = grid_unary(x.x, w, self.n_states, self.n_features, y_true, False)
+        if augment:
+            a = x.loss_weights
+            U += a[:, :, None]
+            ii, jj = np.indices(a.shape)
+            U[ii, jj, y_true] -= a
+        return U
+
     def energy(self, x: npt.NDArray[np.float64], y: npt.ArrayLike, w: npt.ArrayLike,
                y_true: npt.NDArray[np.int64] | None = None) -> float:
         """<w, phi(x, y)> (+ Delta(y_true, y) when y_true is given)."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         aug = y_true is not None
-        U = grid_unary(x, w, self.n_states, self.n_features,
-                       y_true if aug else _EMPTY2, aug)
+        U = self._unary(x, w, np.ascontiguousarray(y_true, np.int64) if aug else _EMPTY2, aug)
         return grid_energy(U, w, self._offH, self._offV, np.ascontiguousarray(y, np.int64))
 
     def loss_augmented_decode(self, x: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
                               w: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-        U = grid_unary(x, w, self.n_states, self.n_features, y_true, True)
+        U = self._unary(x, w, y_true, True)
         y, e = grid_max_product(U, w, self._offH, self._offV, y_true, True,
                                 self.n_iter, self.damping, self.max_sweeps)
         e_true = grid_energy(U, w, self._offH, self._offV, y_true)
@@ -165,7 +199,7 @@ class GridModel(StructuredModel):
         from ..oracles.loopy import trws
 
         w = np.ascontiguousarray(w, dtype=np.float64)
-        U = grid_unary(x, w, self.n_states, self.n_features, y_true, True)
+        U = self._unary(x, w, y_true, True)
         h, wd, S = U.shape
         edges, horizontal = _grid_edges(h, wd)
         pairwise = np.where(horizontal[:, None, None], self.horizontal_weights(w)[None],
@@ -179,13 +213,21 @@ class GridModel(StructuredModel):
 
     def decode(self, x: npt.NDArray[np.float64], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         w = np.ascontiguousarray(w, dtype=np.float64)
+        x = unweighted(x)
         U = grid_unary(x, w, self.n_states, self.n_features, _EMPTY2, False)
         y, _ = grid_max_product(U, w, self._offH, self._offV, _EMPTY2, False,
                                 self.n_iter, self.damping, self.max_sweeps)
         return y
 
     # ------------------------------------------------------------ validation
-    def _check_x(self, x: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
+    def _check_x(self, x: Any, name: str) -> Any:
+        if type(x) is WeightedInput:  # a weighted training input (weight_example): its input checked again
+            inner = self._check_x(x.x, name)
+            a = np.ascontiguousarray(x.loss_weights, dtype=np.float64)
+            if a.shape != inner.shape[:2] or not np.all(np.isfinite(a)) or np.any(a < 0):
+                raise ValueError(f"{name}: the loss weights of a weighted input must be finite floats >= 0 "
+                                 f"of shape {inner.shape[:2]}")
+            return WeightedInput(inner, a)
         arr = as_float_array(x, name)
         F = self.n_features
         if arr.ndim != 3:

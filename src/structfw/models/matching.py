@@ -51,7 +51,7 @@ from ._validation import (
     check_sequence_of_inputs,
     one_example_error,
 )
-from .base import StructuredModel, register_model
+from .base import StructuredModel, WeightedInput, check_example_weight, register_model, unweighted
 
 _EMPTY = np.empty(0, np.int64)
 
@@ -91,6 +91,7 @@ class MatchingInput(NamedTuple):
 
 def _sizes(x: npt.NDArray[np.float64] | MatchingInput) -> tuple[int, int]:
     """(m_s, m_t) of a validated input."""
+    x = unweighted(x)
     if type(x) is np.ndarray:
         return x.shape[0], x.shape[1]
     # mypy narrows no else branch of a `type(x) is` test; isinstance would, but would also take subclasses
@@ -142,12 +143,32 @@ class MatchingModel(StructuredModel):
         yt = y_true if augment else _EMPTY
         ms = _sizes(x)[0]
         norm = (1.0 + self.fn_cost) * ms
+        if type(x) is WeightedInput:  # the loss s Delta: its bonuses divided by norm / s
+            s = float(x.loss_weights)
+            x = x.x
+            if s == 0.0:
+                augment, yt = False, _EMPTY
+            else:
+                norm = norm / s
         if type(x) is np.ndarray:
             return matching_scores_dense(x, w, yt, augment, self.fn_cost, norm)
         x = cast(MatchingInput, x)
         f = x.features
         return matching_scores_csr(f.indptr, f.indices, f.data, x.n_source, x.n_target, w, yt, augment,
                                    self.fn_cost, norm)
+
+    def example_loss(self, x: Any, y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
+        """The loss the training sees: s `loss` for an input of weight s (`weight_example`)."""
+        if type(x) is WeightedInput:
+            return float(x.loss_weights) * self.loss(y_true, y)
+        return self.loss(y_true, y)
+
+    def weight_example(self, x: Any, y_true: Any, weight: float | npt.NDArray[np.float64],
+                       name: str = "sample_weight") -> WeightedInput:
+        """x with a per-example loss weight s >= 0 (the loss becomes s Delta).  Per-node weights are
+        refused (ValueError naming ``name``): an alignment's loss counts edges, not labelled nodes."""
+        prev = float(x.loss_weights) if type(x) is WeightedInput else 1.0
+        return WeightedInput(unweighted(x), prev * check_example_weight(weight, name, None))
 
     def joint_feature(self, x: npt.NDArray[np.float64] | MatchingInput, y: npt.ArrayLike) -> SparseVector:
         """phi(x, y) = sum of the features of the edges of y, as a SparseVector."""
@@ -157,6 +178,7 @@ class MatchingModel(StructuredModel):
     def psi(self, x: npt.NDArray[np.float64] | MatchingInput, y_true: npt.NDArray[np.int64],
             y: npt.NDArray[np.int64]) -> SparseVector:
         """phi(x, y_true) - phi(x, y) as a SparseVector (only the source words whose links differ)."""
+        x = unweighted(x)
         if type(x) is np.ndarray:
             i, v = matching_phi_diff_dense(x, y_true, y)
         else:
@@ -224,7 +246,9 @@ class MatchingModel(StructuredModel):
         check_finite(csr.data, f"{name}.features")
         return MatchingInput(csr, ms, mt)
 
-    def _check_x(self, x: Any, name: str) -> npt.NDArray[np.float64] | MatchingInput:
+    def _check_x(self, x: Any, name: str) -> Any:
+        if type(x) is WeightedInput:  # a weighted training input (weight_example): its input checked again
+            return WeightedInput(self._check_x(x.x, name), check_example_weight(x.loss_weights, name, None))
         if isinstance(x, tuple):  # MatchingInput or (features, n_source, n_target)
             return self._check_sparse(x, name)
         if sp.issparse(x):

@@ -18,6 +18,9 @@ from ..oracles.marginals import softmax_expectation
 from ..oracles.multiclass import (
     multiclass_oracle,
     multiclass_oracle_sparse,
+    multiclass_oracle_weighted,
+    multiclass_scores_sparse as _scores_sparse,
+    weighted_augmented_argmax,
     multiclass_phi_diff,
     multiclass_phi_diff_sparse,
     multiclass_scores_sparse,
@@ -29,7 +32,7 @@ from ._validation import (
     check_sequence_of_inputs,
     one_example_error,
 )
-from .base import StructuredModel, register_model
+from .base import StructuredModel, WeightedInput, check_example_weight, register_model, unweighted
 
 
 @register_model
@@ -72,6 +75,7 @@ class MulticlassModel(StructuredModel):
 
     # ------------------------------------------------------------------ core
     def _phi_diff(self, x: npt.NDArray[np.float64] | SparseVector, ya: int, yb: int) -> SparseVector:
+        x = unweighted(x)
         if isinstance(x, SparseVector):
             i, v = multiclass_phi_diff_sparse(x.indices, x.values, ya, yb, self.n_features)
         else:
@@ -88,6 +92,21 @@ class MulticlassModel(StructuredModel):
         """0-1 loss."""
         return 0.0 if y_true == y else 1.0
 
+    def example_loss(self, x: Any, y_true: int, y: int) -> float:
+        """The loss the training sees: c [y != y_true] for an input of weight c (`weight_example`)."""
+        if y_true == y:
+            return 0.0
+        return float(x.loss_weights) if type(x) is WeightedInput else 1.0
+
+    def weight_example(self, x: Any, y_true: Any, weight: float | npt.NDArray[np.float64],
+                       name: str = "sample_weight") -> WeightedInput:
+        """x with the loss weight c >= 0 (its loss becomes c [y != y_true]); see
+        `StructuredModel.weight_example`.  A one-element array counts as its element."""
+        if isinstance(weight, np.ndarray) and weight.size == 1:
+            weight = weight.reshape(()).item()
+        prev = float(x.loss_weights) if type(x) is WeightedInput else 1.0
+        return WeightedInput(unweighted(x), prev * check_example_weight(weight, name, None))
+
     def _oracle(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.NDArray[np.float64], y_true: int,
                 augment: bool) -> int:
         if isinstance(x, SparseVector):
@@ -97,14 +116,24 @@ class MulticlassModel(StructuredModel):
 
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int,
                               w: npt.NDArray[np.float64]) -> int:
+        if type(x) is WeightedInput:
+            c = float(x.loss_weights)
+            xi = x.x
+            w = np.ascontiguousarray(w, dtype=np.float64)
+            if isinstance(xi, SparseVector):
+                return int(weighted_augmented_argmax(
+                    _scores_sparse(xi.indices, xi.values, w, self.n_classes, self.n_features), y_true, c))
+            return int(multiclass_oracle_weighted(xi, w, y_true, c, self.n_classes, self.n_features))
         return self._oracle(x, w, y_true, True)
 
     def decode(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.ArrayLike) -> int:
+        x = unweighted(x)
         return self._oracle(x, np.ascontiguousarray(w, dtype=np.float64), -1, False)
 
     def scores(self, x: npt.ArrayLike | SparseVector, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """(K,) class scores <w_k, x>."""
         w = np.ascontiguousarray(w, dtype=np.float64)
+        x = unweighted(x)
         if isinstance(x, SparseVector):
             return multiclass_scores_sparse(x.indices, x.values, w, self.n_classes, self.n_features)
         return w[: self.size_joint_feature].reshape(self.n_classes, self.n_features) @ np.asarray(x, np.float64)
@@ -127,6 +156,9 @@ class MulticlassModel(StructuredModel):
         y_true);  log_Z : float (log-sum-exp shifted by the max, so no overflow).
         """
         v, c = self._expectation_args(v, c)
+        scale = 1.0
+        if type(x) is WeightedInput:
+            x, scale = x.x, float(x.loss_weights)
         V = v.reshape(self.n_classes, self.n_features)
         if isinstance(x, SparseVector):
             x = x.toarray()
@@ -139,10 +171,22 @@ class MulticlassModel(StructuredModel):
             yt = int(y_true)
             if not 0 <= yt < self.n_classes:
                 raise ValueError(f"y_true has label {yt} outside 0..{self.n_classes - 1}")
-        return softmax_expectation(x, yt, V, c, has_loss)
+        if scale == 1.0:
+            return softmax_expectation(x, yt, V, c, has_loss)
+        # the loss is scale [k != y_true]: the Gibbs weights see c scale, E_loss is scale times 1 - p(y_true)
+        E_phi, E_loss, logZ = softmax_expectation(x, yt, V, c * scale, has_loss)
+        return E_phi, E_loss * scale, logZ
 
     def compiled_oracle(self, X: Sequence[Any], Y: Sequence[int]) -> tuple[int, tuple[Any, ...]] | None:
         """The K-way loss-augmented argmax + psi of example i in one numba call (dense rows only)."""
+        if any(type(x) is WeightedInput for x in X):
+            Xu = [unweighted(x) for x in X]
+            if not all(type(x) is np.ndarray and x.ndim == 1 for x in Xu):
+                return None
+            from ..oracles.compiled import pack_multiclass_dense_weighted
+
+            A = [float(x.loss_weights) if type(x) is WeightedInput else 1.0 for x in X]
+            return pack_multiclass_dense_weighted(Xu, Y, A, self.n_classes, self.n_features)
         if not all(type(x) is np.ndarray and x.ndim == 1 for x in X):
             return None
         from ..oracles.compiled import pack_multiclass_dense
@@ -150,7 +194,9 @@ class MulticlassModel(StructuredModel):
         return pack_multiclass_dense(X, Y, self.n_classes, self.n_features)
 
     # ------------------------------------------------------------ validation
-    def _check_x(self, x: Any, name: str) -> npt.NDArray[np.float64] | SparseVector:
+    def _check_x(self, x: Any, name: str) -> Any:
+        if type(x) is WeightedInput:  # a weighted training input (weight_example): its input checked again
+            return WeightedInput(self._check_x(x.x, name), check_example_weight(x.loss_weights, name, None))
         if isinstance(x, SparseVector) or sp.issparse(x):
             return self._check_sparse_row(x, name)
         arr = as_float_array(x, name)

@@ -91,7 +91,7 @@ class PottsModel(GraphLabellingModel):
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)
         y_true = np.ascontiguousarray(y_true, np.int64)
-        U = self._unary(nodes, w, y_true, True)
+        U = self._unary(nodes, w, y_true, True, self._loss_weights(x))
         c = self._costs(ef, w)
         y, s = self._expand(U, tails, heads, c)
         if s < potts_score(U, tails, heads, c, y_true):
@@ -111,7 +111,7 @@ class PottsModel(GraphLabellingModel):
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)
         y_true = np.ascontiguousarray(y_true, np.int64)
-        U = self._unary(nodes, w, y_true, True)
+        U = self._unary(nodes, w, y_true, True, self._loss_weights(x))
         c = edge_costs(ef, w, self.edge_offset, self.potts_constant, False)
         K = self.n_states
         pairwise = np.ascontiguousarray(-c[:, None, None] * (1.0 - np.eye(K))[None])

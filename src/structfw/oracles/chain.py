@@ -164,6 +164,50 @@ def chain_oracle_csr(indptr, indices, data, w, y_true, S, F, augment):
     return y
 
 
+# ---------------------------------------- weighted loss (docs/guide/weights.md)
+# The weighted normalised Hamming loss sum_l a_l [y_l != y_true_l] (a_l = 1/L unweighted) has
+# kernels of its own, so the unweighted ones above stay as they are (and as fast).
+@njit(cache=True, nogil=True, inline="always")
+def add_node_loss_weights(U, y_true, a):
+    """U[l, s] += a[l] for every state s != y_true[l], in place (the loss as unary terms)."""
+    L, S = U.shape
+    for l in range(L):
+        al = a[l]
+        yl = y_true[l]
+        for s in range(S):
+            if s != yl:
+                U[l, s] += al
+    return U
+
+
+@njit(cache=True, fastmath=True, nogil=True, inline="always")
+def chain_oracle_dense_weighted(x, w, y_true, a, S, F):
+    """Viterbi on sum_l a_l [y_l != y_true_l] + <w, phi(x, y)> for a dense chain."""
+    U = _unary_dense_inlined(x, w, S, F, y_true, np.bool_(False))
+    add_node_loss_weights(U, y_true, a)
+    y, _ = _viterbi_inlined(U, w, S * F, S)
+    return y
+
+
+@njit(cache=True, nogil=True)
+def chain_oracle_csr_weighted(indptr, indices, data, w, y_true, a, S, F):
+    """As `chain_oracle_dense_weighted` for CSR features."""
+    U = chain_unary_csr(indptr, indices, data, w, S, F, y_true, np.bool_(False))
+    add_node_loss_weights(U, y_true, a)
+    y, _ = _viterbi_core(U, w, S * F, S)
+    return y
+
+
+@njit(cache=True, nogil=True, inline="always")
+def weighted_hamming_loss(a, b, c):
+    """sum_l c_l [a_l != b_l]."""
+    t = 0.0
+    for l in range(a.shape[0]):
+        if a[l] != b[l]:
+            t += c[l]
+    return t
+
+
 @njit(cache=True, nogil=True, inline="always")  # inlined, as chain_oracle_dense
 def hamming_loss(a, b):
     """Normalised Hamming loss mean_l [a_l != b_l] (0 for empty labellings)."""

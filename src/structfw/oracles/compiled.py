@@ -25,12 +25,15 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .chain import (_transition_diff, chain_oracle_csr, chain_oracle_dense, chain_phi_diff_csr, differing_states,
-                    edge_label_diff, hamming_loss)
-from .multiclass import multiclass_oracle, multiclass_phi_diff
+from .chain import (_transition_diff, chain_oracle_csr, chain_oracle_csr_weighted, chain_oracle_dense,
+                    chain_oracle_dense_weighted, chain_phi_diff_csr, differing_states, edge_label_diff, hamming_loss,
+                    weighted_hamming_loss)
+from .multiclass import multiclass_oracle, multiclass_oracle_weighted, multiclass_phi_diff
 
-#: the kinds of compiled corner kernel
-CHAIN_DENSE, CHAIN_CSR, MULTICLASS_DENSE = 0, 1, 2
+#: the kinds of compiled corner kernel; the ``_W`` kinds are the same training sets with weighted
+#: losses (docs/guide/weights.md): their packed tuples end with the loss coefficients, and an
+#: unweighted fit never packs or compiles them
+CHAIN_DENSE, CHAIN_CSR, MULTICLASS_DENSE, CHAIN_DENSE_W, CHAIN_CSR_W, MULTICLASS_DENSE_W = 0, 1, 2, 3, 4, 5
 
 def _word_starts(X):
     starts = np.zeros(len(X) + 1, np.int64)
@@ -79,6 +82,26 @@ def pack_multiclass_dense(X, Y, n_classes, n_features):
                               np.int64(n_features))
 
 
+def pack_chain_dense_weighted(X, Y, A, n_states, n_features):
+    """CHAIN_DENSE_W: `pack_chain_dense`'s tuple and the loss coefficients a (N,) of every position
+    (the loss of word i is sum_l a_l [y_l != y_il] over its positions)."""
+    _, data = pack_chain_dense(X, Y, n_states, n_features)
+    return CHAIN_DENSE_W, (*data, _f(np.concatenate(A)))
+
+
+def pack_chain_csr_weighted(X, Y, A, n_states, n_features):
+    """CHAIN_CSR_W: `pack_chain_csr`'s tuple and the loss coefficients a (N,) of every position."""
+    _, data = pack_chain_csr(X, Y, n_states, n_features)
+    return CHAIN_CSR_W, (*data, _f(np.concatenate(A)))
+
+
+def pack_multiclass_dense_weighted(X, Y, A, n_classes, n_features):
+    """MULTICLASS_DENSE_W: `pack_multiclass_dense`'s tuple and the loss weight c (n,) of every
+    example (its loss is c_i [y != y_i])."""
+    _, data = pack_multiclass_dense(X, Y, n_classes, n_features)
+    return MULTICLASS_DENSE_W, (*data, _f(np.asarray(A, np.float64)))
+
+
 # ------------------------------------------------------------------ kernels
 # a constant argument makes numba compile a callee once more for its literal type
 # (Literal[bool](True)) beside the plain one Python calls use; np.bool_(True) is typed as bool
@@ -92,7 +115,15 @@ def corner(kind, data, i, w, merged):
         return chain_dense_corner(*data, i, w, merged)
     if kind == CHAIN_CSR:
         return chain_csr_corner(*data, i, w)
-    return multiclass_dense_corner(*data, i, w)
+    if kind == MULTICLASS_DENSE:
+        return multiclass_dense_corner(*data, i, w)
+    if kind == CHAIN_DENSE_W:
+        if merged:
+            return chain_dense_w_corner_merged(*data, i, w)
+        return chain_dense_w_corner_unmerged(*data, i, w)
+    if kind == CHAIN_CSR_W:
+        return chain_csr_w_corner(*data, i, w)
+    return multiclass_dense_w_corner(*data, i, w)
 
 
 def _chain_dense_impl(kind, data, i, w, merged):
@@ -117,19 +148,51 @@ def _multiclass_dense_impl(kind, data, i, w, merged):
     return multiclass_dense_corner(Xc, labels, K, F, i, w)
 
 
-#: the packed layouts, told apart by their tuple length: 2-D float, then int64 arrays
-_IMPL_BY_LENGTH = {8: _chain_dense_impl, 7: _chain_csr_impl, 4: _multiclass_dense_impl}
+def _chain_dense_w_impl(kind, data, i, w, merged):
+    if merged:
+        return chain_dense_w_corner_merged(*data, i, w)
+    return chain_dense_w_corner_unmerged(*data, i, w)
+
+
+def _chain_dense_w_merged_impl(kind, data, i, w, merged):
+    return chain_dense_w_corner_merged(*data, i, w)
+
+
+def _chain_dense_w_unmerged_impl(kind, data, i, w, merged):
+    return chain_dense_w_corner_unmerged(*data, i, w)
+
+
+def _chain_csr_w_impl(kind, data, i, w, merged):
+    return chain_csr_w_corner(*data, i, w)
+
+
+def _multiclass_dense_w_impl(kind, data, i, w, merged):
+    return multiclass_dense_w_corner(*data, i, w)
+
+
+#: the packed layouts, told apart by their tuple length (and, at length 8, by the first array:
+#: the dense chain's 2-D positions or the weighted CSR chain's 1-D row pointers)
+_IMPL_BY_LENGTH = {7: _chain_csr_impl, 4: _multiclass_dense_impl, 9: _chain_dense_w_impl,
+                   5: _multiclass_dense_w_impl}
+#: the dense chain kernels' psi choice by the caller's constant ``merged``
+_BY_MERGED = {_chain_dense_impl: (_chain_dense_unmerged_impl, _chain_dense_merged_impl),
+              _chain_dense_w_impl: (_chain_dense_w_unmerged_impl, _chain_dense_w_merged_impl)}
 
 
 @overload(corner, inline="always", prefer_literal=True, jit_options={"nogil": True})
 def _corner_by_type(kind, data, i, w, merged):
     if not isinstance(data, types.BaseTuple):
         return None
-    impl = _IMPL_BY_LENGTH.get(len(data.types))
-    if impl is _chain_dense_impl and isinstance(merged, types.BooleanLiteral):
+    n = len(data.types)
+    if n == 8:
+        first = data.types[0]
+        impl = _chain_dense_impl if getattr(first, "ndim", 1) == 2 else _chain_csr_w_impl
+    else:
+        impl = _IMPL_BY_LENGTH.get(n)
+    if impl in _BY_MERGED and isinstance(merged, types.BooleanLiteral):
         # the caller's constant picks one psi kernel: a plain pass or a hinge pass then never
         # compiles the merging one (seconds of a first run), a corner-set pass never the other
-        return _chain_dense_merged_impl if merged.literal_value else _chain_dense_unmerged_impl
+        return _BY_MERGED[impl][int(merged.literal_value)]
     return impl
 
 
@@ -259,3 +322,53 @@ def multiclass_dense_corner(Xc, labels, K, F, i, w):
     y = multiclass_oracle(Xc[i], w, yt, K, F, np.bool_(True))
     idx, val = multiclass_phi_diff(Xc[i], yt, y, F)
     return idx, val, 0.0 if y == yt else 1.0
+
+
+# ------------------------------------------------------- weighted losses
+@njit(cache=True, fastmath=True, nogil=True, inline="always")
+def chain_dense_w_word_oracle(Xc, starts, Yc, S, F, A, i, w):
+    """(y_i, a_i, y_i*) of word i with weighted loss coefficients a_i."""
+    x = Xc[starts[i]:starts[i + 1]]
+    yt = Yc[starts[i]:starts[i + 1]]
+    a = A[starts[i]:starts[i + 1]]
+    return yt, a, chain_oracle_dense_weighted(x, w, yt, a, S, F)
+
+
+@njit(cache=True, fastmath=True, nogil=True)
+def chain_dense_w_corner_merged(Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x, A, i, w):
+    """`chain_dense_corner_merged` with the weighted loss sum_l a_l [y_l != y_il]."""
+    yt, a, y = chain_dense_w_word_oracle(Xc, starts, Yc, S, F, A, i, w)
+    idx, val = chain_psi_merged(row_ptr, nz_f, nz_x, starts[i], yt, y, S, F)
+    return idx, val, weighted_hamming_loss(yt, y, a)
+
+
+@njit(cache=True, fastmath=True, nogil=True)
+def chain_dense_w_corner_unmerged(Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x, A, i, w):
+    """`chain_dense_corner_unmerged` with the weighted loss."""
+    yt, a, y = chain_dense_w_word_oracle(Xc, starts, Yc, S, F, A, i, w)
+    idx, val = chain_psi_entries(row_ptr, nz_f, nz_x, starts[i], yt, y, S, F)
+    return idx, val, weighted_hamming_loss(yt, y, a)
+
+
+@njit(cache=True, nogil=True)
+def chain_csr_w_corner(indptr, indices, values, starts, Yc, S, F, A, i, w):
+    """`chain_csr_corner` with the weighted loss."""
+    a = starts[i]
+    b = starts[i + 1]
+    ip = indptr[a:b + 1] - indptr[a]
+    ix = indices[indptr[a]:indptr[b]]
+    vx = values[indptr[a]:indptr[b]]
+    yt = Yc[a:b]
+    c = A[a:b]
+    y = chain_oracle_csr_weighted(ip, ix, vx, w, yt, c, S, F)
+    idx, val = chain_phi_diff_csr(ip, ix, vx, yt, y, S, F)
+    return idx, val, weighted_hamming_loss(yt, y, c)
+
+
+@njit(cache=True, nogil=True)
+def multiclass_dense_w_corner(Xc, labels, K, F, A, i, w):
+    """`multiclass_dense_corner` with the loss A_i [y != y_i]."""
+    yt = labels[i]
+    y = multiclass_oracle_weighted(Xc[i], w, yt, A[i], K, F)
+    idx, val = multiclass_phi_diff(Xc[i], yt, y, F)
+    return idx, val, 0.0 if y == yt else A[i]

@@ -40,6 +40,25 @@ def augmented_argmax(s, y_true, augment):
 
 
 @njit(cache=True, nogil=True)
+def weighted_augmented_argmax(s, y_true, c):
+    """argmax_k s_k + c [k != y_true] (c >= 0, the example's loss weight); ties: smallest k."""
+    best = 0
+    bv = s[0] + (c if y_true != 0 else 0.0)
+    for k in range(1, s.shape[0]):
+        v = s[k] + (c if y_true != k else 0.0)
+        if v > bv:
+            bv = v
+            best = k
+    return best
+
+
+@njit(cache=True, nogil=True)
+def multiclass_oracle_weighted(x, w, y_true, c, K, F):
+    """argmax_k <w_k, x> + c [k != y_true]: the oracle of the loss c [k != y_true]."""
+    return weighted_augmented_argmax(multiclass_scores(x, w, K, F), y_true, c)
+
+
+@njit(cache=True, nogil=True)
 def multiclass_phi_diff(x, ya, yb, F):
     """Sparse phi(x, ya) - phi(x, yb); yb < 0 means phi(x, ya) alone."""
     nz = 0
