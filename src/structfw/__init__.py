@@ -22,13 +22,14 @@ _LAZY = {
     "metrics": (".metrics", None),
     "features": (".features", None),
     "StructuredSVM": (".estimator", "StructuredSVM"),
+    "LatentStructuredSVM": (".latent", "LatentStructuredSVM"),
     "load": (".estimator", "load"),
     "Trace": (".trace", "Trace"),
     "regularization_path": (".path", "regularization_path"),
 }
 
-__all__ = ["StructuredSVM", "Trace", "load", "regularization_path", "datasets", "features", "metrics", "models",
-           "solvers", "svm", "__version__"]
+__all__ = ["StructuredSVM", "LatentStructuredSVM", "Trace", "load", "regularization_path", "datasets", "features",
+           "metrics", "models", "solvers", "svm", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -4,6 +4,7 @@ from .chain import ChainModel
 from .graph import GraphExample, GraphModel
 from .graphcut import GraphCutModel, GraphInput
 from .grid import GridModel
+from .latent import LatentSubclassModel
 from .matching import MatchingInput, MatchingModel
 from .multiclass import MulticlassModel
 from .pose import PoseModel
@@ -11,4 +12,4 @@ from .potts import PottsModel
 
 __all__ = ["StructuredModel", "register_model", "MODEL_REGISTRY", "ChainModel", "MulticlassModel",
            "GridModel", "GraphCutModel", "PottsModel", "GraphInput", "GraphModel", "GraphExample",
-           "MatchingModel", "MatchingInput", "PoseModel"]
+           "MatchingModel", "MatchingInput", "PoseModel", "LatentSubclassModel"]
