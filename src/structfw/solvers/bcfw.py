@@ -30,11 +30,11 @@ from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
 from .block_state import BCFWState, ground_truth_corners
 from .corners import CornerStore
-from .parts import BlockContext
+from .parts import BlockContext, ExactOracle
 from .passes import run_pass
 from .rows import SparseRows
-from .plan import (BCFW_AVERAGINGS, ENGINE_PARAMS, STEP_SIZES, STEPS, BlockPlan, check_combination, engine_label,
-                   make_plan)
+from .plan import (BCFW_AVERAGINGS, ENGINE_PARAMS, STEP_SIZES, STEPS, BlockPlan, check_combination, corner_source,
+                   engine_label, make_plan)
 from .sampling import BlockSampler
 
 if TYPE_CHECKING:
@@ -161,6 +161,12 @@ class BCFW(Solver):
     def label(self) -> str:
         """A short name in the papers' style, e.g. "BCPFW-gap-cache-wavg"."""
         return engine_label(self)
+
+    def corner_source(self) -> ExactOracle:
+        """The corner source part of a solve: from ``cache`` / ``multi_plane``
+        (`structfw.solvers.parts`).  A subclass may return a source of its own
+        (docs/design.md, "Adding a corner source"); it then runs on the Python route."""
+        return corner_source(self)
 
     def plan(self, problem: Problem, dense: bool | None = None) -> BlockPlan:
         """Every decision of a solve of ``problem``, resolved once (`structfw.solvers.plan.make_plan`)."""

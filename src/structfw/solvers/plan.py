@@ -163,7 +163,7 @@ def engine_label(o: Any) -> str:
     return "-".join(parts)
 
 
-def _corner_source(o: Any) -> ExactOracle:
+def corner_source(o: Any) -> ExactOracle:
     if o.multi_plane:
         return WorkingSet(o.max_planes, o.plane_timeout)
     if o.cache:
@@ -182,21 +182,26 @@ def make_plan(o: Any, problem: Problem, dense: bool | None = None) -> BlockPlan:
 
     ``dense``: the storage of a state being continued (None: from ``block_storage``)."""
     dense = dense_storage(o, problem) if dense is None else bool(dense)
+    source = o.corner_source()
+    # the compiled passes implement the three sources of the option table; a corner source of
+    # one's own (docs/design.md, "Adding a corner source") runs on the Python route
+    builtin = type(source) in (ExactOracle, GapCache, WorkingSet)
     # the compiled passes need an exact oracle the model compiled, no projection and no
     # minibatch (minibatches are for costly oracles, which are not compiled)
     compilable = not problem.approximate and not problem.constrained and o.minibatch == 1
-    compiled = problem.compiled_oracle() if compilable else None
+    compiled = problem.compiled_oracle() if compilable and builtin else None
     track = o.step in ("pairwise", "away")
     return BlockPlan(
-        source=_corner_source(o), step=STEP_PARTS[o.step](), step_name=o.step, step_code=_STEP_CODES[o.step],
+        source=source, step=STEP_PARTS[o.step](), step_name=o.step, step_code=_STEP_CODES[o.step],
         predefined=o.step_size == "predefined", sampling=o.sampling, averaging=o.averaging,
         uses_gaps=o.sampling in ("gap", "max_gap") or bool(o.cache), gap_refresh=o.gap_refresh,
-        dense=dense, track_alpha=track, keep_corners=track or bool(o.cache) or bool(o.multi_plane),
+        dense=dense, track_alpha=track,
+        keep_corners=track or bool(o.cache) or bool(o.multi_plane) or bool(source.keeps_corners),
         corner_capacity=o.cache_size + 2 if o.cache else 8,
         # compiled pairwise passes never read or write the rows (passes.compiled_general_pass)
         lazy_rows=o.step == "pairwise" and compiled is not None,
         tau=o.minibatch, asynchronous=bool(o.asynchronous), compilable=compilable, compiled=compiled,
-        plain=o.step == "fw" and not o.cache and not o.multi_plane, check_oracle=bool(o.check_oracle),
+        plain=o.step == "fw" and type(source) is ExactOracle, check_oracle=bool(o.check_oracle),
         cache=bool(o.cache), cache_F=o.cache_F, cache_nu=o.cache_nu, cache_size=o.cache_size,
         multi_plane=bool(o.multi_plane), max_planes=o.max_planes, plane_timeout=o.plane_timeout,
         max_approx_passes=o.max_approx_passes, approx_rule=o.approx_rule, oracle_work=o.oracle_work)
