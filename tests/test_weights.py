@@ -523,3 +523,19 @@ def test_online_eg_takes_per_example_weights():
     with pytest.raises(NotImplementedError, match="per-node loss weights"):
         sf.StructuredSVM(chain, solver="online-eg", max_passes=1, tol=None).fit(Xc, Yc,
                                                                                  sample_weight=node_weights(rng, Yc))
+
+
+@pytest.mark.parametrize("cw", ["balanced", {"a": 2.0, "b": 0.5}, {0: 1.5}])
+def test_class_weight_survives_a_model_file(tmp_path, cw):
+    import structfw as sf
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(4, 3)) for _ in range(8)]
+    labels = ["a", "b", "c"] if isinstance(cw, dict) and "a" in cw else [0, 1, 2]
+    Y = [np.array([labels[k] for k in rng.integers(0, 3, 4)], dtype=object if labels[0] == "a" else np.int64)
+         for _ in range(8)]
+    svm = sf.StructuredSVM(sf.models.ChainModel(3, 3), class_weight=cw, max_passes=2, random_state=0).fit(X, Y)
+    svm.save(tmp_path / "m.npz")
+    back = sf.load(tmp_path / "m.npz")
+    assert back.class_weight == cw
+    assert back.get_params()["class_weight"] == cw

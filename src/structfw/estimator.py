@@ -834,6 +834,10 @@ _MAX_D = 10 ** 9
 def _saved_params(est: StructuredSVM) -> dict[str, Any]:
     params = {k: _jsonable(getattr(est, k)) for k in _SAVED_PARAMS}
     params["solver"] = _solver_spec(est.solver)
+    cw = est.class_weight
+    if cw is not None:
+        # a dict's keys are labels of any kind: saved as [label, weight] pairs (JSON keys are strings)
+        params["class_weight"] = cw if isinstance(cw, str) else [[_jsonable(k), float(v)] for k, v in cw.items()]
     if not isinstance(est.random_state, (int, np.integer, type(None))):
         params["random_state"] = None  # a Generator is not data; the fit is done anyway
     return params
@@ -952,7 +956,7 @@ def _model_from_header(header: sfio.FieldMap) -> StructuredModel:
 
 def _params_from_header(header: sfio.FieldMap) -> dict[str, Any]:
     p = sfio.header_dict(header, "params")
-    sfio.check_fields(p, list(_SAVED_PARAMS))
+    sfio.check_fields(p, list(_SAVED_PARAMS), optional=["class_weight"])
     src = p.source
     for k in ("lam", "max_passes", "tol", "check_every", "time_budget", "random_state",
               "warm_start"):
@@ -973,8 +977,22 @@ def _params_from_header(header: sfio.FieldMap) -> dict[str, Any]:
         raise ValueError(f"{src}: field 'warm_start' must be true or false")
     out = {k: p[k] for k in _SAVED_PARAMS}
     out["lam"] = lam
+    out["class_weight"] = _class_weight_from_header(p.get("class_weight"), src)
     out["solver"] = _solver_from_spec(sfio.header_dict(p, "solver"))
     return out
+
+
+def _class_weight_from_header(cw: Any, src: str) -> str | dict[Any, float] | None:
+    """null, "balanced", or [[label, weight], ...] (files saved before the field: null)."""
+    if cw is None or cw == "balanced":
+        return cw
+    ok = isinstance(cw, list) and all(isinstance(e, list) and len(e) == 2 and _json_scalar(e[0])
+                                      and isinstance(e[1], (int, float)) and not isinstance(e[1], bool)
+                                      and math.isfinite(e[1]) and e[1] >= 0 for e in cw)
+    if not ok:
+        raise ValueError(f"{src}: field 'class_weight' must be null, \"balanced\" or a list of [label, weight >= 0] "
+                         "pairs")
+    return {e[0]: float(e[1]) for e in cw}
 
 
 def _solver_spec(solver: str | Solver) -> dict[str, Any]:
