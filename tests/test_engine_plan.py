@@ -88,3 +88,39 @@ def test_plan_is_frozen_and_resolves_the_options():
     plain = BCFW(block_storage="sparse").plan(problem)
     assert plain.plain and not plain.dense and plain.compiled is None
     assert np.isfinite(plain.cache_F)
+
+
+def test_gap_refresh_none_refreshes_only_once():
+    """gap_refresh=None: the first gap pass only (Fig. 1's 'Gap Inf'); its calls count once."""
+    problem = make_toy_problem(seed=5)
+    n = problem.n
+    calls = {}
+    for refresh in (None, 2):
+        solver = BCFW(sampling="gap", gap_refresh=refresh)
+        res = solver.solve(problem, StopRule(max_passes=6, check_every=100), rng=0)
+        calls[refresh] = res.trace["oracle_calls"][-1]
+    assert calls[None] == n + 6 * n  # the first gap pass, then one call per block step
+    assert calls[2] == n + 6 * n + 3 * n  # and a gap pass after passes 2, 4 and 6
+    assert BCFW(gap_refresh=None).get_params()["gap_refresh"] is None
+    with pytest.raises(ValueError, match="gap_refresh must be an integer >= 1 or None"):
+        BCFW(gap_refresh=0)
+
+
+def test_gap_refresh_never_on_the_command_line():
+    import click
+    from click.testing import CliRunner
+
+    from structfw.cli._solver_options import pop_solver_options, solver_options
+
+    seen = {}
+
+    @click.command()
+    @solver_options
+    def cmd(**kw):
+        kw.pop("solver")
+        seen.update(pop_solver_options(kw))
+
+    assert CliRunner().invoke(cmd, ["--gap-refresh", "never"]).exit_code == 0
+    assert seen == {"gap_refresh": None}
+    out = CliRunner().invoke(cmd, ["--gap-refresh", "often"])
+    assert out.exit_code != 0 and "'often' is not an integer or 'never'" in out.output

@@ -105,6 +105,15 @@ BOOLEAN = InstanceOf((bool, np.bool_), "a bool")
 RANDOM_STATE = [NONE, Interval(0, integer=True), InstanceOf((np.random.Generator,), "a numpy Generator")]
 
 
+class InvalidParameterError(ValueError):
+    """A constructor parameter outside its constraints; ``param`` names it (the command line
+    maps it to its flag)."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 def validate_params(est: Any, table: Mapping[str, list[Any]]) -> None:
     """Check every parameter of ``est`` named in ``table`` (ValueError naming the first that fails).
 
@@ -114,5 +123,5 @@ def validate_params(est: Any, table: Mapping[str, list[Any]]) -> None:
         if any(c.accepts(v) for c in constraints):
             continue
         kinds = " or ".join(c.describe() for c in constraints)
-        raise ValueError(f"{type(est).__name__}: parameter {name!r} must be {kinds}; got {v!r}")
+        raise InvalidParameterError(f"{type(est).__name__}: parameter {name!r} must be {kinds}; got {v!r}", name)
 

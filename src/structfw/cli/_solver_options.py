@@ -57,7 +57,31 @@ def _make_option(name, entries):
         return click.option(f"{flag(name)}/--no-{name.replace('_', '-')}", name, default=None, help=help_)
     if p.kind == "choice":
         return click.option(flag(name), name, type=click.Choice(_choices(entries)), default=None, help=help_)
-    return click.option(flag(name), name, type=int if p.kind == "int" else float, default=None, help=help_)
+    number = int if p.kind == "int" else float
+    if p.none_ok:
+        return click.option(flag(name), name, type=_NumberOrNever(number), default=None, help=help_)
+    return click.option(flag(name), name, type=number, default=None, help=help_)
+
+
+class _NumberOrNever(click.ParamType):
+    """A number, or "never" (the option's None)."""
+
+    name = "number|never"
+
+    def __init__(self, number):
+        self.number = number
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip().lower() in ("never", "none"):
+            return NEVER
+        try:
+            return self.number(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not {'an integer' if self.number is int else 'a number'} or 'never'", param, ctx)
+
+
+#: what a "never" on the command line stands for until it is handed to the solver as None
+NEVER = "never"
 
 
 def solver_options(command):
@@ -74,7 +98,7 @@ def pop_solver_options(kwargs):
     for name in option_table():
         value = kwargs.pop(name, None)
         if value is not None:
-            given[name] = value
+            given[name] = None if value is NEVER else value
     return given
 
 

@@ -36,7 +36,8 @@ def demo(lam, passes, seed, out):
     try:
         svm.fit(X, Y, X_test=Xt, Y_test=Yt)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--lam" if str(exc).startswith("lam") else "--passes")
+        lam_error = getattr(exc, "param", None) == "lam" or str(exc).startswith("lam")
+        raise click.BadParameter(str(exc), param_hint="--lam" if lam_error else "--passes") from None
     print_table(svm.trace_)
     outdir.mkdir(parents=True, exist_ok=True)
     writers = [("trace", lambda: _saved(svm.trace_.save, outdir / "demo_trace.json"))]

@@ -149,8 +149,8 @@ def _fit(kw, model, solver, X, Y, Xt, Yt):
             svm.fit(X, Y, X_test=Xt, Y_test=Yt)
     except ValueError as exc:
         msg = str(exc)
-        name = next((n for n in ESTIMATOR_FLAGS if msg.startswith(n)), None)
-        if name is not None:
+        name = getattr(exc, "param", None) or next((n for n in ESTIMATOR_FLAGS if msg.startswith(n)), None)
+        if name in ESTIMATOR_FLAGS:
             raise click.BadParameter(msg, param_hint=ESTIMATOR_FLAGS[name]) from None
         raise DataError(kw["data"], msg) from None
     return svm

@@ -266,6 +266,8 @@ class Param:
         Allowed values of a "choice" option (may contain None).
     low : float or None
         Smallest allowed value of an "int"/"float" option (``low_open``: excluded).
+    none_ok : bool
+        An "int"/"float" option that also takes None (``--name never`` on the command line).
     help : str
         One line for ``--help`` and the docs.
     """
@@ -277,9 +279,12 @@ class Param:
     low: float | None = None
     low_open: bool = False
     help: str = ""
+    none_ok: bool = False  # an "int"/"float" option that may also be None (its meaning is in ``help``)
 
     def check(self, value: object) -> None:
         """Raise ValueError naming the option unless ``value`` is allowed."""
+        if value is None and self.none_ok:
+            return
         if self.kind == "choice":
             allowed = value is None if value is None else (
                 isinstance(value, str) and value in [c for c in self.choices if isinstance(c, str)])
@@ -294,10 +299,12 @@ class Param:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, number) or (
                 self.kind == "float" and not math.isfinite(float(value))):
             what = "an integer" if self.kind == "int" else "a finite number"
-            raise ValueError(f"{self.name} must be {what}{self._bound()}; got {value!r}")
+            raise ValueError(f"{self.name} must be {what}{self._bound()}{' or None' if self.none_ok else ''}; "
+                             f"got {value!r}")
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
             what = "an integer" if self.kind == "int" else "a number"
-            raise ValueError(f"{self.name} must be {what}{self._bound()}; got {value!r}")
+            raise ValueError(f"{self.name} must be {what}{self._bound()}{' or None' if self.none_ok else ''}; "
+                             f"got {value!r}")
 
     def _bound(self) -> str:
         if self.low is None:

@@ -77,8 +77,10 @@ class BCFW(Solver):
     averaging : {None, "weighted", "suffix"}
         Report the weighted average (14) ("BCFW-wavg") or the 0.5-suffix
         average by the doubling trick (15) ("BCFW-tavg") of the iterates.
-    gap_refresh : int
-        Passes between the full gap passes of gap sampling and the cache.
+    gap_refresh : int or None
+        Passes between the full gap passes of gap sampling and the cache; None: the first
+        gap pass only, after which the estimates come from the block steps alone (the
+        "Gap Inf" arm of Osokin et al. 2016, Fig. 1).
     block_storage : {"auto", "dense", "sparse"}
         How the n block parts w_i are stored: an (n, d) array (fast for small
         d) or one sparse vector per block (CoNLL-size sparse problems).
@@ -130,7 +132,7 @@ class BCFW(Solver):
     cache_nu: float
     cache_size: int
     averaging: str | None
-    gap_refresh: int
+    gap_refresh: int | None
     block_storage: str
     max_dense_bytes: int
     check_oracle: bool
@@ -145,7 +147,7 @@ class BCFW(Solver):
 
     def __init__(self, step_size: str = "linesearch", sampling: str = "uniform", step: str = "fw",
                  cache: bool = False, cache_F: float = 0.25, cache_nu: float = 0.01, cache_size: int = 50,
-                 averaging: str | None = None, gap_refresh: int = 10, block_storage: str = "auto",
+                 averaging: str | None = None, gap_refresh: int | None = 10, block_storage: str = "auto",
                  max_dense_bytes: int = 2 * 1024 ** 3, check_oracle: bool = True, multi_plane: bool = False,
                  max_planes: int = 1000, max_approx_passes: int = 1000, plane_timeout: int = 10,
                  approx_rule: str = "work", oracle_work: float = 10.0, minibatch: int = 1,
@@ -237,8 +239,7 @@ class BCFW(Solver):
 
     # ================================================================ skeleton parts
     def checkpoint_due(self, st: BCFWState, since_check: int, done: int, stop: StopRule, monitor: Monitor) -> bool:
-        plan = self._ctx.plan
-        return (plan.uses_gaps and st.passes % plan.gap_refresh == 0) or super().checkpoint_due(
+        return self._ctx.plan.refresh_due(st.passes) or super().checkpoint_due(
             st, since_check, done, stop, monitor)
 
     def checkpoint(self, problem: Problem, st: BCFWState, monitor: Monitor, initial: bool,
@@ -253,7 +254,7 @@ class BCFW(Solver):
         elif initial:
             refresh = st.needs_refresh
         else:
-            refresh = st.passes % plan.gap_refresh == 0
+            refresh = plan.refresh_due(st.passes)
         n = problem.n
         with monitor.monitoring():
             primal, gaps_at_w, res = self.gap_pass(problem, st, validate=plan.check_oracle,
@@ -394,7 +395,7 @@ oracle_work, minibatch, asynchronous
 
     def __init__(self, step_size: str = "linesearch", sampling: str = "uniform", step: str = "fw",
                  cache: bool = False, cache_F: float = 0.25, cache_nu: float = 0.01, cache_size: int = 50,
-                 averaging: str | None = None, gap_refresh: int = 10, block_storage: str = "auto",
+                 averaging: str | None = None, gap_refresh: int | None = 10, block_storage: str = "auto",
                  max_dense_bytes: int = 2 * 1024 ** 3, check_oracle: bool = True, multi_plane: bool = True,
                  max_planes: int = 1000, max_approx_passes: int = 1000, plane_timeout: int = 10,
                  approx_rule: str = "work", oracle_work: float = 10.0, minibatch: int = 1,

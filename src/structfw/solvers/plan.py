@@ -36,7 +36,9 @@ ENGINE_PARAMS: tuple[Param, ...] = (
     Param("cache_nu", 0.01, "float", low=0.0, low_open=True, help="nu of the cache hit rule."),
     Param("cache_size", 50, "int", low=2, help="Largest number of corners cached per block."),
     Param("averaging", None, "choice", BCFW_AVERAGINGS, help="Averaging of the iterates (eqs. (14), (15))."),
-    Param("gap_refresh", 10, "int", low=1, help="Passes between full gap passes (gap sampling, cache)."),
+    Param("gap_refresh", 10, "int", low=1, none_ok=True,
+          help="Passes between full gap passes (gap sampling, cache); None (CLI: never): only the first "
+               "(Osokin et al. Fig. 1's 'Gap Inf')."),
     Param("block_storage", "auto", "choice", ("auto", "dense", "sparse"), help="Storage of the w_i."),
     Param("max_dense_bytes", 2 * 1024 ** 3, "int", low=0, help="Largest n*d*8 stored densely by 'auto'."),
     Param("check_oracle", True, "bool", help="Validate oracle outputs in the first pass and gap passes."),
@@ -87,7 +89,8 @@ class BlockPlan:
         The sampler's kind and the averaging ("weighted" eq. (14), "suffix" eq. (15)).
     uses_gaps : bool
         Gap sampling or the cache: a full gap pass every ``gap_refresh`` passes is part of
-        the algorithm (its oracle calls count).
+        the algorithm (its oracle calls count); ``gap_refresh=None``: only the first, the gap
+        estimates then come from the block steps alone.
     dense : bool
         The w_i are rows of an (n, d) array (else one sparse vector per block).
     track_alpha, keep_corners, corner_capacity, lazy_rows
@@ -114,7 +117,7 @@ class BlockPlan:
     sampling: str
     averaging: str | None
     uses_gaps: bool
-    gap_refresh: int
+    gap_refresh: int | None
     dense: bool
     track_alpha: bool
     keep_corners: bool
@@ -136,6 +139,10 @@ class BlockPlan:
     max_approx_passes: int
     approx_rule: str
     oracle_work: float
+
+    def refresh_due(self, passes: int) -> bool:
+        """Is the algorithm's full gap pass due after ``passes`` passes?"""
+        return self.uses_gaps and self.gap_refresh is not None and passes % self.gap_refresh == 0
 
     def tidy_rule(self, mp_iter: int, approx: bool) -> tuple[int, int, int]:
         """(tidy kind, limit, stamp) of the compiled general pass: what leaves the corner sets."""
