@@ -44,7 +44,7 @@ def hinge_pass(compiled, n, w):
     compile_leaves_in_background(kind)
     none_2d = np.empty((0, 0))
     plain_fw_chunk(kind, data, int(n), ORDER, _EMPTY_I, _EMPTY_V, _EMPTY_V, _EMPTY_V, w, none_2d, _EMPTY_V,
-                   _EMPTY_V, 0.0, 1.0, 0, False, 0, _EMPTY_V, 0, 1.0, 0.0, False, _EMPTY_V, H)
+                   _EMPTY_V, 0.0, 1.0, 0, 0.0, 0, _EMPTY_V, 0, 1.0, 0.0, False, _EMPTY_V, H)
     return H
 
 
@@ -105,7 +105,7 @@ def fw_block_step(w, vi, ci, idx, val, pw, inv_ln, dl, lam, gfixed, u, inv_c, sc
 
 @njit(cache=True, nogil=True)
 def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree, w, wi, wi_scale, li, ell, lam, k,
-                   predefined, avg_kind, u, avg_t, avg_c, avg_lbar, check, scratch, hinges):
+                   nu_step, avg_kind, u, avg_t, avg_c, avg_lbar, check, scratch, hinges):
     """m block iterations of plain BCFW, or (``hinges`` non-empty) the hinge terms of blocks 0..m-1.
 
     With ``hinges`` of length m the kernel only measures: hinges[i] = H_i(y_i*; w) =
@@ -125,7 +125,8 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
     w, wi, wi_scale, li : w, the block parts w_i = wi_scale[i] * wi[i] ((n, d) and (n,)) and l_i
                             (updated in place; see `fw_block_step`)
     ell, lam, k : l, lambda and the block-step counter
-    predefined : bool       step 2n/(k+2n) instead of line search
+    nu_step : float         > 0: the predefined step 2n/(nu k + 2n) of oracle quality nu (BCFW paper
+                            App. C, Alg. C.2; nu = 1: Alg. 3's 2n/(k+2n)); 0: the line search
     avg_kind, u, avg_t, avg_c, avg_lbar : the lazy average (see averaging.py)
     check : bool            stop at an oracle labelling with H_i < 0 = H_i(y_i) (not a maximiser)
     scratch : float64[d]    zeros, for merging repeated psi entries
@@ -154,7 +155,7 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
                 i = fenwick_find(tree, draws[s] * total)
         else:
             i = first_argmax(estimates)
-        gfixed = 2.0 * n / (k + 2.0 * n) if predefined else -1.0
+        gfixed = 2.0 * n / (nu_step * k + 2.0 * n) if nu_step > 0.0 else -1.0
         rho = 0.0
         inv_c = 0.0
         if avg_kind != 0:
@@ -227,7 +228,7 @@ DROP_INACTIVE, EVICT_OVER, EXPIRE = 0, 1, 2
 
 @njit(cache=True, nogil=True)
 def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates, tree, w, B, li, lam,
-                  step_kind, cache, F, nu, track_alpha, predefined, avg_kind, check,
+                  step_kind, cache, F, nu, track_alpha, nu_step, avg_kind, check,
                   oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit, keep_rows):
     """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
 
@@ -331,7 +332,7 @@ def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates
                 oracle_gaps[i] = g_i
             if keeps:
                 slot = cs_put(S, i, h_s, slot, ps_i, ps_v, L_s, 0.0, mark)
-        gfixed = 2.0 * n / (k + 2.0 * n) if predefined else -1.0
+        gfixed = 2.0 * n / (nu_step * k + 2.0 * n) if nu_step > 0.0 else -1.0
         rho = 0.0
         inv_c = 0.0
         if avg_kind != 0:

@@ -57,6 +57,12 @@ class BCFW(Solver):
     step_size : {"linesearch", "predefined"}
         Closed-form line search (Alg. 1 line 7 of Osokin et al. 2016) or the
         predefined step 2n/(k+2n) (Alg. 3 of Lacoste-Julien et al. 2013).
+    oracle_quality : float in (0, 1]
+        nu, the multiplicative quality of an approximate max oracle: its corner's block gap is
+        at least nu times the best one (Lacoste-Julien et al. 2013, eq. (12)).  The
+        predefined step is then 2n/(nu k + 2n) (App. C, Alg. C.2), with which the
+        O(1/(nu k)) rate of Thm. C.1 holds; the line search needs no correction.  1: an exact
+        oracle.
     sampling : {"uniform", "perm", "gap", "max_gap"}
         Block choice; "gap" samples p_i proportional to the last block-gap estimate
         (Sec. 3.1), with a full gap pass every ``gap_refresh`` passes.  With gap
@@ -125,6 +131,7 @@ class BCFW(Solver):
     PARAMS: tuple[Param, ...] = ENGINE_PARAMS
 
     step_size: str
+    oracle_quality: float
     sampling: str
     step: str
     cache: bool
@@ -151,7 +158,7 @@ class BCFW(Solver):
                  max_dense_bytes: int = 2 * 1024 ** 3, check_oracle: bool = True, multi_plane: bool = False,
                  max_planes: int = 1000, max_approx_passes: int = 1000, plane_timeout: int = 10,
                  approx_rule: str = "work", oracle_work: float = 10.0, minibatch: int = 1,
-                 asynchronous: bool = False) -> None:
+                 asynchronous: bool = False, oracle_quality: float = 1.0) -> None:
         self._init_params(locals())
         check_combination(self)
 
@@ -386,7 +393,7 @@ class MPBCFW(BCFW):
     ----------
     step_size, sampling, step, cache, cache_F, cache_nu, cache_size, averaging, gap_refresh, block_storage, \
 max_dense_bytes, check_oracle, multi_plane, max_planes, max_approx_passes, plane_timeout, approx_rule, \
-oracle_work, minibatch, asynchronous
+oracle_work, minibatch, asynchronous, oracle_quality
         As for `BCFW`; only the defaults differ: ``multi_plane=True``.
     """
 
@@ -399,6 +406,6 @@ oracle_work, minibatch, asynchronous
                  max_dense_bytes: int = 2 * 1024 ** 3, check_oracle: bool = True, multi_plane: bool = True,
                  max_planes: int = 1000, max_approx_passes: int = 1000, plane_timeout: int = 10,
                  approx_rule: str = "work", oracle_work: float = 10.0, minibatch: int = 1,
-                 asynchronous: bool = False) -> None:
+                 asynchronous: bool = False, oracle_quality: float = 1.0) -> None:
         self._init_params(locals())
         check_combination(self)

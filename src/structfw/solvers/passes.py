@@ -133,7 +133,7 @@ def python_pass(ctx: BlockContext, flag: InterruptFlag, order: Any, approx: bool
             batch.reverse()
         if window is None:
             i = batch.pop()
-        ctx.gfixed = 2.0 * n / (st.k + 2.0 * n) if plan.predefined else -1.0
+        ctx.gfixed = 2.0 * n / (plan.nu_step * st.k + 2.0 * n) if plan.nu_step > 0.0 else -1.0
         rho = 0.0
         if avg is not None:
             rho, ctx.inv_c = avg.begin_step()
@@ -235,7 +235,7 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
             s, status = general_chunk(
                 oracle_kind, data, store.arrays, s, m, kind, chunk_order, draws, st.sampler.estimates,
                 st.sampler._tree, st.w, B, st.li, problem.lam, plan.step_code, plan.cache, plan.cache_F,
-                plan.cache_nu, st.track_alpha, plan.predefined, avg_kind, plan.check_oracle,
+                plan.cache_nu, st.track_alpha, plan.nu_step, avg_kind, plan.check_oracle,
                 st.oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit, keep_rows)
             st.rows_stale = st.rows_stale or not keep_rows
             if status == 0:
@@ -277,7 +277,7 @@ def compiled_plain_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
         kind, order, draws = chunk_plan(st, m)
         st.ell, st.k, t, c, lbar, steps, bad = plain_fw_chunk(
             oracle_kind, data, m, kind, order, draws, sampler.estimates, sampler._tree, st.w, rows, scales, st.li,
-            st.ell, problem.lam, st.k, plan.predefined, avg_kind, u, t, c, lbar,
+            st.ell, problem.lam, st.k, plan.nu_step, avg_kind, u, t, c, lbar,
             plan.check_oracle, scratch, _EMPTY_V)
         ctx.counters["oracle_calls"] += steps + (bad >= 0)
         if bad >= 0:  # the compiled oracle is not a maximiser: the checked Python call names the example

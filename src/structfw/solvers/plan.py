@@ -29,6 +29,9 @@ _STEP_CODES = {"fw": FW_STEP, "pairwise": PAIRWISE_STEP, "away": AWAY_STEP}
 ENGINE_PARAMS: tuple[Param, ...] = (
     Param("step_size", "linesearch", "choice", STEP_SIZES,
           help="Line search (Alg. 1 line 7) or the predefined 2n/(k+2n)."),
+    Param("oracle_quality", 1.0, "float", low=0.0, low_open=True,
+          help="nu in (0, 1]: the max oracle's multiplicative quality; the predefined step becomes "
+               "2n/(nu k + 2n) (Lacoste-Julien et al. 2013, App. C, Alg. C.2)."),
     Param("sampling", "uniform", "choice", SAMPLINGS, help="Block sampling (gap: Osokin et al. Sec. 3.1)."),
     Param("step", "fw", "choice", STEPS, help="Block step: Frank-Wolfe, pairwise or away."),
     Param("cache", False, "bool", help="Gap-based oracle cache (Osokin et al. Sec. 3.3)."),
@@ -64,7 +67,11 @@ ENGINE_PARAMS: tuple[Param, ...] = (
 
 
 def check_combination(options: Any) -> None:
-    """The option pairs that exclude each other (ValueError naming both)."""
+    """The option pairs that exclude each other (ValueError naming both), and bounds a Param
+    cannot say."""
+    if isinstance(options.oracle_quality, (int, float)) and options.oracle_quality > 1.0:
+        raise ValueError(f"oracle_quality must be a number in (0, 1] (nu = 1: an exact oracle); got "
+                         f"{options.oracle_quality!r}")
     if options.asynchronous and options.minibatch < 2:
         raise ValueError("asynchronous=True keeps minibatch=tau oracle calls in flight: give minibatch >= 2 "
                          f"(tau >= n_jobs + 1 keeps every worker busy); got minibatch={options.minibatch}")
@@ -84,7 +91,8 @@ class BlockPlan:
     step : FWStep | PairwiseStep | AwayStep
         The block-step part; ``step_code`` is its code in the compiled passes.
     predefined : bool
-        Step size 2n/(k+2n) (BCFW paper Alg. 3) instead of the line search.
+        Step size 2n/(nu k + 2n) (BCFW paper Alg. 3; nu < 1: App. C, Alg. C.2) instead of the
+        line search; ``nu_step`` is nu then, 0 with the line search.
     sampling, averaging : str, str or None
         The sampler's kind and the averaging ("weighted" eq. (14), "suffix" eq. (15)).
     uses_gaps : bool
@@ -114,6 +122,7 @@ class BlockPlan:
     step_name: str
     step_code: int
     predefined: bool
+    nu_step: float
     sampling: str
     averaging: str | None
     uses_gaps: bool
@@ -200,7 +209,8 @@ def make_plan(o: Any, problem: Problem, dense: bool | None = None) -> BlockPlan:
     track = o.step in ("pairwise", "away")
     return BlockPlan(
         source=source, step=STEP_PARTS[o.step](), step_name=o.step, step_code=_STEP_CODES[o.step],
-        predefined=o.step_size == "predefined", sampling=o.sampling, averaging=o.averaging,
+        predefined=o.step_size == "predefined",
+        nu_step=float(o.oracle_quality) if o.step_size == "predefined" else 0.0, sampling=o.sampling, averaging=o.averaging,
         uses_gaps=o.sampling in ("gap", "max_gap") or bool(o.cache), gap_refresh=o.gap_refresh,
         dense=dense, track_alpha=track,
         keep_corners=track or bool(o.cache) or bool(o.multi_plane) or bool(source.keeps_corners),
