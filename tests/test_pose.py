@@ -319,3 +319,140 @@ def test_fit_on_a_slice_optimises_under_positivity(tmp_path, monkeypatch):
     assert np.all(gaps >= -1e-9) and np.all(np.diff(duals) >= -1e-9 * np.abs(duals[1:]).max())
     assert duals[-1] > duals[0]
     assert 0.0 <= pck(te.Y, svm.predict(te.X)) <= 1.0
+
+
+# ------------------------------------------------------------------ part filters (window > 1)
+def test_window_scores_are_the_joint_feature_dot():
+    """Correlation with the part filters (zeros off the grid) equals <w, phi(x, y)>, borders included."""
+    rng = np.random.default_rng(5)
+    for window, stride in ((3, 1), (3, 2), (5, 2)):
+        m = PoseModel(3, [1, -1, 1], 2, (5, 6), tolerance=1.0, displacement_scale=2.0, window=window,
+                      window_stride=stride)
+        assert m.size_joint_feature == 3 * window * window * 2 + 8
+        assert m.offsets.shape == (window * window, 2) and np.abs(m.offsets).max() == stride * (window // 2)
+        for _ in range(5):
+            x = rng.normal(size=(5, 6, 2))
+            w = rng.normal(size=m.size_joint_feature)
+            w[m.nonnegative_indices] = np.abs(w[m.nonnegative_indices])
+            y = np.stack([rng.integers(0, 5, 3), rng.integers(0, 6, 3)], 1)
+            y[0] = (0, 5)  # a part on the corner: part of its window is off the grid
+            assert m.energy(x, y, w) == pytest.approx(w @ m.joint_feature(x, y), abs=1e-10)
+            f = m.part_features(x, y)
+            assert f.shape == (3, window * window * 2)
+            centre = window * window // 2
+            np.testing.assert_array_equal(f[:, 2 * centre:2 * centre + 2], x[y[:, 0], y[:, 1]])
+
+
+def test_window_oracle_is_exact_and_round_trips(tmp_path):
+    m = PoseModel(2, [-1, 0], 2, (3, 3), tolerance=0.5, displacement_scale=2.0, window=3, window_stride=1)
+    rng = np.random.default_rng(1)
+    pos = [(i, j) for i in range(3) for j in range(3)]
+    for _ in range(4):
+        x = rng.normal(size=(3, 3, 2))
+        w = rng.normal(size=m.size_joint_feature)
+        w[m.nonnegative_indices] = np.abs(w[m.nonnegative_indices])
+        yt = np.array([[1, 1], [2, 0]])
+        best = max(m.loss(yt, np.array(ys)) + w @ m.joint_feature(x, np.array(ys))
+                   for ys in itertools.product(pos, repeat=2))
+        y = m.loss_augmented_decode(x, yt, w)
+        assert m.loss(yt, y) + w @ m.joint_feature(x, y) == pytest.approx(best, abs=1e-10)
+    assert PoseModel(**m.get_config()).offsets.tolist() == m.offsets.tolist()
+    for bad, match in ((dict(window=2), "window must be an odd"), (dict(window=0), "window"),
+                       (dict(window_stride=0), "window_stride")):
+        with pytest.raises(ValueError, match=match):
+            PoseModel(2, [-1, 0], 2, (3, 3), **bad)
+
+
+# ------------------------------------------------------------------ the model learns the layout
+def _decoy_task(n, seed):
+    """Part p's channel is 1 at its true position and 1.3 at a random decoy two or more cells
+    away; the layout is fixed (part 1 three cells right of the root, part 2 three cells below).
+    Each detector alone prefers its decoy; only the springs can find the parts."""
+    rng = np.random.default_rng(seed)
+    X, Y = [], []
+    for _ in range(n):
+        r = rng.integers(0, 6, 2)
+        y = np.array([r, r + (0, 3), r + (3, 0)], np.int64)
+        x = rng.normal(0, 0.1, (9, 9, 3))
+        for p in range(3):
+            x[y[p, 0], y[p, 1], p] += 1.0
+            d = rng.integers(0, 9, 2)
+            while np.abs(d - y[p]).max() < 2:
+                d = rng.integers(0, 9, 2)
+            x[d[0], d[1], p] += 1.3
+        X.append(x)
+        Y.append(y)
+    return X, Y
+
+
+def test_tree_model_learns_what_the_unary_model_cannot():
+    from structfw.bench.pose import _unary_only
+
+    X, Y = _decoy_task(16, 0)
+    Xt, Yt = _decoy_task(20, 1)
+    losses = {}
+    for name in ("tree", "unary-only"):
+        m = PoseModel(3, [-1, 0, 0], 3, (9, 9), tolerance=0.5, displacement_scale=3.0)
+        if name == "unary-only":
+            m = _unary_only(m)
+        svm = sf.StructuredSVM(m, solver=BCFW(step="pairwise"), lam=0.01, max_passes=30, tol=1e-2,
+                               random_state=0).fit(X, Y)
+        assert np.all(svm.coef_[m.nonnegative_indices] >= 0.0)
+        losses[name] = np.mean([m.loss(a, b) for a, b in zip(Yt, svm.predict(Xt))])
+    assert losses["tree"] <= 0.1 and losses["unary-only"] >= 0.6, losses
+
+
+# ------------------------------------------------------------------ benchmarks on a tiny pose set (CLI smoke)
+def test_pose_image_matches_the_data(tmp_path, monkeypatch):
+    pytest.importorskip("skimage")
+    from structfw.datasets import load_pose
+    from structfw.datasets.pose import IMAGE, pose_image, to_grid, to_pixels
+
+    monkeypatch.setenv("STRUCTFW_DATA_HOME", str(tmp_path))
+    img, y = pose_image("test", 1)
+    assert img.shape == (IMAGE, IMAGE, 3) and 0.0 <= img.min() and img.max() <= 1.0
+    np.testing.assert_array_equal(y, load_pose("test", n=2, cache=False).Y[1])
+    np.testing.assert_array_equal(to_grid(to_pixels(y)), y)
+    with pytest.raises(ValueError, match="index"):
+        pose_image("test", 1000)
+
+
+@pytest.mark.slow
+def test_bench_gaps_runs_on_pose(tmp_path, monkeypatch):
+    pytest.importorskip("skimage")
+    import json
+
+    from click.testing import CliRunner
+
+    from structfw.bench.gaps import bench_gaps
+
+    monkeypatch.setenv("STRUCTFW_DATA_HOME", str(tmp_path / "data"))
+    out = tmp_path / "gaps"
+    res = CliRunner().invoke(bench_gaps, ["--dataset", "pose", "--subsample", "3", "--passes", "1", "--seeds", "1",
+                                          "--lam", "1/n", "--check-every", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "gaps_pose.json").read_text())
+    assert doc["dataset"] == "pose" and doc["n"] == 3
+    assert len(doc["lams"]["1/n"]["variants"]) == 8
+    assert (out / "gaps_pose.png").stat().st_size > 0
+    res = CliRunner().invoke(bench_gaps, ["--dataset", "pose", "--subsample", "1001", "--out", str(out)])
+    assert res.exit_code != 0 and "1,000" in res.output
+
+
+@pytest.mark.slow
+def test_bench_path_runs_on_pose(tmp_path, monkeypatch):
+    pytest.importorskip("skimage")
+    import json
+
+    from click.testing import CliRunner
+
+    from structfw.bench.path import bench_path
+
+    monkeypatch.setenv("STRUCTFW_DATA_HOME", str(tmp_path / "data"))
+    out = tmp_path / "path"
+    res = CliRunner().invoke(bench_path, ["--dataset", "pose", "--subsample", "2", "--max-passes", "2",
+                                          "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "path_vs_grid.json").read_text())
+    assert doc["data"] == "pose" and doc["n"] == 2 and len(doc["grid_cold"]["lam"]) == 31
+    assert (out / "path_vs_grid.png").stat().st_size > 0

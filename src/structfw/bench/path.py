@@ -27,6 +27,8 @@ from ..solvers.sampling import SAMPLINGS
 from ..solvers.problem import Problem
 
 GRID = tuple(2.0 ** k for k in range(15, -16, -1))
+#: training images of ``--dataset pose`` without --subsample (31 grid points x 2 searches must run in minutes)
+POSE_DEFAULT_N = 50
 
 
 def grid_search(model, X, Y, lams, eps, solver, warm, max_passes=500, random_state=0):
@@ -64,8 +66,10 @@ def make_engine(step="fw", sampling="perm", gap_refresh=2, cache=False):
 
 def run_path_benchmark(subsample=None, eps=0.1, kappa=0.5, out="bench_out/path", step="fw", sampling="perm",
                        gap_refresh=2, max_passes=500, seed=0, data="ocr", verbose=1):
-    """Path vs grid search (cold and warm) on OCR or the graph-cut segmentation task (``data="seg-binary"``,
-    whose pairwise weights the engine keeps >= 0); writes path_vs_grid.json and .png in ``out``."""
+    """Path vs grid search (cold and warm) on OCR, the graph-cut segmentation task (``data="seg-binary"``,
+    whose pairwise weights the engine keeps >= 0) or the pose tree of parts (``data="pose"``, the first
+    ``subsample`` of `structfw.datasets.load_pose`'s training images, 50 by default; its deformation
+    weights are kept >= 0); writes path_vs_grid.json and .png in ``out``."""
     from .. import datasets, models
 
     if data == "ocr":
@@ -74,8 +78,13 @@ def run_path_benchmark(subsample=None, eps=0.1, kappa=0.5, out="bench_out/path",
     elif data == "seg-binary":
         X, Y, make_model = datasets.load_segmentation("seg-binary", "train")
         model = make_model()
+    elif data == "pose":
+        if subsample is not None and not 1 <= int(subsample) <= 1000:
+            raise ValueError(f"subsample must be in 1..1000 for the pose data, got {subsample!r}")
+        tr = datasets.load_pose("train", n=int(subsample or POSE_DEFAULT_N))
+        X, Y, model = list(tr.X), list(tr.Y), tr.make_model()
     else:
-        raise ValueError(f"data must be 'ocr' or 'seg-binary'; got {data!r}")
+        raise ValueError(f"data must be 'ocr', 'seg-binary' or 'pose'; got {data!r}")
     if subsample:
         X, Y = X[:subsample], Y[:subsample]
     n = len(X)
@@ -181,7 +190,7 @@ def plot_path_vs_grid(doc, path=None):
         ax.set_ylabel(lab)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"OCR n={doc['n']}, eps={doc['eps']}, {doc['engine']}: path vs grid search (Osokin et al. 2016, Fig. 4)")
+    fig.suptitle(f"{doc.get('data', 'ocr')} n={doc['n']}, eps={doc['eps']}, {doc['engine']}: path vs grid search (Osokin et al. 2016, Fig. 4)")
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)
@@ -189,7 +198,8 @@ def plot_path_vs_grid(doc, path=None):
 
 
 @click.command("path")
-@click.option("--subsample", type=int, default=None, help="Use the first N OCR training words (default: all 6,251).")
+@click.option("--subsample", type=int, default=None,
+              help="Use the first N training examples (default: all 6,251 OCR words; pose: 50 images).")
 @click.option("--eps", default=0.1, show_default=True, help="Target duality gap of path and grid points.")
 @click.option("--kappa", default=0.5, show_default=True, help="Path breakpoints are solved to kappa*eps.")
 @click.option("--step", type=click.Choice(STEPS), default="fw", show_default=True,
@@ -201,8 +211,8 @@ def plot_path_vs_grid(doc, path=None):
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", default="bench_out/path", show_default=True, type=click.Path(file_okay=False),
               help="Folder for path_vs_grid.json/.png, path.json/.png.")
-@click.option("--dataset", "data", type=click.Choice(["ocr", "seg-binary"]), default="ocr", show_default=True,
-              help="OCR (chain) or the graph-cut segmentation task.")
+@click.option("--dataset", "data", type=click.Choice(["ocr", "seg-binary", "pose"]), default="ocr", show_default=True,
+              help="OCR (chain), the graph-cut segmentation task, or the pose tree of parts (LSP-like).")
 def bench_path(subsample, eps, kappa, step, sampling, gap_refresh, max_passes, seed, out, data):
     """Regularisation path vs grid search over lam = 2^15..2^-15 with/without warm start (paper Fig. 4)."""
     try:

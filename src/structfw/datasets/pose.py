@@ -282,6 +282,34 @@ def to_grid(J: npt.ArrayLike) -> npt.NDArray[np.int64]:
     return np.clip(g, 0, GRID - 1)
 
 
+def to_pixels(y: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Grid positions (row, col) back to pixel coordinates: the centre of their block."""
+    return (np.asarray(y, dtype=np.float64) + 1.0) * CELL
+
+
+def pose_image(split: str, index: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """The rendered image of example ``index`` of a split, and its joints' grid positions.
+
+    Parameters
+    ----------
+    split : {"train", "test"}
+    index : int in 0..999
+        The example (the one `load_pose(split)` holds at this index).
+
+    Returns
+    -------
+    image : (244, 244, 3) float64 in [0, 1]
+    y : (14, 2) int64
+        The label `load_pose` holds for it (grid positions; `to_pixels` maps them to pixels).
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < SPLITS[split]:
+        raise ValueError(f"index must be in 0..{SPLITS[split] - 1}, got {index!r}")
+    img, J = render(np.random.default_rng([_SEEDS[split], int(index)]))
+    return img, to_grid(J)
+
+
 def make_pose(n: int, split: str = "train") -> tuple[list[npt.NDArray[np.float32]], list[npt.NDArray[np.int64]]]:
     """Generate the first ``n`` images of a split (no cache): (X, Y)."""
     seed = _SEEDS[split]
@@ -342,7 +370,8 @@ def load_pose(split: str = "train", n: int | None = None, cache: bool = True) ->
     -------
     PoseData
         ``(X, Y, make_model)``; ``make_model(**kwargs)`` builds the `PoseModel` for these
-        features (kwargs override ``tolerance=2.0``, ``displacement_scale=8.0``).
+        features (`make_pose_model`: kwargs override ``tolerance=2.0``,
+        ``displacement_scale=30``, ``window=3``, ``window_stride=3``).
 
     Notes
     -----
@@ -370,14 +399,18 @@ def load_pose(split: str = "train", n: int | None = None, cache: bool = True) ->
 
 
 def make_pose_model(**kwargs: Any) -> Any:
-    """The `PoseModel` of `load_pose`'s data (14 parts, LSP tree, 60 x 60 grid, F = 28)."""
+    """The `PoseModel` of `load_pose`'s data (14 parts, LSP tree, 60 x 60 grid, F = 28).
+
+    Defaults (``kwargs`` override them): ``tolerance=2.0`` cells; ``displacement_scale=30``
+    (offsets in half-grids, so dx^2 ranges over [0, 4] like the unit-scale cell features; in
+    units of 10 cells the deformation features dwarfed them and BCFW's gap on 60 images rose
+    over 15 passes); part filters of ``window=3`` x 3 HOG blocks ``window_stride=3`` cells
+    apart (a 9 x 9-cell, 36-pixel window per joint: reading the single block at the joint,
+    the model did not even fit its training set, train PCK 0.01; docs/results/pose.md).
+    """
     from ..models.pose import PoseModel
 
-    # displacements in units of half the grid: dx^2 then ranges over [0, 4] like the unit-scale
-    # cell features; in units of 10 cells the deformation features dwarfed them and BCFW's gap
-    # on 60 images rose from 1.0 to 1.4 over 15 passes, at 30 it fell to 0.14 (lam = 0.01;
-    # docs/results/pose.md)
-    kw = dict(tolerance=2.0, displacement_scale=GRID / 2)
+    kw: dict[str, Any] = dict(tolerance=2.0, displacement_scale=GRID / 2, window=3, window_stride=3)
     kw.update(kwargs)
     return PoseModel(14, PARENT, N_FEATURES, (GRID, GRID), **kw)
 
@@ -410,5 +443,6 @@ def time_generation(n: int = 20) -> float:  # pragma: no cover - used by the doc
     return (time.perf_counter() - t0) / n
 
 
-__all__ = ["load_pose", "make_pose", "make_pose_model", "render", "features", "hog_blocks", "to_grid", "pcp",
+__all__ = ["load_pose", "make_pose", "make_pose_model", "render", "features", "hog_blocks", "to_grid", "to_pixels",
+           "pose_image", "pcp",
            "pck", "PoseData", "PARENT", "JOINTS", "STICKS"]

@@ -35,6 +35,17 @@ Inputs: one shared feature map per image, ``x`` of shape (H, W, F) (e.g. HOG cel
 image, `structfw.datasets.load_pose`), read by every part through its own weights w_p.  A
 shared map keeps memory at H W F numbers per image instead of P H W F for per-part
 features; float32 maps are kept as float32 (scores are computed in float64).
+
+Part filters.  With ``window = k > 1`` the appearance feature of a part at position u is
+not the single map entry x[u] but the k x k map entries around it,
+
+    f(x, u) = [ x[u + s o] for o in {-(k-1)/2 .. (k-1)/2}^2 ]     (zeros off the grid),
+
+``s = window_stride`` cells apart: a linear filter of k x k HOG blocks per part, the part
+templates of pictorial structures / deformable part models (Felzenszwalb et al. 2010; Yang &
+Ramanan 2011 use 5 x 5 cells), the unaries of the paper's model being CNN scores instead.
+The unary score map is then the correlation of the feature map with each part's filter
+(one matrix product and k^2 shifted sums), and phi has P k^2 F unary coordinates.
 """
 from __future__ import annotations
 
@@ -81,8 +92,8 @@ def check_parent(parent: object, n_parts: int) -> npt.NDArray[np.int64]:
 def _check_grid(grid_shape: object) -> tuple[int, int]:
     g = from_json_text(grid_shape, "grid_shape")
     try:
-        H, W = (int(t) for t in g)  # type: ignore[union-attr]
-        ok = all(float(t) == int(t) for t in g)  # type: ignore[union-attr]
+        H, W = (int(t) for t in g)
+        ok = all(float(t) == int(t) for t in g)
     except (TypeError, ValueError):
         raise ValueError(f"grid_shape must be (H, W), two integers >= 1, got {grid_shape!r}") from None
     if not ok or H < 1 or W < 1:
@@ -123,13 +134,21 @@ class PoseModel(StructuredModel):
     inference : {"dt", "brute"}, default "dt"
         Messages by distance transforms, O(P H W), or by brute force, O(P (H W)^2) (a
         reference; both exact).
+    window : odd int >= 1, default 1
+        k: each part reads the k x k map entries around its position (a part filter,
+        module docstring); 1 reads the entry at the position only.
+    window_stride : int >= 1, default 1
+        s: grid cells between the entries of the window (the window spans s (k - 1) + 1
+        cells).
 
     Attributes
     ----------
     size_joint_feature : int
-        d = P F + 4 (P - 1).
+        d = P k^2 F + 4 (P - 1).
     edge_offset : int
-        P F, where the spring weights start.
+        P k^2 F, where the spring weights start.
+    offsets : (k^2, 2) int64
+        The (row, col) offsets of the window's entries, row-major.
     slot : (P,) int64
         The edge slot of each non-root part (-1 for the root).
     nonnegative_indices : (2 (P - 1),) int64
@@ -143,7 +162,7 @@ class PoseModel(StructuredModel):
 
     def __init__(self, n_parts: int, parent: npt.ArrayLike | str, n_features: int,
                  grid_shape: Sequence[int] | str, tolerance: float = 2.0, displacement_scale: float = 1.0,
-                 inference: str = "dt") -> None:
+                 inference: str = "dt", window: int = 1, window_stride: int = 1) -> None:
         self.n_parts = P = check_int_param(n_parts, "n_parts", 1)
         self.parent = check_parent(parent, P)
         self.n_features = F = check_int_param(n_features, "n_features", 1)
@@ -153,13 +172,19 @@ class PoseModel(StructuredModel):
         if inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
         self.inference = inference
+        self.window = k = check_int_param(window, "window", 1)
+        if k % 2 == 0:
+            raise ValueError(f"window must be an odd integer >= 1 (the window is centred on the part), got {window!r}")
+        self.window_stride = check_int_param(window_stride, "window_stride", 1)
+        r = np.arange(k, dtype=np.int64) - k // 2
+        self.offsets = np.stack(np.meshgrid(r, r, indexing="ij"), -1).reshape(-1, 2) * self.window_stride
         self.order = tree_order(self.parent)
         self.root = int(self.order[0])
         self.children = np.flatnonzero(self.parent >= 0)  # one edge slot each, in part order
         self.slot = np.full(P, -1, np.int64)
         self.slot[self.children] = np.arange(self.children.size)
-        self.edge_offset = P * F
-        self.size_joint_feature = P * F + 4 * self.children.size
+        self.edge_offset = P * k * k * F
+        self.size_joint_feature = self.edge_offset + 4 * self.children.size
         base = self.edge_offset + 4 * np.arange(self.children.size, dtype=np.int64)
         self.nonnegative_indices = np.sort(np.concatenate([base, base + 2]))
 
@@ -168,12 +193,12 @@ class PoseModel(StructuredModel):
         return {"n_parts": self.n_parts, "parent": json.dumps(self.parent.tolist()),
                 "n_features": self.n_features, "grid_shape": json.dumps(list(self.grid_shape)),
                 "tolerance": self.tolerance, "displacement_scale": self.displacement_scale,
-                "inference": self.inference}
+                "inference": self.inference, "window": self.window, "window_stride": self.window_stride}
 
     # ------------------------------------------------------------ weights
     def unary_weights(self, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """w's unary part as (P, F): row p is w_p."""
-        return np.asarray(w, dtype=np.float64)[: self.edge_offset].reshape(self.n_parts, self.n_features)
+        """w's unary part as (P, k^2, F): [p, j] is part p's filter at window offset ``offsets[j]``."""
+        return np.asarray(w, dtype=np.float64)[: self.edge_offset].reshape(self.n_parts, -1, self.n_features)
 
     def spring_weights(self, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """(P, 4) rows (a_p, b_p, c_p, d_p) in w's units (zeros for the root)."""
@@ -193,9 +218,37 @@ class PoseModel(StructuredModel):
 
     def _scores(self, x: np.ndarray, w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         H, W = self.grid_shape
-        Wu = w[: self.edge_offset].reshape(self.n_parts, self.n_features)
-        S = Wu @ x.reshape(H * W, self.n_features).T  # float32 maps are promoted here, once
-        return np.ascontiguousarray(S.reshape(self.n_parts, H, W), dtype=np.float64)
+        P, K = self.n_parts, self.offsets.shape[0]
+        Wu = w[: self.edge_offset].reshape(P * K, self.n_features)
+        # (H W, F) @ (F, P K): the map's rows stay contiguous (float32 maps are promoted here, once)
+        R = x.reshape(H * W, self.n_features).astype(np.float64) @ Wu.T
+        if K == 1:
+            return np.ascontiguousarray(R.T.reshape(P, H, W))
+        # correlation with the part filters: S[u, p] = sum_j R[u + o_j, p, j] (zeros off the grid)
+        R = R.reshape(H, W, P, K)
+        S = np.zeros((H, W, P))
+        for j, (oy, ox) in enumerate(self.offsets):
+            r0, r1 = max(0, -oy), min(H, H - oy)
+            c0, c1 = max(0, -ox), min(W, W - ox)
+            if r0 < r1 and c0 < c1:
+                S[r0:r1, c0:c1] += R[r0 + oy:r1 + oy, c0 + ox:c1 + ox, :, j]
+        return np.ascontiguousarray(S.transpose(2, 0, 1))
+
+    def part_features(self, x: npt.ArrayLike, y: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """f(x, y_p) of every part, (P, k^2 F): the window of map entries around each part."""
+        x = self._example(x)
+        y = np.ascontiguousarray(y, dtype=np.int64)
+        return self._part_features(x, y)
+
+    def _part_features(self, x: np.ndarray, y: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        if self.offsets.shape[0] == 1:
+            return x[y[:, 0], y[:, 1]].astype(np.float64)
+        H, W = self.grid_shape
+        pos = y[:, None, :] + self.offsets[None, :, :]  # (P, K, 2)
+        inside = (pos[..., 0] >= 0) & (pos[..., 0] < H) & (pos[..., 1] >= 0) & (pos[..., 1] < W)
+        f = x[np.clip(pos[..., 0], 0, H - 1), np.clip(pos[..., 1], 0, W - 1)].astype(np.float64)
+        f[~inside] = 0.0
+        return f.reshape(self.n_parts, -1)
 
     def _loss_map(self, y_true: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """L[p, row, col] = (1/P) [distance to y_true[p] > tolerance]: the loss as unaries."""
@@ -237,7 +290,7 @@ class PoseModel(StructuredModel):
         x = self._example(x)
         y = np.ascontiguousarray(y, dtype=np.int64)
         phi = np.empty(self.size_joint_feature)
-        phi[: self.edge_offset] = x[y[:, 0], y[:, 1]].ravel()
+        phi[: self.edge_offset] = self._part_features(x, y).ravel()
         ch = self.children
         off = (y[ch] - y[self.parent[ch]]) / self.displacement_scale  # (E, 2): (dy, dx)
         dy, dx = off[:, 0], off[:, 1]
