@@ -35,6 +35,7 @@ def on_page_content(html, page, config, files):
         raise PluginError(f"{where}: raw Sphinx role {match.group(0)!r} in the rendered page "
                           f"(write `Name` in backticks): ...{html[start:match.end() + 40]}...")
     if _root and _root in html:
+        at = html.index(_root)
         raise PluginError(f"{where}: the page shows this machine's path {_root!r} "
-                          f"(a warning or traceback printed by an example?)")
+                          f"(a warning or traceback printed by an example?): ...{html[max(at - 120, 0):at + 80]}...")
     return html

@@ -100,7 +100,7 @@ class StructuredSVM(BaseEstimator):
         ``sample_weight``: for per-node labellings (chains, grids, graphs) node l of example i
         counts c_l = cw[y_il] / sum_u cw[y_iu] in its loss (the normalised Hamming loss stays in
         [0, 1]; on a single-node labelling class weights therefore cancel), for multiclass the
-        example's loss is cw[y_i] [y != y_i].  None (default): unweighted.  The loss-augmented
+        example's loss is ``cw[y_i] * [y != y_i]``.  None (default): unweighted.  The loss-augmented
         oracle, the duality gaps and the regularisation path all see the weighted loss.
 
     Attributes
