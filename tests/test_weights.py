@@ -424,8 +424,8 @@ def test_bad_sample_weight_is_named(sw, needle):
         sf.StructuredSVM(model, max_passes=1).fit(X, Y, sample_weight=sw)
 
 
-@pytest.mark.parametrize("cw, needle", [("bal", "class_weight must be"), ({5: 1.0}, "class_weight has label 5"),
-                                        ({0: -1.0}, r"class_weight\[0\]"), ([1.0, 2.0], "class_weight must be"),
+@pytest.mark.parametrize("cw, needle", [("bal", "class_weight' must be"), ({5: 1.0}, "class_weight has label 5"),
+                                        ({0: -1.0}, r"class_weight\[0\]"), ([1.0, 2.0], "class_weight' must be"),
                                         ({0: float("nan")}, r"class_weight\[0\]")])
 def test_bad_class_weight_is_named(cw, needle):
     X = [np.ones((3, 2))] * 3
