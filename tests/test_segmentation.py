@@ -81,9 +81,9 @@ def test_min_cut_matches_brute_force(directed):
 
 
 def test_backends_agree_on_grid():
-    from structfw.oracles.maxflow import _grid_instance
+    from structfw.bench.maxflow import grid_instance
 
-    c0, c1, edges, wts = _grid_instance(40, 50, seed=3)
+    c0, c1, edges, wts = grid_instance(40, 50, seed=3)
     energies = {b: min_cut(c0, c1, edges, wts, backend=b)[1] for b in available_backends()}
     ref = energies["numba"]
     for b, e in energies.items():

@@ -35,6 +35,7 @@ BENCH_COMMANDS = {
                    "GraphModel on superpixel graphs: time to a certified gap, accuracy with and without edges."),
     "pose-oracle": ("..bench.pose", "bench_pose_oracle",
                     "Pose oracle: distance-transform messages against brute force; optional fit (PCP)."),
+    "maxflow": ("..bench.maxflow", "bench_maxflow", "Max-flow back-ends on grid and superpixel cuts: ms per cut, energy, GIL."),
 }
 
 

@@ -487,7 +487,7 @@ def load_segmentation(name: str = "seg-binary", split: str = "train", cache: boo
     return SegmentationData(X, Y, _model_factory(name))
 
 
-def _benchmark_graphs() -> list[tuple[str, tuple[np.ndarray, ...]]]:  # pragma: no cover - used by maxflow's benchmark
+def _benchmark_graphs() -> list[tuple[str, tuple[np.ndarray, ...]]]:  # pragma: no cover - used by `structfw bench maxflow`
     """(name, (cost0, cost1, edges, weights)) min-cut instances on SLIC graphs."""
     rng = np.random.default_rng(0)
     out: list[tuple[str, tuple[np.ndarray, ...]]] = []

@@ -37,7 +37,7 @@ Backends (``backend=`` of `min_cut` / `min_cut_directed`)
     rounding (about 1e-9 relative to the total); the cut is read from the residual graph.
 
 Measurements (2 cores shared with other jobs, numba 0.68.1, scipy 1.17.1, PyMaxflow 1.3.2,
-OR-tools 9.15; ``python -m structfw.oracles.maxflow``; median of 5 calls after a warm-up,
+OR-tools 9.15; ``structfw bench maxflow``; median of 5 calls after a warm-up,
 ms per min cut including the Python wrapper; two runs, the second on a busier machine)::
 
     graph                                  numba-BK      pymaxflow     ortools       scipy
@@ -48,7 +48,7 @@ ms per min cut including the Python wrapper; two runs, the second on a busier ma
 
 Every backend reached the same energy on every instance (relative difference 0).  The
 grids are 4-connected with the unaries of a noisy disc image and contrast-sensitive
-Potts weights (`_grid_instance`); the SLIC graphs are region adjacency graphs of
+Potts weights (`structfw.bench.maxflow.grid_instance`); the SLIC graphs are region adjacency graphs of
 `structfw.datasets.make_stanford_like` images.  GIL, measured as the time of
 2 threads x 5 calls over 10 serial calls on the 150x150 grid (0.5 = parallel,
 1.0 = serialised): first run numba 0.59, PyMaxflow 0.41 (both release it), OR-tools 0.88,
@@ -543,70 +543,3 @@ def min_cut(unary_cost0, unary_cost1, edges, edge_weights, backend="auto"):
     the binary graph-cut model calls.  Returns (labels (V,) int64, energy)."""
     w = np.ascontiguousarray(edge_weights, np.float64)
     return min_cut_directed(unary_cost0, unary_cost1, edges, w, w, backend=backend)
-
-
-# ------------------------------------------------------------ benchmark
-def _grid_instance(h, wd, seed):
-    """A 4-connected h x wd grid: unaries of a noisy disc image, contrast-sensitive Potts."""
-    rng = np.random.default_rng(seed)
-    ii, jj = np.mgrid[0:h, 0:wd]
-    img = (((ii - h / 2) ** 2 + (jj - wd / 2) ** 2) < (min(h, wd) / 3) ** 2).astype(float)
-    img = img + 0.6 * rng.standard_normal((h, wd))
-    idx = np.arange(h * wd).reshape(h, wd)
-    edges = np.concatenate([np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
-                            np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1)])
-    flat = img.ravel()
-    wts = 0.5 * np.exp(-2.0 * np.abs(flat[edges[:, 0]] - flat[edges[:, 1]]))
-    return flat ** 2, (1.0 - flat) ** 2, edges, wts
-
-
-def _benchmark(repeats=5):  # pragma: no cover - measurement helper
-    import threading
-    import time
-
-    cases = [(f"grid {s}x{s}", _grid_instance(s, s, 0)) for s in (100, 150)]
-    try:
-        from ..datasets.segmentation import _benchmark_graphs
-
-        cases += _benchmark_graphs()
-    except ImportError:
-        pass
-    backends = available_backends()
-    for name, (c0, c1, edges, wts) in cases:
-        row = [f"{name} (V={c0.shape[0]}, E={edges.shape[0]})"]
-        ref = None
-        for b in backends:
-            min_cut(c0, c1, edges, wts, backend=b)  # compile / warm up
-            times = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                _, e = min_cut(c0, c1, edges, wts, backend=b)
-                times.append(time.perf_counter() - t0)
-            ref = e if ref is None else ref
-            row.append(f"{b} {1e3 * np.median(times):.2f} ms [{abs(e - ref) / max(abs(ref), 1e-300):.0e}]")
-        print("; ".join(row))
-    # GIL: 2 threads x k calls against 2k serial calls (0.5 = the GIL is released)
-    c0, c1, edges, wts = cases[1][1]
-    k = 5
-    for b in backends:
-        t0 = time.perf_counter()
-        for _ in range(2 * k):
-            min_cut(c0, c1, edges, wts, backend=b)
-        serial = time.perf_counter() - t0
-
-        def work(b=b):
-            for _ in range(k):
-                min_cut(c0, c1, edges, wts, backend=b)
-
-        th = [threading.Thread(target=work) for _ in range(2)]
-        t0 = time.perf_counter()
-        for t in th:
-            t.start()
-        for t in th:
-            t.join()
-        print(f"{b}: 2 threads x {k} calls / {2 * k} serial calls = "
-              f"{(time.perf_counter() - t0) / serial:.2f}")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _benchmark()
