@@ -33,8 +33,8 @@ import json
 import math
 import os
 import re
+import secrets
 import struct
-import tempfile
 import zlib
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -125,11 +125,39 @@ def write_model_file(path: str | os.PathLike[str], kind: str, header: Mapping[st
         if not _NAME_RE.match(name) or name in members:
             raise ValueError(f"invalid text name {name!r}")
         members[name] = np.array(str(text))
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp",
-                               dir=str(path.parent) if str(path.parent) else ".")
+    return write_npz(path, members)
+
+
+def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any], compress: bool = False) -> Path:
+    """Write ``arrays`` to the ``.npz`` archive ``path`` atomically.
+
+    The archive is written to a new temporary file beside ``path`` (created exclusively,
+    with the permissions ``open`` gives), flushed to disk and renamed over ``path``, so a
+    reader sees the old file or the whole new one, never part of one; if anything fails
+    (an error, Ctrl-C) the temporary file is removed and ``path`` is untouched.  Model
+    files (`write_model_file`), the generated-data caches (`structfw.datasets`) and
+    ``structfw predict``'s ``.npz`` output are all written by it.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Destination, used as given (no suffix is added); its directory must exist.
+    arrays : dict of str -> array_like
+        The archive's members (`numpy.savez` keyword arguments).
+    compress : bool, default False
+        Deflate the members (`numpy.savez_compressed`).
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    path = Path(os.fspath(path))
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    save = np.savez_compressed if compress else np.savez
     try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **members)
+        with open(tmp, "xb") as fh:
+            save(fh, **arrays)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

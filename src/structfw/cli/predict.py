@@ -7,6 +7,7 @@ import sys
 import click
 import numpy as np
 
+from ..io import write_npz
 from ._common import DATA_HELP, DataError, check_output_path, load_training_data, write_outputs
 
 OUT_SUFFIXES = (".json", ".npz")
@@ -109,8 +110,7 @@ def _write(out, info, labels, M):
             arrays["classes"] = np.asarray(info["classes"])
         if M is not None:
             arrays["marginals"] = np.concatenate([m.reshape(-1, m.shape[-1]) for m in M])
-        with open(out, "wb") as f:
-            np.savez_compressed(f, **arrays)
+        write_npz(out, arrays, compress=True)  # atomic, as model files are written
         return out
     doc = dict(info, labels=[np.asarray(y).tolist() for y in labels])
     if M is not None:

@@ -53,6 +53,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from ._cache import CacheFile, data_home, read_cache, write_cache
+
 __all__ = ["load_conll", "conll_feature_dicts", "conll_chain_data", "make_conll_like", "load_conll_scale",
            "ConllCorpus", "ConllVectorizer", "ChainData", "CONLL_TEMPLATES", "CONLL2000_TAGS", "PAPER_N_FEATURES"]
 
@@ -872,8 +874,6 @@ def make_conll_like(n_train: int = PAPER_N_TRAIN, n_test: int = PAPER_N_TEST,
 
 # ------------------------------------------------------------------ the cached, featurized set
 def _cache_path(n_train: int, n_test: int, seed: int, n_features: int | None) -> Path:
-    from .segmentation import data_home
-
     f = "all" if n_features is None else str(n_features)
     return data_home() / "conll" / f"conll-scale-n{n_train}-t{n_test}-s{seed}-f{f}-v{_VERSION}.npz"
 
@@ -885,9 +885,18 @@ def _stack(X: list[sp.csr_matrix], Y: list[npt.NDArray[np.int64]]) -> dict[str, 
                 data=M.data.astype(np.float64), y=np.concatenate(Y).astype(np.int8) if Y else np.zeros(0, np.int8))
 
 
-def _unstack(d: Any, prefix: str, F: int) -> tuple[list[sp.csr_matrix], list[npt.NDArray[np.int64]]]:
-    lengths = d[prefix + "lengths"]
-    indptr, indices, data, y = d[prefix + "indptr"], d[prefix + "indices"], d[prefix + "data"], d[prefix + "y"]
+def _unstack(d: CacheFile, prefix: str, F: int) -> tuple[list[sp.csr_matrix], list[npt.NDArray[np.int64]]]:
+    lengths = d.array(prefix + "lengths", "int", ndim=1)
+    d.check(lengths.size == 0 or lengths.min() >= 0, prefix + "lengths", "holds negative lengths")
+    tokens = int(lengths.sum())
+    indptr = d.array(prefix + "indptr", "int", shape=(tokens + 1,))
+    data = d.array(prefix + "data", "float", ndim=1)
+    indices = d.array(prefix + "indices", "int", shape=data.shape)
+    y = d.array(prefix + "y", "int", shape=(tokens,))
+    d.check(indptr[0] == 0 and indptr[-1] == data.size and bool(np.all(np.diff(indptr) >= 0)), prefix + "indptr",
+            f"does not index the {data.size} stored values")
+    d.check(indices.size == 0 or (indices.min() >= 0 and indices.max() < F), prefix + "indices",
+            f"holds feature indices outside 0..{F - 1}")
     X, Y = [], []
     start = 0
     for L in lengths.tolist():
@@ -906,22 +915,28 @@ def _save(path: Path, data: ChainData) -> None:
     arrays["tags"] = np.array(data.tags)
     arrays["seconds"] = np.array([data.info["generation_seconds"], data.info["features_seconds"]])
     arrays["raw_features"] = np.array([data.info.get("raw_features", -1)])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, path)  # atomic: concurrent loaders never see half a file
+    write_cache(path, arrays)
 
 
-def _load(path: Path) -> ChainData:
-    with np.load(path, allow_pickle=False) as d:
-        F = int(d["n_features"][0])
-        X, Y = _unstack(d, "train_", F)
-        Xt, Yt = _unstack(d, "test_", F)
-        tags = tuple(d["tags"].tolist())
-        gen_s, feat_s = (float(v) for v in d["seconds"])
-        raw = int(d["raw_features"][0])
+def _decode(d: CacheFile) -> ChainData:
+    F = int(d.array("n_features", "int", shape=(1,))[0])
+    d.check(F >= 1, "n_features", f"is {F}, expected at least 1")
+    tags = tuple(d.array("tags", "str", ndim=1, min_size=1).tolist())
+    X, Y = _unstack(d, "train_", F)
+    Xt, Yt = _unstack(d, "test_", F)
+    for key, labels in (("train_y", Y), ("test_y", Yt)):
+        d.check(all(y.size == 0 or (y.min() >= 0 and y.max() < len(tags)) for y in labels), key,
+                f"holds tags outside 0..{len(tags) - 1}")
+    gen_s, feat_s = (float(v) for v in d.array("seconds", "number", shape=(2,)))
+    raw = int(d.array("raw_features", "int", shape=(1,))[0])
     info = dict(generation_seconds=gen_s, features_seconds=feat_s, raw_features=raw)
     return ChainData(X, Y, Xt, Yt, tags=tags, n_features=F, info=info)
+
+
+def _load(path: Path) -> ChainData | None:
+    """The cached set at ``path``, or None when it is missing or unreadable (then removed,
+    with a `CacheWarning` naming the file and the problem; `structfw.datasets._cache`)."""
+    return read_cache(path, _decode)
 
 
 def load_conll_scale(n_train: int = PAPER_N_TRAIN, n_test: int = PAPER_N_TEST, seed: int = 0,
@@ -944,7 +959,8 @@ def load_conll_scale(n_train: int = PAPER_N_TRAIN, n_test: int = PAPER_N_TEST, s
     n_features : int or None
         F, the columns kept (`conll_chain_data`); None keeps every training feature.
     cache : bool
-        Read/write ``<data_home()>/conll/conll-scale-n<n>-t<n_test>-s<seed>-f<F>-v<version>.npz``.
+        Read/write ``<data_home()>/conll/conll-scale-n<n>-t<n_test>-s<seed>-f<F>-v<version>.npz``
+        (a file that cannot be read back is regenerated, with a warning naming it).
     verbose : bool
         Print what was generated or loaded, with the seconds it took.
 
@@ -965,8 +981,9 @@ def load_conll_scale(n_train: int = PAPER_N_TRAIN, n_test: int = PAPER_N_TEST, s
         n_features = _check_count(n_features, "n_features", 1)
     t0 = time.perf_counter()
     path = _cache_path(n_train, n_test, int(seed), n_features)
-    if cache and path.exists():
-        data = _load(path)
+    loaded = _load(path) if cache else None
+    if loaded is not None:
+        data = loaded
         cached = True
     else:
         train, test = make_conll_like(n_train, n_test, int(seed))

@@ -99,8 +99,8 @@ def load_superpixel_graphs(name: str = "seg-graph", split: str = "train", n_imag
         X, Y = make_stanford_like(**{**kwargs, "n_images": n_images})
     elif name == "seg-graph":
         X, Y, _ = load_segmentation("seg-multi", split, cache=cache)
-    elif cache and path.exists():
-        X, Y = _load(path)
+    elif cache and (loaded := _load(path)) is not None:
+        X, Y = loaded
     else:
         X, Y = make_stanford_like(**kwargs)
         if cache:

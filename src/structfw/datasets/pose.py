@@ -46,7 +46,6 @@ relations.
 """
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,7 +54,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from .segmentation import _as_rgb, _skimage, data_home
+from ._cache import CacheFile, data_home, read_cache, write_cache
+from .segmentation import _as_rgb, _skimage
 
 _VERSION = 1
 
@@ -347,10 +347,19 @@ def _cached(split: str, n: int) -> Path | None:
 
 
 def _save(path: Path, X: list[np.ndarray], Y: list[np.ndarray]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npz")
-    np.savez_compressed(tmp, X=np.stack(X), Y=np.stack(Y))
-    os.replace(tmp, path)  # atomic: concurrent loaders never see half a file
+    write_cache(path, dict(X=np.stack(X), Y=np.stack(Y)))
+
+
+def _decoder(n: int) -> Callable[[CacheFile], tuple[list[np.ndarray], list[np.ndarray]]]:
+    """Reads the first ``n`` images of a cached split (which may hold more)."""
+
+    def decode(d: CacheFile) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        Xa = d.array("X", "float", shape=(None, GRID, GRID, N_FEATURES))
+        Ya = d.array("Y", "int", shape=(Xa.shape[0], PARENT.shape[0], 2))
+        d.check(Xa.shape[0] >= n, "X", f"holds {Xa.shape[0]} images, fewer than the {n} its name promises")
+        return list(Xa[:n]), [np.ascontiguousarray(y, dtype=np.int64) for y in Ya[:n]]
+
+    return decode
 
 
 def load_pose(split: str = "train", n: int | None = None, cache: bool = True) -> PoseData:
@@ -364,7 +373,8 @@ def load_pose(split: str = "train", n: int | None = None, cache: bool = True) ->
         The first n images of the split (1..1000); all by default.
     cache : bool
         Read/write ``<data_home()>/pose/pose-<split>-n<n>-v<version>.npz``; a cached
-        larger split serves a smaller n.
+        larger split serves a smaller n.  A cache file that cannot be read back is
+        removed and the images are generated again (a warning names the file).
 
     Returns
     -------
@@ -386,11 +396,9 @@ def load_pose(split: str = "train", n: int | None = None, cache: bool = True) ->
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= total:
         raise ValueError(f"n must be in 1..{total}, got {n!r}")
     n = int(n)
-    path = _cached(split, n) if cache else None
-    if path is not None:
-        with np.load(path, allow_pickle=False) as d:
-            Xa, Ya = d["X"][:n], d["Y"][:n]
-        X, Y = list(Xa), [np.ascontiguousarray(y, dtype=np.int64) for y in Ya]
+    loaded = read_cache(_cached(split, n), _decoder(n)) if cache else None
+    if loaded is not None:
+        X, Y = loaded
     else:
         X, Y = make_pose(n, split)
         if cache:

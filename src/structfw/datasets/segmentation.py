@@ -44,7 +44,6 @@ repository.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -53,6 +52,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
+
+from ._cache import CacheFile, data_home, read_cache, write_cache
 
 if TYPE_CHECKING:
     from ..models.graphcut import GraphLabellingModel
@@ -412,13 +413,6 @@ class SegmentationData(NamedTuple):
     make_model: Callable[..., GraphLabellingModel]
 
 
-def data_home() -> Path:
-    """``$STRUCTFW_DATA_HOME`` if set, else ``~/.cache/structfw`` (created on demand)."""
-    root = os.environ.get("STRUCTFW_DATA_HOME")
-    path = Path(root).expanduser() if root else Path.home() / ".cache" / "structfw"
-    return path
-
-
 def _save(path: Path, X: Sequence[_Graph], Y: Sequence[npt.NDArray[np.int64]]) -> None:
     # Any: numpy's stubs type savez_compressed's **kwds as its own keyword arguments
     arrays: dict[str, Any] = {"n": np.array([len(X)])}
@@ -430,24 +424,35 @@ def _save(path: Path, X: Sequence[_Graph], Y: Sequence[npt.NDArray[np.int64]]) -
         else:
             arrays[f"{i}_nodes"] = nodes
         arrays[f"{i}_edges"], arrays[f"{i}_ef"], arrays[f"{i}_y"] = edges, ef, y
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, path)  # atomic: concurrent loaders never see half a file
+    write_cache(path, arrays)
 
 
-def _load(path: Path) -> tuple[list[_Graph], list[npt.NDArray[np.int64]]]:
+def _decode(d: CacheFile) -> tuple[list[_Graph], list[npt.NDArray[np.int64]]]:
     X, Y = [], []
-    with np.load(path, allow_pickle=False) as d:
-        for i in range(int(d["n"][0])):
-            if f"{i}_nodes" in d.files:
-                nodes = d[f"{i}_nodes"]
-            else:
-                nodes = sp.csr_matrix((d[f"{i}_data"], d[f"{i}_indices"], d[f"{i}_indptr"]),
-                                      shape=tuple(d[f"{i}_shape"]))
-            X.append((nodes, d[f"{i}_edges"], d[f"{i}_ef"]))
-            Y.append(d[f"{i}_y"])
+    n = d.array("n", "int", shape=(1,))
+    d.check(int(n[0]) >= 0, "n", f"is {int(n[0])}, expected a count >= 0")
+    for i in range(int(n[0])):
+        if f"{i}_nodes" in d:
+            nodes = d.array(f"{i}_nodes", "float", ndim=2)
+        else:
+            shape = d.array(f"{i}_shape", "int", shape=(2,))
+            nodes = sp.csr_matrix((d.array(f"{i}_data", "number", ndim=1), d.array(f"{i}_indices", "int", ndim=1),
+                                   d.array(f"{i}_indptr", "int", ndim=1)), shape=tuple(int(v) for v in shape))
+        V = nodes.shape[0]
+        edges = d.array(f"{i}_edges", "int", shape=(None, 2))
+        ef = d.array(f"{i}_ef", "float", shape=(edges.shape[0], None))
+        y = d.array(f"{i}_y", "int", shape=(V,))
+        d.check(edges.size == 0 or (edges.min() >= 0 and edges.max() < V), f"{i}_edges",
+                f"names nodes outside 0..{V - 1}")
+        X.append((nodes, edges, ef))
+        Y.append(y)
     return X, Y
+
+
+def _load(path: Path) -> tuple[list[_Graph], list[npt.NDArray[np.int64]]] | None:
+    """The cached set at ``path``, or None when it is missing or unreadable (then removed,
+    with a `CacheWarning` naming the file and the problem; `structfw.datasets._cache`)."""
+    return read_cache(path, _decode)
 
 
 def load_segmentation(name: str = "seg-binary", split: str = "train", cache: bool = True) -> SegmentationData:
@@ -463,7 +468,8 @@ def load_segmentation(name: str = "seg-binary", split: str = "train", cache: boo
     split : {"train", "test"}
         Train and test images come from different seeds.
     cache : bool
-        Read/write ``<data_home()>/segmentation/<name>-<split>-v<version>.npz``.
+        Read/write ``<data_home()>/segmentation/<name>-<split>-v<version>.npz`` (a file that
+        cannot be read back is regenerated, with a warning naming it).
 
     Returns
     -------
@@ -478,8 +484,9 @@ def load_segmentation(name: str = "seg-binary", split: str = "train", cache: boo
     make, train_kw, test_kw = _SETS[name]
     kwargs = train_kw if split == "train" else test_kw
     path = data_home() / "segmentation" / f"{name}-{split}-v{_VERSION}.npz"
-    if cache and path.exists():
-        X, Y = _load(path)
+    loaded = _load(path) if cache else None
+    if loaded is not None:
+        X, Y = loaded
     else:
         X, Y = make(**kwargs)
         if cache:
