@@ -117,3 +117,46 @@ def test_every_parameter_of_the_public_estimators_models_and_solvers_is_describe
         if undocumented:
             missing[cls.__name__] = undocumented
     assert not missing, missing
+
+
+def _design():
+    return (ROOT / "docs" / "design.md").read_text()
+
+
+def test_docstrings_cite_sections_design_md_has():
+    """Code cites docs/design.md only, as 'docs/design.md, "<section>"' with a real heading."""
+    headings = [h.strip() for h in re.findall(r"^#+ (.+)$", _design(), re.M)]
+    bad = []
+    for path in sorted((ROOT / "src" / "structfw").rglob("*.py")):
+        for section in re.findall(r'design\.md, "([^"]+)"', path.read_text()):
+            section = " ".join(section.replace("#", " ").split())  # a citation wrapped over lines
+            if not any(h.startswith(section) for h in headings):
+                bad.append(f"{path.relative_to(ROOT)}: {section!r}")
+    assert not bad, f"docs/design.md has no such section: {bad}"
+
+
+def test_the_parts_table_is_true_to_the_engine():
+    """Every option of ENGINE_PARAMS and every part the plan can choose is in the table of
+    docs/design.md, "The engine and its parts", and the table names nothing else."""
+    from structfw.solvers import parts, plan
+
+    text = _design()
+    section = text[text.index("## The engine and its parts"):text.index("### Adding a corner source")]
+    table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+    options = {p.name for p in plan.ENGINE_PARAMS}
+    in_section = set(re.findall(r"`(\w+)`", section))
+    assert options <= in_section, f"options missing from the section: {sorted(options - in_section)}"
+    sources = {"ExactOracle", "GapCache", "WorkingSet"}
+    steps = {cls.__name__ for cls in parts.STEP_PARTS.values()}
+    named = set(re.findall(r"`([A-Z]\w+)`", table))
+    assert named == sources | steps, named ^ (sources | steps)
+    for name in named:
+        assert hasattr(parts, name), name
+    from structfw.solvers.sampling import SAMPLINGS
+
+    row = next(line for line in table.splitlines() if line.startswith("| sampler"))
+    assert all(s in row for s in SAMPLINGS), row
+    row = next(line for line in table.splitlines() if line.startswith("| averaging"))
+    assert all(a in row for a in plan.BCFW_AVERAGINGS if a), row
+    for opt in re.findall(r"`(\w+)`", table):
+        assert opt in options or opt in named or opt == "nonnegative_indices", opt

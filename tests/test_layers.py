@@ -1,5 +1,7 @@
 """Layers import downward only (docs/design.md, "Layers")."""
 import ast
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,78 @@ def test_layers_import_downward_only(layer):
 def test_the_walk_sees_an_upward_import(tmp_path, monkeypatch):
     fake = PKG / "models" / "chain.py"
     assert "oracles" in _imports(fake)  # a real downward import is found
+
+
+# ------------------------------------------------------------------ the Layers table names every module
+DESIGN = PKG.parents[1] / "docs" / "design.md"
+if not DESIGN.exists():  # an installed package: the doc is in the source tree next to the tests
+    DESIGN = Path(__file__).resolve().parents[1] / "docs" / "design.md"
+
+
+def _layers_sections():
+    """(names column, whole text) of each entry of design.md's Layers table: an entry is a
+    line at column 0 -- names, two or more spaces, a description -- and its indented lines."""
+    text = DESIGN.read_text()
+    block = text[text.index("## Layers"):]
+    block = block[block.index("```") + 3:]
+    block = block[block.index("\n") + 1:block.index("```")]
+    sections = []
+    for line in block.splitlines():
+        if line[:1].strip():
+            sections.append([line.split("  ")[0], line])
+        elif line.strip():
+            sections[-1][1] += "\n" + line
+    return sections
+
+
+def _modules():
+    """Every module of the package as (package or "", module name), dunder files left out."""
+    out = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        if path.stem.startswith("__") or "__pycache__" in rel.parts:
+            continue
+        out.append(("/".join(rel.parts[:-1]), path.stem))
+    return out
+
+
+def test_the_layers_table_names_every_module():
+    sections = _layers_sections()
+    top = {tok.removesuffix(".py") for names, _ in sections for tok in re.split(r"[,\s]+", names)
+           if tok and not tok.endswith("/")}
+    by_package = {}
+    for names, whole in sections:
+        for tok in re.findall(r"([\w/]+)/(?=[,\s]|$)", names):
+            by_package[tok] = by_package.get(tok, "") + "\n" + whole
+    missing = []
+    for package, name in _modules():
+        if not package:
+            if name not in top:
+                missing.append(f"{name}.py (a top-level module: name it in the first column)")
+        elif package not in by_package:
+            missing.append(f"{package}/ (no entry)")
+        elif not re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", by_package[package]):
+            missing.append(f"{package}/{name}.py")
+    assert not missing, f"docs/design.md's Layers table does not name: {sorted(set(missing))}"
+
+
+def test_the_layers_table_names_no_missing_file():
+    sections = _layers_sections()
+    named = set()
+    for names, whole in sections:
+        packages = re.findall(r"([\w/]+)/(?=[,\s]|$)", names)
+        for package in packages:
+            assert (PKG / package / "__init__.py").exists(), f"design.md's Layers table names {package}/"
+        for f in re.findall(r"(?<![\w./])(\w+)\.py\b", whole):
+            named.add((packages[0] if len(packages) == 1 and f"{f}.py" not in names else "", f))
+    for package, name in named:
+        assert (PKG / package / f"{name}.py").exists(), \
+            f"design.md's Layers table names {package + '/' if package else ''}{name}.py, which does not exist"
+
+
+def test_the_design_table_check_sees_a_missing_module(monkeypatch, tmp_path):
+    doc = tmp_path / "design.md"
+    doc.write_text(DESIGN.read_text().replace("_params      the estimators'", "_paramz      the estimators'"))
+    monkeypatch.setattr(sys.modules[__name__], "DESIGN", doc)
+    with pytest.raises(AssertionError, match=r"_params\.py"):
+        test_the_layers_table_names_every_module()
