@@ -28,6 +28,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from ..cli._solver_options import engine_options
 from ._common import (bands, col, environment, first_reach, load_ocr_data, on_grid, parse_lam, pyplot, run_fit,
                       write_json)
 
@@ -270,7 +271,7 @@ def format_table(res):
 @click.option("--large-seeds", default=None, type=int, help="Seeds on the large problem (default --seeds).")
 @click.option("--large-lams", multiple=True, help="Lambdas on the large problem (default --lams).")
 @click.option("--check-every", default=5, show_default=True, help="Checkpoint period of the uniform runs.")
-@click.option("--gap-refresh", default=10, show_default=True, help="Gap-pass period of gap sampling.")
+@engine_options(gap_refresh=10)
 def bench_gaps(lams, passes, seeds, cache_factor, out, dataset, subsample, large_n, large_dense, large_passes,
                large_seeds, large_lams, check_every, gap_refresh):
     """Osokin et al. 2016 Fig. 3: gap against passes and time for the 8 BCFW variants."""

@@ -282,6 +282,7 @@ def plot_parallel(doc, path):
 def _click_command():
     import click
 
+    from ..cli._solver_options import engine_options
     from ._common import int_list_callback
 
     int_list = int_list_callback(1)
@@ -297,7 +298,7 @@ def _click_command():
     @click.option("--n-images", default=240, show_default=True, type=click.IntRange(2), help="Training images.")
     @click.option("--size", default=64, show_default=True, type=click.IntRange(8), help="Image side in pixels.")
     @click.option("--max-passes", default=60, show_default=True, type=click.IntRange(1))
-    @click.option("--cache", is_flag=True, help="BCFW with its gap-based cache of past corners (every run).")
+    @engine_options(cache=False)  # for every run
     @click.option("--out", default="bench_out/parallel", show_default=True, type=click.Path(file_okay=False))
     def bench_parallel(kinds, workers, taus, seeds, target, n_images, size, max_passes, cache, out):
         """Minibatch-parallel BCFW: time and oracle calls to a duality gap on the graph-cut task."""

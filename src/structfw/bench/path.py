@@ -20,10 +20,10 @@ from pathlib import Path
 import click
 import numpy as np
 
+from ..cli._solver_options import engine_options
 from ..path import regularization_path
 from ..solvers.base import Monitor, StopRule
-from ..solvers.bcfw import BCFW, STEPS
-from ..solvers.sampling import SAMPLINGS
+from ..solvers.bcfw import BCFW
 from ..solvers.problem import Problem
 
 GRID = tuple(2.0 ** k for k in range(15, -16, -1))
@@ -202,11 +202,7 @@ def plot_path_vs_grid(doc, path=None):
               help="Use the first N training examples (default: all 6,251 OCR words; pose: 50 images).")
 @click.option("--eps", default=0.1, show_default=True, help="Target duality gap of path and grid points.")
 @click.option("--kappa", default=0.5, show_default=True, help="Path breakpoints are solved to kappa*eps.")
-@click.option("--step", type=click.Choice(STEPS), default="fw", show_default=True,
-              help="Engine step (same engine for path and grid).")
-@click.option("--sampling", type=click.Choice(SAMPLINGS), default="perm",
-              show_default=True, help="Engine block sampling.")
-@click.option("--gap-refresh", default=2, show_default=True, help="Passes between gap passes (gap sampling).")
+@engine_options(step="fw", sampling="perm", gap_refresh=2)  # one engine for the path and the grid
 @click.option("--max-passes", default=500, show_default=True, help="Passes allowed per lam.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", default="bench_out/path", show_default=True, type=click.Path(file_okay=False),

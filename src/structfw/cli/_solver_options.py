@@ -1,10 +1,14 @@
-"""``train``'s solver options, generated from the solvers' ``PARAMS`` tables.
+"""Solver options on the command line, generated from the solvers' ``PARAMS`` tables.
 
-Every option of every registered solver becomes one flag (``cache_size`` ->
+``train``: every option of every registered solver becomes one flag (``cache_size`` ->
 ``--cache-size``); its help says which solvers take it.  A flag given on the
 command line that the chosen ``--solver`` does not take is a usage error naming
 it: nothing is silently dropped.  Defaults are the solver's own (the flag's
 default is "not given").
+
+``path`` and the benchmarks: `engine_options` adds flags for a chosen few options of the
+block-coordinate engine (``BCFW.PARAMS``), with the table's help, choices and bounds and
+the command's own defaults, so that no command writes an engine option's flag by hand.
 """
 from __future__ import annotations
 
@@ -122,3 +126,82 @@ def build_solver(solver_name, given):
         msg = str(exc)
         name = next((n for n in sorted(kwargs, key=len, reverse=True) if msg.startswith(n)), None)
         raise click.BadParameter(msg, param_hint=flag(name) if name else "--solver") from None
+
+
+# ------------------------------------------------------------------ a subset, for path and bench
+class _EngineNumber(click.ParamType):
+    """An "int"/"float" engine option: a number within the Param's bound, or "never" (None)
+    when the Param takes None."""
+
+    def __init__(self, param):
+        self.param = param
+        self.number = int if param.kind == "int" else float
+        self.name = ("integer" if self.number is int else "float") + ("|never" if param.none_ok else "")
+
+    def convert(self, value, param, ctx):
+        p = self.param
+        if value is None:
+            return None
+        if p.none_ok and isinstance(value, str) and value.strip().lower() in ("never", "none"):
+            return None
+        try:
+            v = value if isinstance(value, self.number) and not isinstance(value, bool) else self.number(value)
+        except (TypeError, ValueError):
+            kind = "an integer" if self.number is int else "a number"
+            self.fail(f"{value!r} is not {kind}{' or never' if p.none_ok else ''}", param, ctx)
+        if p.low is not None and (v < p.low or (p.low_open and v == p.low)):
+            self.fail(f"{v} is not {'>' if p.low_open else '>='} {p.low:g}", param, ctx)
+        return v
+
+
+def _none_choice(ctx, param, value):
+    return None if value == "none" else value
+
+
+def engine_option(name, default):
+    """One click option for the engine option ``name`` (``BCFW.PARAMS``) with the command's
+    ``default``: the flag ``--name`` (underscores as dashes), the table's help, choices
+    (None as "none") and bound; a bool whose default is False is a plain ``--name`` flag,
+    otherwise ``--name/--no-name``.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not an engine option, or ``default`` is not one of its values.
+    """
+    table = SOLVER_NAMES["bcfw"].param_table()
+    if name not in table:
+        raise ValueError(f"name must be an option of the engine ({', '.join(table)}); got {name!r}")
+    p = table[name]
+    p.check(default)
+    if p.kind == "bool":
+        if default:
+            return click.option(f"{flag(name)}/--no-{name.replace('_', '-')}", name, default=True,
+                                show_default=True, help=p.help)
+        return click.option(flag(name), name, is_flag=True, default=False, help=p.help)
+    if p.kind == "choice":
+        choices = ["none" if c is None else c for c in p.choices]
+        return click.option(flag(name), name, type=click.Choice(choices), callback=_none_choice,
+                            default="none" if default is None else default, show_default=True, help=p.help)
+    return click.option(flag(name), name, type=_EngineNumber(p), default="never" if default is None else default,
+                        show_default=True, help=p.help)
+
+
+def engine_options(**defaults):
+    """Decorator adding `engine_option` flags for the engine options named in ``defaults``.
+
+    Parameters
+    ----------
+    **defaults
+        Engine option name -> the command's default, e.g.
+        ``@engine_options(step="pairwise", sampling="gap", gap_refresh=2)``; the flags appear
+        in ``--help`` in this order and the command receives them under these names.
+    """
+    options = [engine_option(name, default) for name, default in defaults.items()]
+
+    def decorate(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate

@@ -6,10 +6,8 @@ import sys
 
 import click
 
-from ..solvers.bcfw import STEPS
-from ..solvers.sampling import SAMPLINGS
-
 from ._common import DATA_HELP, EXIT_INTERRUPTED, check_output_path, load_training_data, require_matplotlib, write_outputs
+from ._solver_options import engine_options
 
 
 @click.command("path")
@@ -23,11 +21,7 @@ from ._common import DATA_HELP, EXIT_INTERRUPTED, check_output_path, load_traini
 @click.option("--max-breakpoints", default=1000, show_default=True, type=int,
               help="Stop after this many breakpoints (their number grows like 1/eps).")
 @click.option("--subsample", type=int, default=None, help="Use only the first N training examples.")
-@click.option("--step", type=click.Choice(STEPS), default="pairwise", show_default=True,
-              help="Step of the warm-started BCFW engine.")
-@click.option("--sampling", type=click.Choice(SAMPLINGS), default="gap",
-              show_default=True, help="Block sampling of the engine.")
-@click.option("--gap-refresh", default=2, show_default=True, help="Passes between gap passes (gap sampling).")
+@engine_options(step="pairwise", sampling="gap", gap_refresh=2)  # the warm-started BCFW engine
 @click.option("--max-passes", default=500.0, show_default=True, help="Engine passes allowed per breakpoint.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write the path figure (PNG).")
