@@ -397,9 +397,30 @@ _SETS: dict[str, tuple[Callable[..., tuple[list[_Graph], list[npt.NDArray[np.int
 }
 
 
+def _paper_generator(name: str) -> Callable[..., tuple[list[_Graph], list[npt.NDArray[np.int64]]]]:
+    """The generator of a papers'-scale set, imported on call (segmentation_paper imports this module)."""
+    def make(**kwargs: Any) -> tuple[list[_Graph], list[npt.NDArray[np.int64]]]:
+        from .segmentation_paper import _generator
+
+        return _generator(name)(**kwargs)
+
+    return make
+
+
+# the papers' sizes, 649 superpixel features (datasets/segmentation_paper.py, whose PAPER_SETS reads these)
+_SETS["seg-binary-paper"] = (_paper_generator("seg-binary-paper"), dict(n_images=2376, seed=0),
+                             dict(n_images=500, seed=1))
+_SETS["seg-multi-paper"] = (_paper_generator("seg-multi-paper"), dict(n_images=715, seed=0),
+                            dict(n_images=143, seed=1))
+
+
 def _model_factory(name: str) -> Callable[..., GraphLabellingModel]:
     from ..models import GraphCutModel, PottsModel
 
+    if name.endswith("-paper"):
+        from .segmentation_paper import paper_model_factory
+
+        return paper_model_factory(name)
     if name == "seg-binary":
         return lambda **kw: GraphCutModel(n_features=55, n_edge_features=2, **kw)
     return lambda **kw: PottsModel(n_states=6, n_features=41, n_edge_features=3, **kw)
@@ -460,11 +481,16 @@ def load_segmentation(name: str = "seg-binary", split: str = "train", cache: boo
 
     Parameters
     ----------
-    name : {"seg-binary", "seg-multi"}
+    name : {"seg-binary", "seg-multi", "seg-binary-paper", "seg-multi-paper"}
         "seg-binary": `make_horseseg_like` (60 train / 40 test images of 64 x 64
         pixels, for `GraphCutModel`); "seg-multi":
         `make_stanford_like` (60 train / 40 test images, 6 classes, ~300
-        superpixels, for `PottsModel`).
+        superpixels, for `PottsModel`).  At the MP-BCFW paper's sizes, with 649
+        superpixel features (`structfw.datasets.segmentation_paper`):
+        "seg-binary-paper" (2,376 train / 500 test, `make_horseseg_paper`, for
+        ``GraphCutModel(649, 3)``) and "seg-multi-paper" (715 train / 143 test,
+        9 classes, `make_stanford_paper`, for ``PottsModel(9, 649, 3)``); their
+        first generation takes minutes (docs/results/data.md).
     split : {"train", "test"}
         Train and test images come from different seeds.
     cache : bool
