@@ -28,6 +28,19 @@ suboptimality; the JSON records the remaining bracket min P - max D.
 
 Output: ``fig1.json`` / ``fig1.png`` for OCR (as before), ``fig1_conll.*`` and
 ``fig1_matching.*`` for the other data sets, in ``out``.
+
+Appendix F (``appendix_f=True``, ``--appendix-f``): Figures 3-4 (OCR, CoNLL) and 5 (matching)
+compare the *stochastic* solvers with every averaging of the iterates, at several lam:
+
+- ``-avg``: the uniform average of all iterates from the start, xbar_T = 1/T sum_{t=1..T} x_t
+  ("SSG-avg", App. F);
+- ``-wavg``: the weighted average (14), xbar_T = 2/(T(T+1)) sum_{t=1..T} t x_t;
+- ``-tavg``: the 0.5-suffix average (15) by the doubling trick (App. C, after (15); App. F): the
+  uniform average of the iterates since the last step t that was a power of two.
+
+Both SSG and BCFW have all of these as the option ``averaging`` ("uniform", "weighted",
+"suffix"; `structfw.solvers.averaging`).  Output stems ``appf_<dataset>``; every lam is a
+column of panels in the PNG and an entry of ``lams`` in the JSON.
 """
 from __future__ import annotations
 
@@ -42,11 +55,21 @@ import numpy as np
 from ._common import bands, col, environment, load_ocr_data, on_grid, parse_lam, pyplot, run_fit, write_json
 
 FIG1_SOLVERS = ("cutting-plane", "FW", "BCFW", "BCFW-wavg", "BCFW-fixed", "SSG", "SSG-wavg", "online-EG")
+#: The averaged variants App. F adds (Figures 3-5): SSG-avg (uniform from the start), SSG-tavg and
+#: BCFW-tavg (0.5-suffix averaging (15) by the doubling trick).
+APPF_VARIANTS = ("SSG-avg", "SSG-tavg", "BCFW-tavg")
+#: Every solver name `make_fig1_solver` knows.
+SOLVERS = FIG1_SOLVERS + APPF_VARIANTS
+#: App. F, Figures 3-5: the stochastic solvers, each with its averagings (online-EG on OCR only:
+#: "substantially worse ... and therefore not included in the comparison for the other datasets").
+APPF_SOLVERS = ("BCFW", "BCFW-wavg", "BCFW-tavg", "SSG", "SSG-wavg", "SSG-tavg", "SSG-avg", "online-EG")
+_APPF_ALLOWED = APPF_SOLVERS + ("BCFW-fixed",)
 #: run once, not per seed
 DETERMINISTIC = ("cutting-plane", "FW")
 _STYLE = {"cutting-plane": ("tab:brown", "-."), "FW": ("tab:gray", "--"), "BCFW": ("tab:blue", "-"),
           "BCFW-wavg": ("tab:green", "-"), "BCFW-fixed": ("tab:cyan", ":"), "SSG": ("tab:red", "-"),
-          "SSG-wavg": ("tab:orange", "-"), "online-EG": ("tab:purple", (0, (3, 1, 1, 1, 1, 1)))}
+          "SSG-wavg": ("tab:orange", "-"), "online-EG": ("tab:purple", (0, (3, 1, 1, 1, 1, 1))),
+          "BCFW-tavg": ("tab:olive", "--"), "SSG-tavg": ("tab:pink", "--"), "SSG-avg": ("tab:brown", ":")}
 
 #: Online-EG's options here.  The solver's defaults (eta = 0.1, init_c = 0: uniform alpha)
 #: start far from w = 0 and stay there on OCR (primal 7-80 after 10 passes on 1,000 words,
@@ -56,14 +79,24 @@ _STYLE = {"cutting-plane": ("tab:brown", "-."), "FW": ("tab:gray", "--"), "BCFW"
 ONLINE_EG_OPTIONS = dict(eta=0.3, init_c=-100.0)
 
 #: Per data set: defaults and the solvers it allows.  ``n``: training examples (None: all).
+#: ``appf``: the same for App. F's figure of that data set (``appendix_f=True``).  The scraped text
+#: of the paper names "several values of lam" for Figures 3-4 but not which (the captions are in
+#: the figures): the defaults are Figure 1's three OCR values, 0.01, 0.001 and 1/n.
+_APPF_STOCHASTIC = tuple(s for s in APPF_SOLVERS if s != "online-EG")
 DATASETS = {
     "ocr": dict(panels="(a)-(c)", title="OCR", lams=("0.01", "0.001", "1/n"), n=None,
-                solvers=FIG1_SOLVERS, allowed=FIG1_SOLVERS),
+                solvers=FIG1_SOLVERS, allowed=FIG1_SOLVERS,
+                appf=dict(panels="Fig. 3", lams=("0.01", "0.001", "1/n"), solvers=APPF_SOLVERS,
+                          allowed=_APPF_ALLOWED)),
     "conll": dict(panels="(d), (e)", title="CoNLL-like sparse chain", lams=("1/n",), n=8936,
-                  solvers=("cutting-plane", "FW", "BCFW", "BCFW-wavg", "SSG", "SSG-wavg"), allowed=FIG1_SOLVERS),
+                  solvers=("cutting-plane", "FW", "BCFW", "BCFW-wavg", "SSG", "SSG-wavg"), allowed=FIG1_SOLVERS,
+                  appf=dict(panels="Fig. 4", lams=("0.01", "0.001", "1/n"), solvers=_APPF_STOCHASTIC,
+                            allowed=_APPF_ALLOWED)),
     "matching": dict(panels="(f)", title="word alignment (matching)", lams=("0.001",), n=5000,
                      solvers=("BCFW", "BCFW-wavg", "SSG", "SSG-wavg"),
-                     allowed=("BCFW", "BCFW-wavg", "BCFW-fixed", "SSG", "SSG-wavg", "online-EG")),
+                     allowed=("BCFW", "BCFW-wavg", "BCFW-fixed", "SSG", "SSG-wavg", "online-EG"),
+                     appf=dict(panels="Fig. 5", lams=("0.001",), solvers=_APPF_STOCHASTIC,
+                               allowed=_APPF_ALLOWED)),
 }
 #: Why a solver is not allowed on a data set (the error message).
 _NOT_ALLOWED = {
@@ -95,26 +128,48 @@ def make_fig1_solver(name):
             "BCFW-fixed": lambda: solvers.BCFW(step_size="predefined"),
             "SSG": lambda: solvers.SSG(),
             "SSG-wavg": lambda: solvers.SSG(averaging="weighted"),
-            "online-EG": lambda: solvers.OnlineEG(**ONLINE_EG_OPTIONS)}[name]()
+            "online-EG": lambda: solvers.OnlineEG(**ONLINE_EG_OPTIONS),
+            # App. F: uniform average from the start, and the doubling trick's 0.5-suffix average (15)
+            "SSG-avg": lambda: solvers.SSG(averaging="uniform"),
+            "SSG-tavg": lambda: solvers.SSG(averaging="suffix"),
+            "BCFW-tavg": lambda: solvers.BCFW(step_size="linesearch", averaging="suffix")}[name]()
 
 
-def out_stem(dataset):
-    """File stem of a data set's outputs: ``fig1`` for OCR, ``fig1_<dataset>`` otherwise."""
+def out_stem(dataset, appendix_f=False):
+    """File stem of a data set's outputs: ``fig1`` for OCR, ``fig1_<dataset>`` otherwise;
+    ``appf_<dataset>`` for App. F's figures."""
+    if appendix_f:
+        return f"appf_{dataset}"
     return "fig1" if dataset == "ocr" else f"fig1_{dataset}"
 
 
-def check_solvers(dataset, solvers, model=None):
-    """The solvers to run on ``dataset`` (its defaults for None/empty), or a ValueError naming
-    ``dataset`` / ``solvers`` and why.  With ``model``, online-EG needs its expectation oracle."""
+def figure_spec(dataset, appendix_f=False):
+    """The defaults of ``dataset``'s figure: panels, title, lams, solvers and allowed solvers."""
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {', '.join(DATASETS)}; got {dataset!r}")
     spec = DATASETS[dataset]
+    if not appendix_f:
+        return dict(spec, figure="Figure 1")
+    return dict(spec, **spec["appf"], figure="App. F")
+
+
+def check_solvers(dataset, solvers, model=None, appendix_f=False):
+    """The solvers to run on ``dataset`` (its defaults for None/empty), or a ValueError naming
+    ``dataset`` / ``solvers`` and why.  With ``model``, online-EG needs its expectation oracle.
+    ``appendix_f``: App. F's figure of the data set (the stochastic solvers and every averaging)."""
+    spec = figure_spec(dataset, appendix_f)
     names = tuple(solvers) if solvers else spec["solvers"]
     for name in names:
-        if name not in FIG1_SOLVERS:
-            raise ValueError(f"solvers: unknown solver {name!r}; choose from {', '.join(FIG1_SOLVERS)}")
+        if name not in SOLVERS:
+            raise ValueError(f"solvers: unknown solver {name!r}; choose from {', '.join(SOLVERS)}")
         if name not in spec["allowed"]:
-            why = _NOT_ALLOWED.get((dataset, name), "not part of this panel")
+            if not appendix_f and name in APPF_VARIANTS:
+                raise ValueError(f"solvers: {name!r} is an App. F variant (Figures 3-5, the averagings of the "
+                                 "stochastic solvers), not in Figure 1: add --appendix-f (appendix_f=True)")
+            if appendix_f:
+                why = "App. F's Figures 3-5 compare the stochastic solvers; drop --appendix-f for Figure 1"
+            else:
+                why = _NOT_ALLOWED.get((dataset, name), "not part of this panel")
             raise ValueError(f"solvers: {name!r} is not run on dataset {dataset!r} ({why}); allowed there: "
                              f"{', '.join(a for a in spec['allowed'] if _runnable(a, dataset))}")
         if not _runnable(name, dataset, model):
@@ -168,25 +223,66 @@ def load_fig1_data(dataset, subsample=None):
     raise ValueError(f"dataset must be one of {', '.join(DATASETS)}; got {dataset!r}")
 
 
+def parse_lam_specs(value, name="lams"):
+    """The lam specifications in ``value``: a comma-separated string ("0.01,0.001,1/n") or a
+    sequence of strings / numbers.  Each is a positive finite float or "c/n" (c > 0; "1/n" = "/n";
+    n = the number of training examples, resolved by `parse_lam` once the data are loaded).
+    Returns a tuple of strings; a ValueError naming ``name`` for anything else (empty items,
+    a non-number, lam <= 0, nan / inf, a value given twice)."""
+    items = str(value).split(",") if isinstance(value, str) else list(value)
+    specs = []
+    for item in items:
+        spec = str(item).strip()
+        text = spec.replace(" ", "")
+        if not text:
+            raise ValueError(f"{name}: empty lam in {value!r}; give comma-separated values such as 0.01,0.001,1/n")
+        number = text[:-2] if text.endswith("/n") else text
+        try:
+            c = 1.0 if number in ("", "1") else float(number)
+        except ValueError:
+            raise ValueError(f"{name}: {spec!r} is not a number or 'c/n' (e.g. 0.01, 1e-3, 1/n, 0.5/n)") from None
+        if not math.isfinite(c) or c <= 0:
+            raise ValueError(f"{name}: lam must be positive and finite; got {spec!r}")
+        if spec in specs:
+            raise ValueError(f"{name}: lam {spec!r} is given twice")
+        specs.append(spec)
+    return tuple(specs)
+
+
 def effective_passes(run, n):
     """x-axis of every curve: optimisation oracle calls / n (monitoring excluded)."""
     return col(run, "oracle_calls") / n
 
 
 def run_fig1(lams=None, passes=30, seeds=3, out="bench_out/fig1", solvers=None, subsample=None, ref_passes=100,
-             log=print, dataset="ocr"):
+             log=print, dataset="ocr", appendix_f=False):
     """Run the Figure 1 benchmark on ``dataset``; writes ``<stem>.json`` and ``<stem>.png``
-    (`out_stem`) to ``out``; returns the JSON doc.  ``lams`` and ``solvers`` default to
-    the data set's (``DATASETS``)."""
-    solvers = check_solvers(dataset, solvers)
-    lams = tuple(lams) if lams else DATASETS[dataset]["lams"]
+    (`out_stem`) to ``out``; returns the JSON doc.
+
+    Parameters
+    ----------
+    lams : str, sequence or None
+        The lams, each a column of panels in the PNG and an entry of the JSON's ``lams``:
+        "0.01,0.001,1/n" or ["0.01", "1/n"] (`parse_lam_specs`); None: the figure's defaults.
+    passes, seeds : int
+        Effective passes per run; seeds per stochastic solver (batch FW and cutting plane run once).
+    solvers : sequence of str or None
+        Names from `SOLVERS`; None: the figure's (``DATASETS``).
+    appendix_f : bool
+        App. F's figure of the data set (Fig. 3 OCR, 4 CoNLL, 5 matching): the stochastic solvers
+        with every averaging (-avg, -wavg (14), -tavg (15)); outputs ``appf_<dataset>.*``.
+    """
+    solvers = check_solvers(dataset, solvers, appendix_f=appendix_f)
+    spec = figure_spec(dataset, appendix_f)
+    lams = parse_lam_specs(lams) if lams is not None and len(lams) else spec["lams"]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     X, Y, Xt, Yt, model, data_info = load_fig1_data(dataset, subsample)
-    check_solvers(dataset, solvers, model)
+    check_solvers(dataset, solvers, model, appendix_f=appendix_f)
     n = len(X)
     grid = np.arange(0, int(math.ceil(passes)) + 1, dtype=float)
-    doc = dict(benchmark="fig1", dataset=dataset, panels=DATASETS[dataset]["panels"], n=n, n_test=len(Xt),
+    doc = dict(benchmark="fig1", figure=spec["figure"], appendix_f=bool(appendix_f), dataset=dataset,
+               panels=spec["panels"], n=n, n_test=len(Xt),
                d=int(model.size_joint_feature), model=type(model).__name__, data=data_info, passes=passes,
                seeds=int(seeds), subsample=subsample, ref_passes=ref_passes, solvers=list(solvers),
                online_eg_options=ONLINE_EG_OPTIONS if "online-EG" in solvers else None,
@@ -251,13 +347,19 @@ def run_fig1(lams=None, passes=30, seeds=3, out="bench_out/fig1", solvers=None, 
                            primal=r["columns"]["primal"], dual=r["columns"]["dual"],
                            test_loss=r["columns"].get("test_loss"), time_s=r["columns"]["time_s"])
                       for x, r in zip(xs, runs)])
-        entry["table"] = summary_table(entry, grid)
+        entry["table"] = summary_table(entry, grid, at=table_passes(passes))
         doc["lams"][str(lam_spec)] = entry
     doc["wall_s"] = time.perf_counter() - t_start
-    stem = out_stem(dataset)
+    stem = out_stem(dataset, appendix_f)
     write_json(out / f"{stem}.json", doc)
     plot_fig1(doc, out / f"{stem}.png")
     return doc
+
+
+def table_passes(passes):
+    """The passes of the summary table: 1, 5, 10, 30 up to ``passes``, and ``passes`` itself."""
+    last = int(math.ceil(passes))
+    return tuple(p for p in (1, 5, 10, 30) if p < last) + (last,)
 
 
 def summary_table(entry, grid, at=(1, 5, 10, 30)):
@@ -313,7 +415,8 @@ def plot_fig1(doc, path):
         axes[1, j].set_ylabel("test error", fontsize=9)
         axes[0, j].legend(fontsize=7)
     once = [name for name in DETERMINISTIC if name in doc.get("solvers", ())]
-    fig.suptitle(f"BCFW paper Fig. 1 {doc.get('panels', '')}: median and min-max over {doc['seeds']} seeds"
+    which = f"App. F, {doc.get('panels', '')}" if doc.get("appendix_f") else f"Fig. 1 {doc.get('panels', '')}"
+    fig.suptitle(f"BCFW paper {which}: median and min-max over {doc['seeds']} seeds"
                  + (f" ({', '.join(once)}: one run)" if once else ""), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -324,42 +427,67 @@ def _defaults_help():
     return "; ".join(f"{ds}: {', '.join(s['lams'])}" for ds, s in DATASETS.items())
 
 
+def _lams_callback(ctx, param, value):
+    """Check --lam / --lams at parse time (usage errors name the option); a tuple of specs."""
+    if value is None or (not isinstance(value, str) and not value):
+        return ()
+    items = ",".join(value) if not isinstance(value, str) else value
+    try:
+        return parse_lam_specs(items, name=param.opts[0])
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"{param.opts[0]}: ")) from None
+
+
 @click.command("fig1")
 @click.option("--dataset", type=click.Choice(tuple(DATASETS)), default="ocr", show_default=True,
               help="ocr: panels (a)-(c); conll: the CoNLL-like sparse chain, panels (d)-(e); matching: "
                    "word alignment, panel (f), stochastic methods only.")
-@click.option("--lam", "lams", multiple=True,
+@click.option("--appendix-f", is_flag=True,
+              help="App. F's figure of the dataset (Fig. 3 ocr, 4 conll, 5 matching): the stochastic solvers "
+                   "with every averaging (BCFW, BCFW-wavg, BCFW-tavg, SSG, SSG-wavg, SSG-tavg, SSG-avg; "
+                   "online-EG on ocr), lams 0.01, 0.001, 1/n on ocr and conll; writes appf_<dataset>.json/.png.")
+@click.option("--lam", "lam_list", multiple=True, callback=_lams_callback,
               help="Regularisation lambda; repeat for several; '1/n' or 'c/n' allowed.  Default per dataset: "
                    + _defaults_help() + ".")
+@click.option("--lams", "lams", default=None, callback=_lams_callback,
+              help="Several lambdas in one option, comma-separated, e.g. 0.01,0.001,1/n (added to any --lam); "
+                   "one column of panels per lambda in the PNG, all in the JSON.")
 @click.option("--passes", default=30, show_default=True, type=click.IntRange(min=1),
               help="Effective passes (oracle calls / n) per run.")
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1),
               help="Random seeds per stochastic solver (cutting plane and FW run once).")
 @click.option("--out", default="bench_out/fig1", show_default=True, type=click.Path(file_okay=False),
-              help="Directory; writes fig1.json/.png (ocr) or fig1_<dataset>.json/.png.")
-@click.option("--solver", "solver_names", multiple=True, type=click.Choice(FIG1_SOLVERS),
+              help="Directory; writes fig1.json/.png (ocr) or fig1_<dataset>.json/.png; appf_<dataset>.json/.png "
+                   "with --appendix-f.")
+@click.option("--solver", "solver_names", multiple=True, type=click.Choice(SOLVERS),
               help="Solvers to run (default: the dataset's panel -- ocr: all; conll: all but BCFW-fixed and "
                    "online-EG; matching: BCFW, BCFW-wavg, SSG, SSG-wavg).  Not on matching: FW, cutting-plane, "
-                   "online-EG (no expectation oracle).")
+                   "online-EG (no expectation oracle).  SSG-avg, SSG-tavg, BCFW-tavg: with --appendix-f.")
 @click.option("--subsample", default=None, type=click.IntRange(min=1),
               help="Training examples: ocr keeps this many random words (default all 6,251); conll and matching "
                    "generate this many (default 8,936 sequences and 5,000 sentence pairs), plus a tenth as many "
                    "test examples.")
 @click.option("--ref-passes", default=100, show_default=True, type=click.IntRange(min=0),
               help="Passes of the MP-BCFW (pairwise) reference run for P* (0: best dual of the runs only).")
-def bench_fig1(dataset, lams, passes, seeds, out, solver_names, subsample, ref_passes):
-    """BCFW paper Figure 1: primal suboptimality and test error against passes (OCR, CoNLL-like, matching)."""
+def bench_fig1(dataset, appendix_f, lam_list, lams, passes, seeds, out, solver_names, subsample, ref_passes):
+    """BCFW paper Figure 1 (and App. F's Figures 3-5): primal suboptimality and test error against passes
+    (OCR, CoNLL-like, matching)."""
     try:
-        solvers = check_solvers(dataset, solver_names)
+        solvers = check_solvers(dataset, solver_names, appendix_f=appendix_f)
     except ValueError as exc:
         raise click.BadParameter(str(exc).removeprefix("solvers: "), param_hint="'--solver'") from None
+    lams = tuple(lam_list) + tuple(lams)
+    try:
+        lams = parse_lam_specs(lams, name="--lam/--lams") if lams else None
+    except ValueError as exc:  # the same value in --lam and --lams
+        raise click.BadParameter(str(exc).removeprefix("--lam/--lams: "), param_hint="'--lam' / '--lams'") from None
     doc = run_fig1(lams, passes, seeds, out, solvers=solvers, subsample=subsample, ref_passes=ref_passes,
-                   log=click.echo, dataset=dataset)
+                   log=click.echo, dataset=dataset, appendix_f=appendix_f)
     for key, e in doc["lams"].items():
         click.echo(f"{dataset}: lam = {key} ({e['lam']:.4g}); P* ~ {e['pstar']:.6f} (bracket {e['pstar_bracket']:.2e})")
         cols = list(next(iter(e["table"].values())))
         click.echo(f"{'solver':>13} " + " ".join(f"{c:>16}" for c in cols))
         for name, row in e["table"].items():
             click.echo(f"{name:>13} " + " ".join(f"{'-' if v is None else f'{v:.4g}':>16}" for v in row.values()))
-    stem = out_stem(dataset)
+    stem = out_stem(dataset, appendix_f)
     click.echo(f"wrote {Path(out) / f'{stem}.json'} and {Path(out) / f'{stem}.png'}")
