@@ -4,6 +4,7 @@ JSON keys and shapes, and checks the theory can fail."""
 import itertools
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -103,6 +104,14 @@ def test_staleness_json_keys_shapes_and_budget(tmp_path, ocr_small):
     assert saved["arms"]["Gap 1"]["ratio_after_refresh"]["max"] == pytest.approx(1.0, abs=1e-9)
     assert saved["arms"]["Uniform"]["ratio_final"] is None  # uniform sampling keeps no estimates
     assert doc["arms"]["Uniform"]["runs"][0]["passes"][0] == 0.0
+    # --no-chi: the figure drops panel (c) instead of drawing an empty one
+    from structfw.bench.staleness import plot_staleness
+
+    for arm in saved["arms"].values():
+        arm["chi_factor_vs_passes"] = {k: [None] * 6 for k in ("min", "median", "max")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        plot_staleness(saved, tmp_path / "no_chi.png")
 
 
 # ------------------------------------------------------------------------ Figure 2
