@@ -17,6 +17,16 @@ layout (solvers/rows.py); its pass is now the compiled pairwise pass, whose rows
 so its iterates are those of ``bcpfw`` to the bit (tested below).  The old trajectory had left
 ``bcpfw``'s at a near-tie (final primal 0.1741 against 0.1687 now); its synthetic reference,
 which has no ties, is unchanged.
+
+One synthetic entry was re-recorded, with the reason: ``bcpfw-gap-cache``.  The block step took a
+corner's ||psi||^2 from ``np.dot``, which numba hands to BLAS, and OpenBLAS sums in the order of
+the kernel it picks for the CPU: its Haswell/Zen and SkylakeX kernels differ in the last bit, and
+this run (pairwise steps with the gap cache) turns at a rounding-level decision in its second
+pass (62 cache hits against 59), so its iterates depended on the CPU's BLAS kernel (the
+reference had been recorded under a Haswell-type kernel; an AVX-512 machine failed it).  The sum
+is now a loop in index order (solvers/_kernels.py, ``_sqsum``): every other entry moved by
+rounding only (at most 2e-14), and this one now comes out the same under numba's generic,
+haswell and native targets and under each OpenBLAS kernel.
 """
 from pathlib import Path
 import platform

@@ -50,6 +50,18 @@ def _add_to_w(w, u, inv_c, idx, val, cw):
             u[j] -= inv_c * step
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _sqsum(v):
+    """sum_j v_j^2 in index order.  Not np.dot: numba hands that to BLAS, whose ddot sums in
+    the order of the kernel OpenBLAS picks for the CPU (AVX2 and AVX-512 kernels differ in the
+    last bit), and a corner's ||psi||^2 feeds the step size, so the iterates would depend on
+    the CPU (tests/test_engine_reference.py's synthetic fits did)."""
+    s = 0.0
+    for j in range(v.shape[0]):
+        s += v[j] * v[j]
+    return s
+
+
 @njit(cache=True, nogil=True)
 def block_step(w, B, i, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u, inv_c, scratch):
     """The block step of the engine, for every step kind and every layout of the w_i.
@@ -85,7 +97,7 @@ def block_step(w, B, i, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfix
         wd = a * (ci * vw)
         ww = ci * ci * vv
     wd += b1 * s1w + b2 * s2w
-    nrm = a * a * ww + b1 * b1 * np.dot(v1, v1) + b2 * b2 * np.dot(v2, v2)
+    nrm = a * a * ww + b1 * b1 * _sqsum(v1) + b2 * b2 * _sqsum(v2)
     if a != 0.0:
         nrm += 2.0 * a * b1 * (ci * row_dot_entries(B, i, i1, v1)) + 2.0 * a * b2 * (ci * row_dot_entries(B, i, i2, v2))
     nrm += 2.0 * b1 * b2 * sparse_dot_sparse_scattered(i1, v1, i2, v2, scratch)
