@@ -301,6 +301,19 @@ def _scene_labels(rng: np.random.Generator, size: int, K: int, n_regions: int) -
     return cls[np.argmin(d, axis=2)]
 
 
+def _render_scene(rng: np.random.Generator, src: Sequence[np.ndarray], tints: np.ndarray, size: int,
+                  noise: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """One scene: 5-9 regions (`_scene_labels`), each filled with a tinted crop of its class's
+    photograph, plus Gaussian pixel noise.  Returns (image (size, size, 3) in [0, 1], labels)."""
+    K = len(src)
+    lab = _scene_labels(rng, size, K, int(rng.integers(5, 10)))
+    img = np.zeros((size, size, 3))
+    for k in np.unique(lab):
+        tex = _random_crop(rng, src[k], size, (0.3, 0.8)) * tints[k]
+        img[lab == k] = tex[lab == k]
+    return np.clip(img + noise * rng.standard_normal(img.shape), 0.0, 1.0), lab
+
+
 def _superpixel_graph(img: np.ndarray, seg: npt.NDArray[np.integer], labels_px: npt.NDArray[np.int64], K: int
                       ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64],
                                  npt.NDArray[np.int64]]:
@@ -374,12 +387,7 @@ def make_stanford_like(n_images: int = 40, size: int = 120, n_classes: int = 6, 
     tints = 0.75 + 0.5 * np.random.default_rng(1234).random((K, 3))  # fixed class colours
     X, Y = [], []
     for _ in range(n_images):
-        lab = _scene_labels(rng, size, K, int(rng.integers(5, 10)))
-        img = np.zeros((size, size, 3))
-        for k in np.unique(lab):
-            tex = _random_crop(rng, src[k], size, (0.3, 0.8)) * tints[k]
-            img[lab == k] = tex[lab == k]
-        img = np.clip(img + noise * rng.standard_normal(img.shape), 0.0, 1.0)
+        img, lab = _render_scene(rng, src, tints, size, noise)
         seg = slic(img, n_segments=int(n_segments), compactness=20.0, sigma=1.0, start_label=0,
                    channel_axis=-1)
         nodes, edges, ef, y = _superpixel_graph(img, seg, lab, K)

@@ -63,8 +63,7 @@ from .segmentation import (
     _figure_ground_image,
     _normalised,
     _pixel_codes,
-    _random_crop,
-    _scene_labels,
+    _render_scene,
     _shape_masks,
     _skimage,
     _sources,
@@ -429,12 +428,7 @@ def make_stanford_paper(n_images: int = 715, size: int = 160, n_classes: int = 9
     t0 = time.perf_counter()
     for t in range(n_images):
         rng = _image_rng(seed, t)
-        lab = _scene_labels(rng, size, K, int(rng.integers(5, 10)))
-        img = np.zeros((size, size, 3))
-        for k in np.unique(lab):
-            tex = _random_crop(rng, src[k], size, (0.3, 0.8)) * tints[k]
-            img[lab == k] = tex[lab == k]
-        img = np.clip(img + noise * rng.standard_normal(img.shape), 0.0, 1.0)
+        img, lab = _render_scene(rng, src, tints, size, noise)
         g, y = _labelled(img, lab, K, n_segments)
         X.append(g)
         Y.append(y)
