@@ -244,3 +244,89 @@ def test_crossing_interpolates_between_checkpoints_log_linearly():
     assert crossing(x, gap, 2.0) == 0.0                          # reached at the first checkpoint
     assert np.isnan(crossing(x, gap, 1e-4))                      # never reached
     assert crossing([0.0, 1.0, 2.0], [1.0, 0.5, 0.5], 0.5) == pytest.approx(1.0)
+
+
+# ---- structfw bench scaling: each point in a child process (a few seconds each); no timing assertions
+def test_scaling_runs_and_records_every_point(tmp_path):
+    from structfw.bench.scaling import bench_scaling
+
+    args = ["--axes", "n,length", "--sizes", "n=40,80,1000000", "--sizes", "length=3", "--base", "n=40",
+            "--base", "length=4", "--solvers", "BCFW", "--passes", "2", "--max-seconds", "30",
+            "--out-dir", str(tmp_path)]
+    res = CliRunner().invoke(bench_scaling, args)
+    assert res.exit_code == 0, res.output
+    doc = _check_outputs(tmp_path, "scaling")
+    for key in ("benchmark", "environment", "axes", "sizes", "base", "passes", "solvers", "seed", "lam",
+                "max_seconds", "points", "curves", "slopes", "wall_s"):
+        assert key in doc, key
+    assert doc["axes"] == ["n", "length"] and doc["solvers"] == ["BCFW"]
+    requested = {("n", 40), ("n", 80), ("n", 1000000), ("length", 3)}
+    assert {(p["axis"], p["size"]) for p in doc["points"]} == requested and len(doc["points"]) == 4
+    for p in doc["points"]:
+        assert p["status"] in ("measured", "skipped"), p
+        if p["status"] == "measured":
+            assert p["s_per_pass"] > 0 and p["peak_rss_mb"] >= p["baseline_rss_mb"] > 0
+            assert len(p["per_pass_s"]) == 2
+        else:
+            assert p["reason"]
+    # a million sequences is projected far past 30 s from the smaller points, so it is not run
+    big = next(p for p in doc["points"] if p["size"] == 1000000)
+    assert big["status"] == "skipped" and "projected" in big["reason"]
+    assert set(doc["slopes"]["n"]["BCFW"]) == {"s_per_pass", "peak_rss", "peak_above_baseline", "by_rows"}
+    assert doc["curves"]["n"]["BCFW"]["skipped"] == [1000000]
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--axes", "n,width"], "--axes"),
+    (["--sizes", "q=1,2"], "--sizes"),
+    (["--sizes", "d=10"], "--sizes"),
+    (["--axes", "n", "--sizes", "d=1000"], "--sizes"),
+    (["--solvers", "SSG"], "--solvers"),
+    (["--passes", "1"], "--passes"),
+    (["--lam", "-1"], "--lam"),
+    (["--base", "d=10"], "--base"),
+])
+def test_scaling_bad_options_are_usage_errors(tmp_path, args, option):
+    from structfw.bench.scaling import bench_scaling
+
+    res = CliRunner().invoke(bench_scaling, args + ["--out-dir", str(tmp_path / "x")])
+    assert res.exit_code == 2, res.output  # click's UsageError
+    assert option in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_scaling_slope_and_projection():
+    from structfw.bench.scaling import loglog_slope, point_problem, project_seconds
+
+    assert loglog_slope([1e3, 1e4, 1e5], [2.0, 20.0, 200.0]) == pytest.approx(1.0)
+    assert loglog_slope([1e3], [2.0]) is None
+    # the fixed part (wall - variable) is kept; the variable part grows as size^exponent
+    assert project_seconds([(100, 10.0, 2.0)], 1000, min_exponent=1.0) == pytest.approx(8.0 + 20.0)
+    assert project_seconds([(100, 10.0, 2.0), (200, 12.0, 8.0)], 400) == pytest.approx(4.0 + 32.0)
+    assert project_seconds([], 10) is None
+    p = point_problem("d", 10 ** 6)
+    assert p["d"] == 10 * p["F"] + 100 and abs(p["d"] - 10 ** 6) <= 5
+    with pytest.raises(ValueError, match="axis"):
+        point_problem("width", 3)
+
+
+def test_gaps_conll_scale_runs(tmp_path, monkeypatch):
+    """`bench gaps --dataset conll-scale` on a tiny CoNLL-like chain (sparse CSR features): every
+    requested variant runs and the outputs are written; the CLI's --steps keeps the FW variants only."""
+    import functools
+
+    from structfw import datasets
+
+    tiny = functools.partial(datasets.load_conll_scale, n_train=50, n_test=10, n_features=500)
+    docs = run_gaps(["1/n"], passes=2, seeds=1, out=tmp_path, dataset="conll-scale", check_every=1,
+                    gap_refresh=1, conll_kwargs=dict(n_train=50, n_test=10, n_features=500))
+    res = docs["conll-scale"]
+    assert res["n"] == 50 and res["d"] == 22 * 500 + 22 * 22
+    assert len(res["lams"]["1/n"]["variants"]) == len(COMBOS)
+    _check_outputs(tmp_path, "gaps_conll-scale")
+    monkeypatch.setattr(datasets, "load_conll_scale", tiny)
+    res = CliRunner().invoke(bench_gaps, ["--dataset", "conll-scale", "--lams", "0.01", "--passes", "1", "--seeds",
+                                          "1", "--steps", "fw", "--subsample", "30", "--out", str(tmp_path / "c")])
+    assert res.exit_code == 0, res.output
+    assert "BCFW-gap-cache" in res.output and "BCPFW" not in res.output
+    assert (tmp_path / "c" / "gaps_conll-scale.json").exists()

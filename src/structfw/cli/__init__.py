@@ -39,6 +39,8 @@ BENCH_COMMANDS = {
     "staleness": ("..bench.staleness", "bench_staleness", "Osokin et al. 2016 Figure 1: staleness of gap estimates in gap sampling (OCR)."),
     "cache-regimes": ("..bench.cache_regimes", "bench_cache_regimes", "Osokin et al. 2016 Figure 2: regimes of the gap-based cache over a grid of F x nu (OCR)."),
     "toy-gap-sampling": ("..bench.toy_gap_sampling", "bench_toy_gap_sampling", "Osokin et al. 2016 App. C: a toy problem where gap sampling is n times faster than uniform."),
+    "scaling": ("..bench.scaling", "bench_scaling",
+                "Seconds per pass and peak memory against n, d and sequence length, with fitted slopes."),
 }
 
 
