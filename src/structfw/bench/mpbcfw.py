@@ -9,6 +9,12 @@ duality gap, against oracle calls and against time (median and min-max over seed
 D_best / P_best are the best dual / primal values any run reached), plus the mean
 working-set size and the approximate passes per outer iteration (Figure 6).
 Writes mpbcfw.json, mpbcfw.png and mpbcfw.md under ``--out``.
+
+``--oracle-cost-us C`` makes every max-oracle call cost at least C µs more (a busy wait in the
+call, counted as oracle time; `structfw.bench._oracle_cost`), for every variant alike: the
+paper's OCR oracle took about 50 µs, 70 % of BCFW's run time (Sec. 4.1), ours about 6 µs.
+Such runs take the engine's Python route (the compiled passes run the oracle inside numba,
+where no wait can be added); ``--oracle-cost-us 0`` gives that route without the wait.
 """
 from __future__ import annotations
 
@@ -64,10 +70,15 @@ def load_task(name, subsample=None):
 SINGLE_PLANE = ("BCFW", "BCFW-avg")
 
 
-def run_dataset(name, passes, seeds, subsample=None, log=print, names=None, bcfw_passes=None):
+def run_dataset(name, passes, seeds, subsample=None, log=print, names=None, bcfw_passes=None, oracle_cost_us=None):
     """Every variant's runs on one task; BCFW and BCFW-avg get ``bcfw_passes`` passes (default
-    ``passes``): a longer single-plane run sets a tighter g_B, the gap the targets are read at."""
+    ``passes``): a longer single-plane run sets a tighter g_B, the gap the targets are read at.
+    ``oracle_cost_us``: every max-oracle call costs that many µs more (None: the compiled route)."""
     X, Y, model = load_task(name, subsample)
+    if oracle_cost_us is not None:
+        from ._oracle_cost import with_oracle_cost
+
+        model = with_oracle_cost(model, oracle_cost_us)
     n = len(X)
     lam = 1.0 / n
     runs = {}
@@ -81,7 +92,14 @@ def run_dataset(name, passes, seeds, subsample=None, log=print, names=None, bcfw
             runs[label].append(run)
             log(f"[mpbcfw] {name} {label} seed {seed}: gap {col(run, 'gap')[-1]:.3e}, "
                 f"{col(run, 'oracle_calls')[-1] / n:.0f} oracle passes, {col(run, 'time_s')[-1]:.1f} s")
-    return dict(n=n, lam=lam, d=model.size_joint_feature, model=type(model).__name__, runs=runs)
+    return dict(n=n, lam=lam, d=model.size_joint_feature, model=type(model).__name__, runs=runs,
+                oracle_cost_us=oracle_cost_us)
+
+
+#: effective passes (oracle calls / n) at which the table compares the primal (Shah et al. Sec. 4.1:
+#: "within the same number of calls to the max-oracle, MP-BCFW always achieves lower primal
+#: suboptimality than BCFW")
+PRIMAL_AT = (4, 8, 12)
 
 
 def summarise(entry):
@@ -112,6 +130,13 @@ def summarise(entry):
             curves["planes_per_block"] = [col(r, "planes_per_block").tolist() for r in rs]
             curves["approx_passes"] = [col(r, "approx_passes").tolist() for r in rs]
         out["curves"][label] = curves
+        # the primal at equal oracle calls (interpolated linearly in the calls between checkpoints),
+        # median over seeds, and the share of optimisation time spent in the oracle
+        out.setdefault("primal_at", {})[label] = {
+            str(k): _nanmedian([_interp(col(r, "oracle_calls") / n, col(r, "primal"), k) for r in rs])
+            for k in PRIMAL_AT}
+        frac = [col(r, "oracle_time_frac")[-1] for r in rs if col(r, "oracle_time_frac") is not None]
+        out.setdefault("oracle_time_frac", {})[label] = _nanmedian(frac) if frac else math.nan
         # oracle passes and seconds to reach each gap (median over seeds); the running minimum of
         # the gap, since the gap of an iterate fluctuates.  Interpolated log-linearly between the
         # two checkpoints around the crossing: MP-BCFW checkpoints once an outer iteration, so
@@ -126,6 +151,15 @@ def summarise(entry):
                                  seconds_at_checkpoint=_nanmedian([first_reach(t, gg, g) for _, t, gg in runs_g]))
         out["reach"][label] = reach
     return out
+
+
+def _interp(x, y, at):
+    """y at x = ``at`` by linear interpolation; NaN outside the run."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) == 0 or at < x[0] or at > x[-1]:
+        return math.nan
+    return float(np.interp(at, x, y))
 
 
 def _nanmedian(v):
@@ -148,12 +182,12 @@ def resummarise(path):
 
 
 def run_mpbcfw(datasets=DATASETS, passes=30, seeds=5, out="bench_out/mpbcfw", subsample=None, log=print,
-               names=None, bcfw_passes=None):
+               names=None, bcfw_passes=None, oracle_cost_us=None):
     out = Path(out)
     doc = dict(benchmark="mpbcfw", passes=passes, bcfw_passes=bcfw_passes or passes, seeds=seeds,
-               subsample=subsample, environment=environment(), datasets={})
+               subsample=subsample, oracle_cost_us=oracle_cost_us, environment=environment(), datasets={})
     for name in datasets:
-        entry = run_dataset(name, passes, seeds, subsample, log, names, bcfw_passes)
+        entry = run_dataset(name, passes, seeds, subsample, log, names, bcfw_passes, oracle_cost_us)
         entry["summary"] = summarise(entry)
         doc["datasets"][name] = entry
     write_json(out / "mpbcfw.json", doc)
@@ -184,6 +218,18 @@ def format_table(doc):
                 pc = reach[t].get("passes_at_checkpoint", p)
                 cells.append("-" if math.isnan(p) else f"{p:.1f} ({pc:.0f}) / {sec:.2f} s")
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        if "primal_at" in s:
+            cost = entry.get("oracle_cost_us")
+            route = "compiled route" if cost is None else f"Python route, oracle cost + {cost:g} µs a call"
+            lines.append(f"\nPrimal at equal oracle calls (median over seeds; {route}) and the share of "
+                         "optimisation time in the max oracle (measured on the Python route only)\n")
+            lines.append("| variant | " + " | ".join(f"P at {k} passes" for k in PRIMAL_AT) + " | oracle time |")
+            lines.append("|---|" + "---|" * (len(PRIMAL_AT) + 1))
+            for label, prim in s["primal_at"].items():
+                cells = ["-" if math.isnan(prim[str(k)]) else f"{prim[str(k)]:.4f}" for k in PRIMAL_AT]
+                frac = s["oracle_time_frac"].get(label, math.nan)
+                cells.append("-" if math.isnan(frac) or cost is None else f"{100 * frac:.0f} %")
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -234,14 +280,23 @@ def _click_command():
                        "gap of every BCFW run (g_B): a longer BCFW budget asks for a tighter gap.")
     @click.option("--seeds", default=5, show_default=True, help="Random seeds per variant.")
     @click.option("--subsample", type=int, default=None, help="Use only the first N training examples.")
+    @click.option("--oracle-cost-us", type=float, default=None,
+                  help="Make every max-oracle call cost at least this many microseconds more (a busy wait "
+                       "inside the call, counted as oracle time, for every variant; the paper's OCR oracle: "
+                       "~50 us, 70 % of BCFW's time). The compiled passes cannot wait inside numba, so these "
+                       "runs take the engine's Python route (MP-BCFW's approximate passes too); "
+                       "0 gives that route without the wait.")
     @click.option("--out", default="bench_out/mpbcfw", show_default=True, type=click.Path(file_okay=False))
-    def bench_mpbcfw(datasets, passes, bcfw_passes, seeds, subsample, out):
+    def bench_mpbcfw(datasets, passes, bcfw_passes, seeds, subsample, oracle_cost_us, out):
         """MP-BCFW paper Figures 4-6: BCFW, BCFW-avg, MP-BCFW, MP-BCFW-avg (and BCPFW-gap-cache)."""
         if passes < 1 or seeds < 1:
             raise click.BadParameter("must be >= 1", param_hint="--passes / --seeds")
         if bcfw_passes is not None and bcfw_passes < 1:
             raise click.BadParameter(f"must be >= 1; got {bcfw_passes}", param_hint="--bcfw-passes")
-        run_mpbcfw(datasets, passes, seeds, out, subsample, log=click.echo, bcfw_passes=bcfw_passes)
+        if oracle_cost_us is not None and not oracle_cost_us >= 0:
+            raise click.BadParameter(f"must be >= 0; got {oracle_cost_us}", param_hint="--oracle-cost-us")
+        run_mpbcfw(datasets, passes, seeds, out, subsample, log=click.echo, bcfw_passes=bcfw_passes,
+                   oracle_cost_us=oracle_cost_us)
         click.echo(f"wrote {out}/mpbcfw.json, mpbcfw.md, mpbcfw.png")
 
     return bench_mpbcfw

@@ -389,6 +389,14 @@ class MPBCFW(BCFW):
     counts outer iterations (= exact passes); the trace adds ``planes_per_block``,
     ``approx_passes`` and ``outer_iterations`` (the paper's Figure 6).
 
+    A call of ``run_pass`` runs the approximate passes of the previous outer iteration and then
+    the next exact pass, so checkpoints and the returned w read the iterate right after an
+    exact pass, k n oracle calls after the start (``approx_passes`` in the trace: those that
+    preceded it).  Alg. 3's sequence of steps is unchanged; the iterates after the approximate
+    passes cost the same k n calls but, while the working sets are small, have a higher primal
+    (on OCR at lam = 1/n: above BCFW's for the first ~10 iterations, where the iterate after
+    the exact pass is below it; `structfw.solvers.passes.mp_outer_iteration`).
+
     Parameters
     ----------
     step_size, sampling, step, cache, cache_F, cache_nu, cache_size, averaging, gap_refresh, block_storage, \

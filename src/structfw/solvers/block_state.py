@@ -106,6 +106,10 @@ class BCFWState:
         self.mp_iter = 0              # MP-BCFW: outer iterations done (planes are stamped with it)
         self.mp_approx_passes = 0     # MP-BCFW: approximate passes of the last outer iteration
         self.mp_work = 0.0            # MP-BCFW, approx_rule='work': the work counter
+        # MP-BCFW: the dual before the last exact pass and its cost (work or seconds), which the
+        # slope rule of its approximate passes measures from; cost 0: none are due
+        self.mp_exact_dual = 0.0
+        self.mp_exact_cost = 0.0
 
     #: the stored rows v_i (w_i = wi_scale[i] v_i): an (n, d) array (dense_blocks) or `SparseRows`
     _wi: Any
@@ -218,11 +222,13 @@ class BCFWState:
             self.v *= r  # Pi(r v) = r Pi(v) for r > 0
         self.wi_scale *= r
         self.wi_scaled = True
-        if self.avg is not None:
-            self.avg.u *= r
-            self.avg.renormalise()
+        for avg in (self.avg, self.avg2):  # avg2: MP-BCFW's average over approximate steps
+            if avg is not None:
+                avg.u *= r
+                avg.renormalise()
         self.lam = lam_new
         self.needs_refresh = True
+        self.mp_exact_cost = 0.0  # the dual the slope rule measures from was at the old lam
 
     def keep_w_change_lam(self, lam_new: float) -> None:
         """Proposition 1 of Osokin et al. (2016): rho = lam_new/lam_old,
@@ -241,6 +247,7 @@ class BCFWState:
                 store.alpha[i, gt] += 1.0 - store.alpha[i, :store.size[i]].sum()
         self.lam = lam_new
         self.needs_refresh = True
+        self.mp_exact_cost = 0.0  # the dual the slope rule measures from was at the old lam
 
     def averaged(self, problem: Problem) -> tuple[npt.NDArray[np.float64], float] | None:
         """(Pi(vbar), lbar): the primal point and l of the averaged dual variables (None without averaging).

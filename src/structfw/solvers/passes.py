@@ -1,8 +1,8 @@
 """The engine's passes: n block iterations of Alg. 1 (Osokin et al. 2016), as the plan says.
 
 docs/design.md, "The engine and its parts".  `run_pass` is one call of the solve skeleton's
-``run_pass``: a pass of block steps, or with MP-BCFW one outer iteration (an exact pass, then
-approximate passes; Shah et al. 2015, Alg. 3).  A pass takes one of three routes, fixed by the
+``run_pass``: a pass of block steps, or with MP-BCFW the approximate passes of one outer iteration
+and the exact pass that starts the next (Shah et al. 2015, Alg. 3; `mp_outer_iteration`).  A pass takes one of three routes, fixed by the
 `BlockPlan`:
 
 - compiled, plain: FW steps with the exact compiled oracle in numba chunks (`plain_fw_chunk`);
@@ -41,8 +41,9 @@ COMPILED_CHUNK = 1024
 def run_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
     """n block iterations (fewer if Ctrl-C arrives: the pass ends after the current step).
 
-    With ``multi_plane`` one call is an outer iteration of MP-BCFW (Alg. 3 lines 5-6):
-    an exact pass, then approximate passes until the rule of Sec. 3.4 stops them."""
+    With ``multi_plane`` one call is the approximate passes of the last outer iteration of
+    MP-BCFW (Alg. 3 line 6, until the rule of Sec. 3.4 stops them) and the next exact pass
+    (line 5): a call ends after an exact pass (`mp_outer_iteration`)."""
     if not ctx.plan.multi_plane:
         block_pass(ctx, flag)
         return
@@ -51,27 +52,57 @@ def run_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
 
 # ================================================================ MP-BCFW
 def mp_outer_iteration(ctx: BlockContext, flag: InterruptFlag) -> None:
-    """One exact pass, then approximate passes while the last one raised the dual faster (per
-    unit of work or per second) than the outer iteration so far (Shah et al. 2015, Sec. 3.4)."""
+    """The approximate passes that follow the last exact pass, then the next exact pass
+    (Shah et al. 2015, Alg. 3 lines 6 and 5).
+
+    Alg. 3 runs E A .. A E A .. A ..., an exact pass E and then approximate passes A until the
+    slope rule of Sec. 3.4 stops them.  Every iterate between the k-th and the (k+1)-th exact
+    pass has cost the same k n oracle calls; a call ends after an exact pass, so a checkpoint
+    (the trace, the returned w) reads the iterate just after it.  The approximate passes raise
+    the dual but, while the working sets hold few planes, move w toward the minimiser of the
+    working-set model lam/2 ||w||^2 + sum_i max_{W_i} H_i, where labellings not yet in W_i
+    score high: on OCR at lam = 1/n the primal after them is 0.05-0.5 above the one after the
+    exact pass that precedes them (first 12 iterations), which the next exact pass corrects
+    (docs/results/mpbcfw.md).
+    The sequence of steps is Alg. 3's either way; only where a call ends moves.  The slope rule
+    of the approximate passes measures from the start of their outer iteration, the exact pass
+    before them (its dual and cost are kept in the state, so a warm start continues exactly)."""
     plan, st = ctx.plan, ctx.st
+    clock = (lambda: st.mp_work) if plan.approx_rule == "work" else time.perf_counter
+    st.mp_approx_passes = mp_approx_passes(ctx, flag, clock) if st.mp_exact_cost > 0.0 else 0
+    if flag.requested:
+        return
     st.mp_iter += 1
     ctx.stamp = st.mp_iter
-    clock = (lambda: st.mp_work) if plan.approx_rule == "work" else time.perf_counter
     t0, D0 = clock(), st.dual()
     mp_pass(ctx, flag, approx=False)
+    if not flag.requested:
+        st.mp_exact_dual = D0
+        st.mp_exact_cost = max(clock() - t0, 1e-300)  # > 0: its approximate passes are due
+
+
+def mp_approx_passes(ctx: BlockContext, flag: InterruptFlag, clock: Any) -> int:
+    """Approximate passes while the last one raised the dual faster (per unit of work or per
+    second) than the outer iteration so far, its exact pass included (Sec. 3.4); at most
+    ``max_approx_passes`` (M).  Returns how many ran."""
+    plan, st = ctx.plan, ctx.st
+    ctx.stamp = st.mp_iter  # the planes they use are active in the exact pass's outer iteration
+    D0, cost0 = st.mp_exact_dual, st.mp_exact_cost
+    st.mp_exact_cost = 0.0  # not due again, whatever happens below
+    t_start = clock()
+    t_prev, D_prev = t_start, st.dual()
     done = 0
-    t_prev, D_prev = clock(), st.dual()
     while done < plan.max_approx_passes and not flag.requested:
         mp_pass(ctx, flag, approx=True)
         done += 1
         t, D = clock(), st.dual()
         slope_last = (D - D_prev) / max(t - t_prev, 1e-300)
-        slope_iter = (D - D0) / max(t - t0, 1e-300)
+        slope_iter = (D - D0) / max(cost0 + (t - t_start), 1e-300)
         if slope_last < slope_iter:
             break
         t_prev, D_prev = t, D
-    st.mp_approx_passes = done
     ctx.counters["approx_passes"] = ctx.counters.get("approx_passes", 0) + done
+    return done
 
 
 def mp_pass(ctx: BlockContext, flag: InterruptFlag, approx: bool) -> None:

@@ -329,7 +329,8 @@ _BCFW_REQUIRED = ("lam", "n", "d", "w", "v", "ell", "dense_blocks", "_wi", "wi_s
                   "track_alpha", "corners", "truth", "k", "passes", "rng", "sampler", "avg", "oracle_gaps",
                   "full_gap", "needs_refresh", "fingerprint")
 # fields a state written before they existed lacks, with the value that state behaved as
-_BCFW_DEFAULTS = {"rows_stale": False, "avg2": None, "mp_iter": 0, "mp_approx_passes": 0, "mp_work": 0.0}
+_BCFW_DEFAULTS = {"rows_stale": False, "avg2": None, "mp_iter": 0, "mp_approx_passes": 0, "mp_work": 0.0,
+                  "mp_exact_dual": 0.0, "mp_exact_cost": 0.0}
 _CORNER_FIELDS = ("n", "d", "size", "key", "loss", "alpha", "last", "start", "nnz", "pidx", "pval", "meta")
 _SAMPLER_FIELDS = ("kind", "n", "rng", "estimates", "_tree", "_buffer", "_pos")
 _AVERAGE_FIELDS = ("kind", "t", "u", "c", "lbar")
@@ -645,6 +646,8 @@ def _check_bcfw(st, path, n, d):
     _int(st.mp_iter, f"{path}.mp_iter")
     _int(st.mp_approx_passes, f"{path}.mp_approx_passes")
     _real(st.mp_work, f"{path}.mp_work", 0.0)
+    _real(st.mp_exact_dual, f"{path}.mp_exact_dual")
+    _real(st.mp_exact_cost, f"{path}.mp_exact_cost", 0.0)
     _rng(st.rng, f"{path}.rng")
     if st.sampler is not None:
         _check_sampler(st.sampler, f"{path}.sampler", n)
