@@ -10,7 +10,9 @@ distance-transform max-product of a few ms per call, deformation weights kept >=
 paper's fourth data set).  For pose the paper's protocol picks lam as the value of best test
 accuracy, a smaller and a larger one (Sec. 5.1); the defaults (`POSE_LAMS`) are the better of
 the two values tried in docs/results/pose.md and 10 times either side, written as c/n so that
-they scale with the number of training images.
+they scale with the number of training images.  ``--dataset conll-scale`` runs the CoNLL-sized
+sparse chain of ``structfw.datasets.load_conll_scale`` (n = 8,936, d = 1,643,026; CSR features,
+so the block storage keeps sparse corners); ``--steps fw`` keeps the four FW-step variants.
 
 Accounting.  Gap sampling and the cache run a full gap pass every
 ``gap_refresh`` passes; its oracle calls are part of the algorithm and count in
@@ -76,6 +78,20 @@ def load_pose_data(subsample=None):
         raise ValueError(f"subsample must be in 1..1000 for the pose data, got {subsample!r}")
     tr = datasets.load_pose("train", n=n)
     return list(tr.X), list(tr.Y), [], [], tr.make_model()
+
+
+def load_conll_scale_data(subsample=None, **kwargs):
+    """The CoNLL-scale sparse chain (`structfw.datasets.load_conll_scale`: 8,936 training sentences,
+    d = 1,643,026 by default) and its ChainModel; ``subsample`` keeps the first that many training
+    sentences.  The model's features are CSR rows, so the engine's block storage picks sparse corners."""
+    from .. import datasets
+
+    data = datasets.load_conll_scale(**kwargs)
+    X, Y, Xt, Yt = data
+    X, Y, Xt, Yt = list(X), list(Y), list(Xt), list(Yt)
+    if subsample:
+        X, Y = X[:int(subsample)], Y[:int(subsample)]
+    return X, Y, Xt, Yt, data.make_model()
 
 
 def _within_budget(run, passes):
@@ -156,29 +172,37 @@ def _med(vals):
 
 def run_gaps(lams=("0.01", "0.001", "1/n"), passes=30, seeds=3, out="bench_out/gaps", dataset="ocr",
              subsample=None, large_n=25000, large_sparse=True, large_passes=None, large_seeds=None,
-             large_lams=None, check_every=5, gap_refresh=10, log=print, cache_factor=3.0):
+             large_lams=None, check_every=5, gap_refresh=10, log=print, cache_factor=3.0, steps=("fw", "pairwise"),
+             conll_kwargs=None):
     """Run the benchmark on OCR and/or the large synthetic problem; writes gaps_<dataset>.json/.png."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     docs = {}
     todo = ["ocr", "large"] if dataset == "both" else [dataset]
+    combos = [c for c in COMBOS if c[1] in steps]
+    if not combos:
+        raise ValueError(f"steps must name 'fw' and/or 'pairwise', got {steps!r}")
     for ds in todo:
         t0 = time.perf_counter()
         if ds == "ocr":
             data = load_ocr_data(subsample)
             res = run_gaps_dataset("ocr", data, lams, passes, seeds, check_every, gap_refresh, log,
-                                   cache_factor=cache_factor)
+                                   cache_factor=cache_factor, combos=combos)
+        elif ds == "conll-scale":
+            res = run_gaps_dataset("conll-scale", load_conll_scale_data(subsample, **(conll_kwargs or {})), lams,
+                                   passes, seeds, check_every, gap_refresh, log, cache_factor=cache_factor,
+                                   combos=combos)
         elif ds == "seg-binary":
             res = run_gaps_dataset("seg-binary", load_segmentation_data(subsample), lams, passes, seeds,
-                                   check_every, gap_refresh, log, cache_factor=cache_factor)
+                                   check_every, gap_refresh, log, cache_factor=cache_factor, combos=combos)
         elif ds == "pose":
             res = run_gaps_dataset("pose", load_pose_data(subsample), lams, passes, seeds, check_every, gap_refresh,
-                                   log, cache_factor=cache_factor)
+                                   log, cache_factor=cache_factor, combos=combos)
         else:
             n = min(large_n, subsample * 4) if subsample else large_n
             data = load_large(n=n, sparse=large_sparse)
             res = run_gaps_dataset("large", data, large_lams or lams, large_passes or passes, large_seeds or seeds,
-                                   check_every, gap_refresh, log, cache_factor=cache_factor)
+                                   check_every, gap_refresh, log, cache_factor=cache_factor, combos=combos)
             res["generator"] = dict(function="structfw.bench.synthetic.make_chain_problem", n=n,
                                     n_states=10, n_features=200, sparse=large_sparse, seed=0)
         res.update(benchmark="gaps", passes=large_passes or passes if ds == "large" else passes,
@@ -258,13 +282,16 @@ def format_table(res):
 @click.option("--cache-factor", default=3.0, show_default=True,
               help="Cache runs may take this many times more engine passes to use the same oracle budget.")
 @click.option("--out", default="bench_out/gaps", show_default=True, type=click.Path(file_okay=False))
-@click.option("--dataset", type=click.Choice(["ocr", "large", "both", "seg-binary", "pose"]), default="ocr",
-              show_default=True,
-              help="OCR, the large synthetic chain, both, the graph-cut segmentation task (Fig. 3c), or the pose "
-                   "tree of parts (LSP-like; --lams defaults to 200/n, 20/n, 2/n there).")
+@click.option("--dataset", type=click.Choice(["ocr", "large", "both", "seg-binary", "pose", "conll-scale"]),
+              default="ocr", show_default=True,
+              help="OCR, the large synthetic chain, both, the graph-cut segmentation task (Fig. 3c), the pose "
+                   "tree of parts (LSP-like; --lams defaults to 200/n, 20/n, 2/n there), or the CoNLL-scale "
+                   "sparse chain (load_conll_scale: n = 8,936, d = 1,643,026).")
+@click.option("--steps", "steps", multiple=True, type=click.Choice(["fw", "pairwise"]), default=("fw", "pairwise"),
+              show_default=True, help="Step types to run (repeat the option); the default runs all 8 variants.")
 @click.option("--subsample", default=None, type=int,
-              help="OCR: this many training words; large: n = 4x this; seg-binary, pose: this many training images "
-                   "(quick runs).")
+              help="OCR: this many training words; large: n = 4x this; seg-binary, pose: this many training images; "
+                   "conll-scale: the first this many training sentences (quick runs).")
 @click.option("--large-n", default=25000, show_default=True, help="Sequences of the synthetic problem.")
 @click.option("--large-dense", is_flag=True, help="Dense Gaussian emissions instead of sparse binary ones.")
 @click.option("--large-passes", default=None, type=int, help="Passes on the large problem (default --passes).")
@@ -272,8 +299,8 @@ def format_table(res):
 @click.option("--large-lams", multiple=True, help="Lambdas on the large problem (default --lams).")
 @click.option("--check-every", default=5, show_default=True, help="Checkpoint period of the uniform runs.")
 @engine_options(gap_refresh=10)
-def bench_gaps(lams, passes, seeds, cache_factor, out, dataset, subsample, large_n, large_dense, large_passes,
-               large_seeds, large_lams, check_every, gap_refresh):
+def bench_gaps(lams, passes, seeds, cache_factor, out, dataset, steps, subsample, large_n, large_dense,
+               large_passes, large_seeds, large_lams, check_every, gap_refresh):
     """Osokin et al. 2016 Fig. 3: gap against passes and time for the 8 BCFW variants."""
     if dataset == "pose" and tuple(lams) == ("0.01", "0.001", "1/n"):
         lams = POSE_LAMS
@@ -282,7 +309,7 @@ def bench_gaps(lams, passes, seeds, cache_factor, out, dataset, subsample, large
                                  param_hint="--subsample")
     docs = run_gaps(lams, passes, seeds, out, dataset, subsample, large_n, not large_dense, large_passes,
                     large_seeds, large_lams or None, check_every, gap_refresh, log=click.echo,
-                    cache_factor=cache_factor)
+                    cache_factor=cache_factor, steps=tuple(steps))
     for ds, res in docs.items():
         click.echo(format_table(res))
         click.echo(f"wrote {Path(out) / f'gaps_{ds}.json'} and {Path(out) / f'gaps_{ds}.png'}")
