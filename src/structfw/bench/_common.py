@@ -163,17 +163,36 @@ def _jsonable(v):
     return repr(v)
 
 
-def int_list_callback(minimum):
-    """A click callback that parses "3,16,64" into a tuple of integers >= ``minimum``."""
+def parse_number_list(text, kind=int, minimum=None, param_hint=None):
+    """"3,16,64" as a tuple of ``kind`` (int or float): finite, >= ``minimum`` for integers and
+    > 0 for floats; empty items are skipped.  A click.BadParameter (naming ``param_hint``) otherwise."""
     import click
 
+    what = "integers" if kind is int else "numbers"
+    try:
+        vals = tuple(kind(v) for v in str(text).split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated {what}, got {text!r}", param_hint=param_hint) from None
+    if kind is int:
+        bad = minimum is not None and any(v < minimum for v in vals)
+        need = f"integers >= {minimum}"
+    else:
+        bad = any(not (math.isfinite(v) and v > 0) for v in vals)
+        need = "positive numbers"
+    if not vals or bad:
+        raise click.BadParameter(f"expected comma-separated {need}, got {text!r}", param_hint=param_hint)
+    return vals
+
+
+def int_list_callback(minimum):
+    """A click callback that parses "3,16,64" into a tuple of integers >= ``minimum``."""
+
     def parse(ctx, param, value):
-        try:
-            vals = tuple(int(v) for v in value.split(","))
-        except ValueError:
-            raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
-        if any(v < minimum for v in vals):
-            raise click.BadParameter(f"expected integers >= {minimum}, got {value!r}")
-        return vals
+        return parse_number_list(value, int, minimum)
 
     return parse
+
+
+def float_list_callback(ctx, param, value):
+    """A click callback that parses "0.1,1,10" into a tuple of positive finite floats."""
+    return parse_number_list(value, float)

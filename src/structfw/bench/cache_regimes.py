@@ -34,7 +34,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ._common import bands, crossing, environment, load_ocr_data, on_grid, parse_lam, pyplot, write_json
+from ._common import (bands, crossing, environment, float_list_callback, load_ocr_data, on_grid, parse_lam, pyplot,
+                      write_json)
 from ._gap_probe import probed_fit
 from .staleness import check_lam_option
 
@@ -237,24 +238,14 @@ def _fmt(v, f=".1f"):
     return "-" if v is None or not math.isfinite(v) else format(v, f)
 
 
-def _float_list(ctx, param, value):
-    try:
-        vals = tuple(float(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated positive numbers, got {value!r}") from None
-    if not vals or any(not (v > 0 and math.isfinite(v)) for v in vals):
-        raise click.BadParameter(f"expected comma-separated positive numbers, got {value!r}")
-    return vals
-
-
 @click.command("cache-regimes")
 @click.option("--lam", default="0.001", show_default=True, help="Regularisation lambda; '1/n' or 'c/n' allowed.")
 @click.option("--passes", default=30, show_default=True, type=click.IntRange(min=2),
               help="Budget of effective passes (oracle calls / n) per run.")
 @click.option("--seeds", default=1, show_default=True, type=click.IntRange(min=1), help="Random seeds per pair.")
-@click.option("--F", "F", default=",".join(f"{v:g}" for v in DEFAULT_F), show_default=True, callback=_float_list,
+@click.option("--F", "F", default=",".join(f"{v:g}" for v in DEFAULT_F), show_default=True, callback=float_list_callback,
               help="Values of F, the local factor of the hit rule.")
-@click.option("--nu", default=",".join(f"{v:g}" for v in DEFAULT_NU), show_default=True, callback=_float_list,
+@click.option("--nu", default=",".join(f"{v:g}" for v in DEFAULT_NU), show_default=True, callback=float_list_callback,
               help="Values of nu, the global factor of the hit rule.")
 @click.option("--target", default=None, type=click.FloatRange(min=0.0, min_open=True),
               help="Target duality gap (default: 1.5x the final gap of BCFW-gap without cache).")

@@ -31,7 +31,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ._common import bands, crossing, environment, load_ocr_data, on_grid, parse_lam, pyplot, write_json
+from ._common import (bands, crossing, environment, int_list_callback, load_ocr_data, on_grid, parse_lam, pyplot,
+                      write_json)
 from ._gap_probe import probed_fit
 
 #: refresh periods run by default (the paper: 1, 5, 10, 100 and Inf; it calls the method "not
@@ -209,22 +210,12 @@ def check_lam_option(lam):
         raise click.BadParameter(f"expected a positive number, '1/n' or 'c/n', got {lam!r}", param_hint="'--lam'")
 
 
-def _refresh_list(ctx, param, value):
-    try:
-        vals = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers >= 1, got {value!r}") from None
-    if not vals or any(v < 1 for v in vals):
-        raise click.BadParameter(f"expected comma-separated integers >= 1, got {value!r}")
-    return vals
-
-
 @click.command("staleness")
 @click.option("--lam", default="0.001", show_default=True, help="Regularisation lambda; '1/n' or 'c/n' allowed.")
 @click.option("--passes", default=40, show_default=True, type=click.IntRange(min=2),
               help="Budget of effective passes (oracle calls / n, gap passes included) per run.")
 @click.option("--seeds", default=2, show_default=True, type=click.IntRange(min=1), help="Random seeds per arm.")
-@click.option("--refresh", default=",".join(map(str, DEFAULT_REFRESH)), show_default=True, callback=_refresh_list,
+@click.option("--refresh", default=",".join(map(str, DEFAULT_REFRESH)), show_default=True, callback=int_list_callback(1),
               help="Refresh periods (passes between full gap passes) of the gap-sampling arms; 'Gap Inf' "
                    "(never) and uniform sampling always run.")
 @click.option("--subsample", default=None, type=click.IntRange(min=2),

@@ -30,6 +30,7 @@ import click
 import numpy as np
 
 from ..datasets.heart import HEART_SCALE_PATH
+from ._common import parse_number_list
 
 #: The heart_scale file bundled with the package (LIBSVM, BSD-3).
 HEART_DEFAULT = str(HEART_SCALE_PATH)
@@ -757,17 +758,6 @@ def _figure_large(res, path):
     plt.close(fig)
 
 
-def _float_list(text, option):
-    try:
-        vals = [float(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated numbers; got {text!r}",
-                                 param_hint=option) from None
-    if not vals or any(not (np.isfinite(v) and v > 0) for v in vals):
-        raise click.BadParameter(f"expected positive numbers; got {text!r}", param_hint=option)
-    return vals
-
-
 # ------------------------------------------------------------------ command
 
 
@@ -839,8 +829,8 @@ def bench_svm(out, quick, large, seed, heart_path, C, dataset, pairs, select_c, 
     select = (C is None) if select_c is None else select_c
     if not select and C is None:
         raise click.UsageError("--no-select-C needs --C")
-    grid = _float_list(c_grid, "--C-grid")
-    tol_list = _float_list(tols, "--tols")
+    grid = list(parse_number_list(c_grid, float, param_hint="--C-grid"))
+    tol_list = list(parse_number_list(tols, float, param_hint="--tols"))
     if gamma is None:
         gamma = "cvm"
     elif gamma not in ("cvm", "scale"):
