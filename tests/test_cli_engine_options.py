@@ -49,7 +49,10 @@ def test_engine_flags_carry_the_tables_help_and_choices(registry, name, defaults
 def test_no_command_hand_writes_an_engine_flag():
     """A command option named like an engine option is the table's (train's are generated too)."""
     bad = []
-    for registry, names in ((COMMANDS, ["path"]), (BENCH_COMMANDS, list(BENCH_COMMANDS))):
+    # the kernel SVM's bench is not the block-coordinate engine's: its --cache-size (MB of kernel
+    # columns) and --sampling (the randomised search) are FrankWolfeSVC's parameters of those names
+    structured = [name for name in BENCH_COMMANDS if name != "svm"]
+    for registry, names in ((COMMANDS, ["path"]), (BENCH_COMMANDS, structured)):
         for name in names:
             try:
                 cmd = _command(registry, name)
