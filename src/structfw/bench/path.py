@@ -67,6 +67,7 @@ def make_engine(step="fw", sampling="perm", gap_refresh=2, cache=False):
 def run_path_benchmark(subsample=None, eps=0.1, kappa=0.5, out="bench_out/path", step="fw", sampling="perm",
                        gap_refresh=2, max_passes=500, seed=0, data="ocr", verbose=1):
     """Path vs grid search (cold and warm) on OCR, the graph-cut segmentation task (``data="seg-binary"``,
+    or ``"seg-binary-paper"`` at the papers' n,
     whose pairwise weights the engine keeps >= 0) or the pose tree of parts (``data="pose"``, the first
     ``subsample`` of `structfw.datasets.load_pose`'s training images, 50 by default; its deformation
     weights are kept >= 0); writes path_vs_grid.json and .png in ``out``."""
@@ -75,8 +76,8 @@ def run_path_benchmark(subsample=None, eps=0.1, kappa=0.5, out="bench_out/path",
     if data == "ocr":
         X, Y = datasets.load_ocr("train")
         model = models.ChainModel(26, 128)
-    elif data == "seg-binary":
-        X, Y, make_model = datasets.load_segmentation("seg-binary", "train")
+    elif data in ("seg-binary", "seg-binary-paper"):
+        X, Y, make_model = datasets.load_segmentation(data, "train")
         model = make_model()
     elif data == "pose":
         if subsample is not None and not 1 <= int(subsample) <= 1000:
@@ -84,7 +85,7 @@ def run_path_benchmark(subsample=None, eps=0.1, kappa=0.5, out="bench_out/path",
         tr = datasets.load_pose("train", n=int(subsample or POSE_DEFAULT_N))
         X, Y, model = list(tr.X), list(tr.Y), tr.make_model()
     else:
-        raise ValueError(f"data must be 'ocr', 'seg-binary' or 'pose'; got {data!r}")
+        raise ValueError(f"data must be 'ocr', 'seg-binary', 'seg-binary-paper' or 'pose'; got {data!r}")
     if subsample:
         X, Y = X[:subsample], Y[:subsample]
     n = len(X)
@@ -207,8 +208,9 @@ def plot_path_vs_grid(doc, path=None):
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", default="bench_out/path", show_default=True, type=click.Path(file_okay=False),
               help="Folder for path_vs_grid.json/.png, path.json/.png.")
-@click.option("--dataset", "data", type=click.Choice(["ocr", "seg-binary", "pose"]), default="ocr", show_default=True,
-              help="OCR (chain), the graph-cut segmentation task, or the pose tree of parts (LSP-like).")
+@click.option("--dataset", "data", type=click.Choice(["ocr", "seg-binary", "seg-binary-paper", "pose"]), default="ocr",
+              show_default=True, help="OCR (chain), the graph-cut segmentation task (60 images, or 2,376 at the "
+                                      "MP-BCFW paper's HorseSeg size), or the pose tree of parts (LSP-like).")
 def bench_path(subsample, eps, kappa, step, sampling, gap_refresh, max_passes, seed, out, data):
     """Regularisation path vs grid search over lam = 2^15..2^-15 with/without warm start (paper Fig. 4)."""
     try:
