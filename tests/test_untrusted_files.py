@@ -468,3 +468,10 @@ def test_trace_round_trips_still_work(tmp_path):
         back = Trace.load(tmp_path / f"t{suffix}")
         np.testing.assert_array_equal(back["passes"], [1, 2])
         assert math.isnan(back["gap"][1])
+
+
+def test_a_forged_plane_is_refused_when_a_later_step_uses_it(toy, saved, tmp_path):
+    """A working-set plane with a forged (finite, huge) loss passes every field check and leaves the
+    loaded dual point feasible; MP-BCFW's approximate passes use it only after the first checkpoint
+    (the case the long fuzz found).  Weak duality is checked at every checkpoint of a continued fit."""
+    assert _check_forged(toy, saved, tmp_path, "mpbcfw", ("corners", "loss"), "big-int", 1) == "refused"

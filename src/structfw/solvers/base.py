@@ -410,6 +410,8 @@ class Solver:
                     if self.checkpoint_due(st, since_check, done, stop, monitor):
                         since_check = 0
                         gap = self.checkpoint(problem, st, monitor, initial=False)
+                        if resumed:
+                            _check_resumed_gap(self, problem, monitor, gap)
                         stopped = "interrupted" if flag.requested else monitor.should_stop(done, gap)
             except ValueError as exc:
                 if not resumed or str(exc).startswith("warm start:"):
@@ -473,7 +475,9 @@ def _check_resumed_gap(solver: Solver, problem: Problem, monitor: Monitor, gap: 
 
     A state read from a file passed its field checks (`structfw.solvers.state_file.check_state`),
     but a forger who keeps every field in range and consistent can still pair a w with an l no dual
-    point has; only the data can tell, and the first checkpoint has just measured it."""
+    point has; only the data can tell, and a checkpoint has just measured it.  Checked at every
+    checkpoint of a continued fit, not only the first: a forged plane in a corner set (a finite loss
+    no labelling has) enters the dual only when a step uses it (MP-BCFW's approximate passes)."""
     if not solver.has_dual or problem.approximate:  # an approximate oracle may under-estimate P
         return
     primal, dual = monitor.trace.last("primal"), monitor.trace.last("dual")
