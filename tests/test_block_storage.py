@@ -14,15 +14,16 @@ from structfw.solvers.rows import SparseRows
 def dense_block_step(w, v, c, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed, u, inv_c):
     """The block step on one dense row v (written in place); (gamma, slope, c')."""
     scales, rows = np.array([c]), v.reshape(1, -1)
-    g, slope = block_step(w, (scales, rows), 0, a, i1, v1, b1, sparse_dot_dense(i1, v1, w), i2, v2, b2,
-                          sparse_dot_dense(i2, v2, w), dl, lam, gmax, gfixed, u, inv_c, np.empty(0))
+    g, slope = block_step(w, (scales, rows), 0, a, (i1, v1, b1, sparse_dot_dense(i1, v1, w)),
+                          (i2, v2, b2, sparse_dot_dense(i2, v2, w)), dl, (lam, gmax, gfixed), (u, inv_c),
+                          np.empty(0))
     return g, slope, scales[0]
 
 
 def scored_block_step(w, v, c, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u, inv_c, scratch):
     scales, rows = np.array([c]), v.reshape(1, -1)
-    g, slope = block_step(w, (scales, rows), 0, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u,
-                          inv_c, scratch)
+    g, slope = block_step(w, (scales, rows), 0, a, (i1, v1, b1, s1w), (i2, v2, b2, s2w), dl, (lam, gmax, gfixed),
+                          (u, inv_c), scratch)
     return g, slope, scales[0]
 
 
@@ -32,8 +33,9 @@ def sparse_block_step(w, v, c, a, i1, v1, b1, i2, v2, b2, dl, lam, gmax, gfixed,
     rows.set_row(1, SparseVector.from_dense(v))
     rows.make_room(1, len(i1) + len(i2))
     scales = np.array([1.0, c, 1.0])
-    g, slope = block_step(w, rows.arrays(scales), 1, a, i1, v1, b1, sparse_dot_dense(i1, v1, w), i2, v2, b2,
-                          sparse_dot_dense(i2, v2, w), dl, lam, gmax, gfixed, u, inv_c, np.empty(0))
+    g, slope = block_step(w, rows.arrays(scales), 1, a, (i1, v1, b1, sparse_dot_dense(i1, v1, w)),
+                          (i2, v2, b2, sparse_dot_dense(i2, v2, w)), dl, (lam, gmax, gfixed), (u, inv_c),
+                          np.empty(0))
     assert rows.nnz[0] == 0 and rows.nnz[2] == 0
     return g, slope, scales[1], rows.row(1).toarray()
 
@@ -135,7 +137,7 @@ def test_a_full_fw_step_replaces_the_row():
     v, w = rng.normal(size=d), rng.normal(size=d)
     idx, val = _sparse(rng, d, 4)
     inv_ln = 0.5
-    gamma, _, c2 = fw_block_step(w, v, 0.3, idx, val, val @ w[idx], inv_ln, 0.1, 1.0, 1.0, _EV, 0.0,
+    gamma, _, c2 = fw_block_step(w, v, 0.3, (idx, val, inv_ln, val @ w[idx]), 0.1, (1.0, 1.0), (_EV, 0.0),
                                  np.zeros(d))
     assert gamma == 1.0 and c2 == 1.0
     expected = np.zeros(d)
@@ -149,7 +151,7 @@ def test_a_tiny_scale_is_folded_into_the_row():
     v, w = rng.normal(size=d), rng.normal(size=d)
     idx, val = _sparse(rng, d, 3)
     wi_before = 1e-6 * v
-    gamma, _, c2 = fw_block_step(w, v, 1e-6, idx, val, val @ w[idx], 1.0, 0.0, 1.0, 1.0 - 1e-7, _EV, 0.0,
+    gamma, _, c2 = fw_block_step(w, v, 1e-6, (idx, val, 1.0, val @ w[idx]), 0.0, (1.0, 1.0 - 1e-7), (_EV, 0.0),
                                  np.zeros(d))
     assert c2 == 1.0
     expected = (1.0 - gamma) * wi_before
@@ -171,7 +173,7 @@ def test_the_fw_kernel_is_the_fw_case_of_the_general_step(c):
         w_, v_, u_ = w.copy(), v.copy(), (u1 if kernel == "fw" else u2)
         if kernel == "fw":
             pw = sparse_dot_dense(idx, val, w_)
-            res = fw_block_step(w_, v_, c, idx, val, pw, 0.7, 0.02, 0.4, -1.0, u_, 0.9, np.zeros(d))
+            res = fw_block_step(w_, v_, c, (idx, val, 0.7, pw), 0.02, (0.4, -1.0), (u_, 0.9), np.zeros(d))
         else:
             g, slope, c2 = dense_block_step(w_, v_, c, -1.0, idx, val, 0.7, _EI, _EV, 0.0, 0.02, 0.4, 1.0, -1.0,
                                             u_, 0.9)

@@ -195,7 +195,7 @@ def compile_leaves(kind):
     w, wi, scratch, empty = np.zeros(d), np.zeros((2, d)), np.zeros(d), np.empty(0)
     idx, val = np.zeros(1, np.int64), np.ones(1)
     # the types of plain_fw_chunk's call: a row of the C-contiguous (n, d) w_i, floats, no average
-    fw_block_step(w, wi[0], 1.0, idx, val, 0.0, 1.0, 0.5, 1.0, -1.0, empty, 0.0, scratch)
+    fw_block_step(w, wi[0], 1.0, (idx, val, 1.0, 0.0), 0.5, (1.0, -1.0), (empty, 0.0), scratch)
     dense_dot(wi[0], w)
     if kind != CHAIN_DENSE:
         return

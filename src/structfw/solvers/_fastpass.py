@@ -19,7 +19,7 @@ from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner
 from .corners import (ALPHA_EPS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find,
                       cs_put, cs_room, cs_scan)
-from ._kernels import (_add_to_w, block_step, fenwick_add, fenwick_find, fenwick_total, first_argmax,
+from ._kernels import (NO_CORNER, _add_to_w, block_step, fenwick_add, fenwick_find, fenwick_total, first_argmax,
                        step_along)
 from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
 
@@ -37,15 +37,21 @@ def hinge_pass(compiled, n, w):
     """H_i(y_i*; w) = L_i(y_i*) - <psi_i(y_i*), w> of every block, in one numba call: the
     measuring mode of `plain_fw_chunk`, called with the argument types of a pass so that
     both share one compiled specialisation."""
-    kind, data = compiled
     H = np.empty(n)
     if n == 0:
         return H
-    compile_leaves_in_background(kind)
-    none_2d = np.empty((0, 0))
-    plain_fw_chunk(kind, data, int(n), ORDER, _EMPTY_I, _EMPTY_V, _EMPTY_V, _EMPTY_V, w, none_2d, _EMPTY_V,
-                   _EMPTY_V, 0.0, 1.0, 0, 0.0, 0, _EMPTY_V, 0, 1.0, 0.0, False, _EMPTY_V, H)
+    compile_leaves_in_background(compiled[0])
+    sampler = (ORDER, _EMPTY_I, _EMPTY_V, _EMPTY_V, _EMPTY_V)
+    blocks = (np.empty((0, 0)), _EMPTY_V, _EMPTY_V)
+    state = (np.zeros(2, np.int64), np.array([0.0, 1.0, 0.0]))
+    plain_fw_chunk(compiled, int(n), sampler, w, blocks, (1.0, 0.0, False), (0, _EMPTY_V), state, _EMPTY_V, H)
     return H
+
+
+# ===================================================================== shared by the passes
+#: slots of the integer and float state arrays of the chunks (``state = (it, fl)``)
+K, AVG_T, ORACLE_CALLS, CACHE_HITS, BAD, NEED = 0, 1, 2, 3, 4, 5
+ELL, AVG_C, AVG_LBAR, FULL_GAP = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -61,17 +67,86 @@ def _avg_rate(kind, t):
     return 1.0 / (t - start + 1.0)
 
 
+# _draw_block and _record_gap are left to LLVM's inliner: with numba's inline="always" (IR
+# inlining, numba 0.68) plain_fw_chunk lost _record_gap's writes to the estimates (the gap
+# sampler then drew uniformly; tests/test_engine_reference.py's gap fits caught it)
 @njit(cache=True, nogil=True)
-def fw_block_step(w, vi, ci, idx, val, pw, inv_ln, dl, lam, gfixed, u, inv_c, scratch):
+def _draw_block(sampler, s, n):
+    """Block of step s: from the order (uniform, perm), by the gap estimates (p_i ~ g_i, eq.
+    (8) of Osokin et al. 2016, from the Fenwick tree; uniform while every estimate is 0) or the
+    largest estimate."""
+    sampling, order, draws, estimates, tree = sampler
+    if sampling == ORDER:
+        return order[s]
+    if sampling == GAP:
+        total = fenwick_total(tree)
+        if total <= 0.0:
+            return min(int(draws[s] * n), n - 1)
+        return fenwick_find(tree, draws[s] * total)
+    return first_argmax(estimates)
+
+
+@njit(cache=True, nogil=True)
+def _record_gap(sampler, i, g):
+    """The sampler's new estimate of block i's gap, max(g, 0)."""
+    sampling, order, draws, estimates, tree = sampler
+    if sampling == ORDER:
+        return
+    g = g if g > 0.0 else 0.0
+    if sampling == GAP:
+        fenwick_add(tree, i, g - estimates[i])
+    estimates[i] = g
+
+
+@njit(cache=True, nogil=True)
+def _fixed_step(nu_step, k, n):
+    """The predefined step 2n/(nu k + 2n) (BCFW paper Alg. 3; App. C, Alg. C.2 for oracle
+    quality nu), or -1 (the line search) when nu_step = 0."""
+    return 2.0 * n / (nu_step * k + 2.0 * n) if nu_step > 0.0 else -1.0
+
+
+@njit(cache=True, nogil=True)
+def _avg_begin(avg_kind, it, fl):
+    """Advance the average's counter: (rho_t, 1 / c) for the step (0, 0 without averaging)."""
+    if avg_kind == 0:
+        return 0.0, 0.0
+    it[AVG_T] += 1
+    return _avg_rate(avg_kind, it[AVG_T]), 1.0 / fl[AVG_C]
+
+
+@njit(cache=True, nogil=True)
+def _avg_end(avg_kind, rho, u, fl):
+    """Close the step in the lazy average: c *= 1 - rho (u renormalised before it underflows)
+    and lbar = (1 - rho) lbar + rho l."""
+    if avg_kind == 0:
+        return
+    if rho >= 1.0:
+        u[:] = 0.0
+        fl[AVG_C] = 1.0
+    else:
+        fl[AVG_C] *= 1.0 - rho
+        if fl[AVG_C] < 1e-150:
+            u *= fl[AVG_C]
+            fl[AVG_C] = 1.0
+    fl[AVG_LBAR] = (1.0 - rho) * fl[AVG_LBAR] + rho * fl[ELL]
+
+
+# ===================================================================== plain
+@njit(cache=True, nogil=True)
+def fw_block_step(w, vi, ci, s, dl, rule, avg, scratch):
     """FW step of block i toward w_s = psi/(lam n), w_i stored scaled (w_i = ci * vi).
 
     The step of `structfw.solvers._kernels.block_step` on dense rows with d = w_s - w_i,
     to the bit: gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, 1] (Alg. 1
     lines 6-7 of Lacoste-Julien et al. 2013); the row is read, only psi's entries of it
-    are written.  psi is given as unmerged entries: ||psi||^2 merges repeated indices in
-    ``scratch`` (zero on entry and on exit).  ``pw`` = <psi, w>, which the caller computes
-    (`structfw._linalg.sparse_dot_dense`) to check the oracle anyway.
+    are written.  ``s`` = (idx, val, 1/(lam n), <psi, w>) is the corner as unmerged entries
+    (||psi||^2 merges repeated indices in ``scratch``, zero on entry and on exit) with its
+    score, which the caller computes to check the oracle anyway; ``rule`` = (lam, gfixed),
+    ``avg`` = (u, inv_c) the lazy average.
     Returns (gamma, slope = lam <w, d> - d_l, c_i')."""
+    idx, val, inv_ln, pw = s
+    lam, gfixed = rule
+    u, inv_c = avg
     vw, vv = _dense_dot_sqnorm(vi, w)
     wiw = ci * vw
     wiwi = ci * ci * vv
@@ -104,8 +179,7 @@ def fw_block_step(w, vi, ci, idx, val, pw, inv_ln, dl, lam, gfixed, u, inv_c, sc
 
 
 @njit(cache=True, nogil=True)
-def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree, w, wi, wi_scale, li, ell, lam, k,
-                   nu_step, avg_kind, u, avg_t, avg_c, avg_lbar, check, scratch, hinges):
+def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hinges):
     """m block iterations of plain BCFW, or (``hinges`` non-empty) the hinge terms of blocks 0..m-1.
 
     With ``hinges`` of length m the kernel only measures: hinges[i] = H_i(y_i*; w) =
@@ -117,102 +191,65 @@ def plain_fw_chunk(kind_oracle, data, m, sampling, order, draws, estimates, tree
 
     Parameters
     ----------
-    kind_oracle, data : the model's compiled corner kind and its packed training set (oracles.compiled)
+    oracle : (kind, data)   the model's compiled corner kind and packed training set (oracles.compiled)
     m : int                 block iterations to run
-    sampling : int          ORDER (blocks from ``order``), GAP (p_i ~ estimates, uniforms ``draws``)
-                            or MAX_GAP (the largest estimate)
-    estimates, tree : block-gap estimates and their Fenwick tree (updated in place)
-    w, wi, wi_scale, li : w, the block parts w_i = wi_scale[i] * wi[i] ((n, d) and (n,)) and l_i
-                            (updated in place; see `fw_block_step`)
-    ell, lam, k : l, lambda and the block-step counter
-    nu_step : float         > 0: the predefined step 2n/(nu k + 2n) of oracle quality nu (BCFW paper
-                            App. C, Alg. C.2; nu = 1: Alg. 3's 2n/(k+2n)); 0: the line search
-    avg_kind, u, avg_t, avg_c, avg_lbar : the lazy average (see averaging.py)
-    check : bool            stop at an oracle labelling with H_i < 0 = H_i(y_i) (not a maximiser)
+    sampler : tuple         (sampling, order, draws, estimates, tree): ORDER (blocks from ``order``),
+                            GAP (p_i ~ estimates, uniforms ``draws``) or MAX_GAP; the estimates and
+                            their Fenwick tree are updated in place
+    w : float64[d]
+    blocks : tuple          (wi, wi_scale, li): w_i = wi_scale[i] * wi[i] ((n, d) and (n,)) and l_i,
+                            updated in place (see `fw_block_step`)
+    rule : tuple            (lam, nu_step, check): nu_step > 0 takes the predefined step
+                            2n/(nu k + 2n) (BCFW paper App. C, Alg. C.2), 0 the line search; with
+                            ``check`` stop at an oracle labelling with H_i < 0 = H_i(y_i)
+    avg : tuple             (kind, u): the lazy average (0: none; see averaging.py)
+    state : (it, fl)        it[K], it[AVG_T] and fl[ELL], fl[AVG_C], fl[AVG_LBAR], updated in place
     scratch : float64[d]    zeros, for merging repeated psi entries
     hinges : float64[m] or empty   measure instead of stepping (see above)
 
     Returns
     -------
-    ell, k, avg_t, avg_c, avg_lbar, steps done, index of an example whose oracle did
-    worse than its ground truth (-1 if none: then the chunk stopped before its step)
+    steps done, and the index of an example whose oracle did worse than its ground truth (-1 if
+    none: then the chunk stopped before its step)
     """
+    kind_oracle, data = oracle
     if hinges.shape[0] > 0:
         for i in range(m):
             idx, val, L = corner(kind_oracle, data, i, w, False)
             hinges[i] = L - sparse_dot_dense(idx, val, w)
-        return ell, k, avg_t, avg_c, avg_lbar, m, -1
+        return m, -1
+    wi, wi_scale, li = blocks
+    lam, nu_step, check = rule
+    avg_kind, u = avg
+    it, fl = state
     n = wi.shape[0]
     inv_ln = 1.0 / (lam * n)
     for s in range(m):
-        if sampling == ORDER:
-            i = order[s]
-        elif sampling == GAP:
-            total = fenwick_total(tree)
-            if total <= 0.0:
-                i = min(int(draws[s] * n), n - 1)
-            else:
-                i = fenwick_find(tree, draws[s] * total)
-        else:
-            i = first_argmax(estimates)
-        gfixed = 2.0 * n / (nu_step * k + 2.0 * n) if nu_step > 0.0 else -1.0
-        rho = 0.0
-        inv_c = 0.0
-        if avg_kind != 0:
-            avg_t += 1
-            rho = _avg_rate(avg_kind, avg_t)
-            inv_c = 1.0 / avg_c
+        i = _draw_block(sampler, s, n)
+        gfixed = _fixed_step(nu_step, it[K], n)
+        rho, inv_c = _avg_begin(avg_kind, it, fl)
         idx, val, L = corner(kind_oracle, data, i, w, False)
         pw = sparse_dot_dense(idx, val, w)
         if check:
             H = L - pw
             if H < -_H_TOL * max(1.0, abs(H)):
-                return ell, k, avg_t, avg_c, avg_lbar, s, i
+                return s, i
         dl = L / n - li[i]
-        gamma, slope, wi_scale[i] = fw_block_step(w, wi[i], wi_scale[i], idx, val, pw, inv_ln, dl, lam, gfixed,
-                                                  u, inv_c, scratch)
+        gamma, slope, wi_scale[i] = fw_block_step(w, wi[i], wi_scale[i], (idx, val, inv_ln, pw), dl,
+                                                  (lam, gfixed), (u, inv_c), scratch)
         li[i] += gamma * dl
-        ell += gamma * dl
-        if sampling != ORDER:
-            g = -slope if -slope > 0.0 else 0.0
-            if sampling == GAP:
-                fenwick_add(tree, i, g - estimates[i])
-            estimates[i] = g
-        k += 1
-        if avg_kind != 0:
-            if rho >= 1.0:
-                u[:] = 0.0
-                avg_c = 1.0
-            else:
-                avg_c *= 1.0 - rho
-                if avg_c < 1e-150:
-                    u *= avg_c
-                    avg_c = 1.0
-            avg_lbar = (1.0 - rho) * avg_lbar + rho * ell
-    return ell, k, avg_t, avg_c, avg_lbar, m, -1
+        fl[ELL] += gamma * dl
+        _record_gap(sampler, i, -slope)
+        it[K] += 1
+        _avg_end(avg_kind, rho, u, fl)
+    return m, -1
 
 
 # ===================================================================== general
 #: block steps understood by the general kernel
 FW_STEP, PAIRWISE_STEP, AWAY_STEP = 0, 1, 2
-#: slots of the integer and float state arrays of `general_chunk`
-K, AVG_T, ORACLE_CALLS, CACHE_HITS, BAD, NEED = 0, 1, 2, 3, 4, 5
-ELL, AVG_C, AVG_LBAR, FULL_GAP = 0, 1, 2, 3
-
-
-@njit(cache=True, nogil=True)
-def _avg_end(avg_kind, rho, u, fl):
-    if avg_kind == 0:
-        return
-    if rho >= 1.0:
-        u[:] = 0.0
-        fl[AVG_C] = 1.0
-    else:
-        fl[AVG_C] *= 1.0 - rho
-        if fl[AVG_C] < 1e-150:
-            u *= fl[AVG_C]
-            fl[AVG_C] = 1.0
-    fl[AVG_LBAR] = (1.0 - rho) * fl[AVG_LBAR] + rho * fl[ELL]
+#: what a block step does to its corner set afterwards
+DROP_INACTIVE, EVICT_OVER, EXPIRE = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
@@ -222,174 +259,210 @@ def _scale_alpha(S, i, c):
         alpha[i, k] *= c
 
 
-#: what a block step does to its corner set afterwards
-DROP_INACTIVE, EVICT_OVER, EXPIRE = 0, 1, 2
+@njit(cache=True, nogil=True)
+def _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
+    """The corner set's answer for block i: (slot, g_i, <psi_s, w>) of its best corner when
+    it is taken -- always in an approximate pass (MP-BCFW, eq. (6) of Shah et al.), with the
+    cache when its gap estimate reaches max(F g_i^oracle, nu/n g) (Osokin et al. Sec. 3.3)
+    -- or slot -1 when the oracle must be called."""
+    cache, F, nu, oracle_gaps = cache_rule
+    best, Hb, sb = scan[0], scan[1], scan[2]
+    if approx:
+        return best, base + Hb / n, sb
+    size = S[0]
+    if cache and size[i] > 0:
+        ghat = base + Hb / n
+        if ghat >= max(F * oracle_gaps[i], nu / n * full_gap):
+            return best, ghat, sb
+    return -1, 0.0, 0.0
 
 
 @njit(cache=True, nogil=True)
-def general_chunk(kind_oracle, data, S, s0, m, sampling, order, draws, estimates, tree, w, B, li, lam,
-                  step_kind, cache, F, nu, track_alpha, nu_step, avg_kind, check,
-                  oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit, keep_rows):
+def _set_step(w, B, S, i, step_kind, slot, a, corner_s, losses, rule, avg, scratch):
+    """FW, pairwise or away step of block i on its corner set (Osokin et al. Alg. 2): moves w_i,
+    w and the corner weights (when they are tracked).  ``corner_s`` = (idx, val, <psi, w>, L)
+    of the FW corner (slot ``slot``); ``a`` the away corner's slot and ``losses`` = (<psi_a, w>,
+    l_i, n); ``rule`` = (lam, gfixed, inv_ln, track_alpha, keep_rows).  Returns (gamma, d_l)."""
+    ps_i, ps_v, ss, L_s = corner_s
+    sa, li_i, n = losses
+    lam, gfixed, inv_ln, track_alpha, keep_rows = rule
+    alpha = S[3]
+    if step_kind == FW_STEP:
+        dl = L_s / n - li_i
+        gamma, _ = block_step(w, B, i, -1.0, (ps_i, ps_v, inv_ln, ss), NO_CORNER, dl, (lam, 1.0, gfixed), avg,
+                              scratch)
+        if track_alpha and gamma > 0.0:
+            _scale_alpha(S, i, 1.0 - gamma)
+            alpha[i, slot] += gamma
+            cs_clip(S, i)
+        return gamma, dl
+    pa_i, pa_v = cs_entries(S, i, a)
+    L_a = S[2][i, a]
+    if step_kind == PAIRWISE_STEP:
+        dl = (L_s - L_a) / n
+        s1, s2, r = (ps_i, ps_v, inv_ln, ss), (pa_i, pa_v, -inv_ln, sa), (lam, alpha[i, a], gfixed)
+        if keep_rows:
+            gamma, _ = block_step(w, B, i, 0.0, s1, s2, dl, r, avg, scratch)
+        else:  # the rows are not kept: only the scales are passed
+            gamma, _ = block_step(w, (B[0],), i, 0.0, s1, s2, dl, r, avg, scratch)
+        if gamma > 0.0:
+            alpha[i, a] -= gamma
+            alpha[i, slot] += gamma
+            cs_clip(S, i)
+        return gamma, dl
+    dl = li_i - L_a / n
+    gmax = alpha[i, a] / (1.0 - alpha[i, a])
+    gamma, _ = block_step(w, B, i, 1.0, (pa_i, pa_v, -inv_ln, sa), NO_CORNER, dl, (lam, gmax, gfixed), avg,
+                          scratch)
+    if gamma > 0.0:
+        _scale_alpha(S, i, 1.0 + gamma)
+        alpha[i, a] -= gamma
+        cs_clip(S, i)
+    return gamma, dl
+
+
+@njit(cache=True, nogil=True)
+def _tidy(S, i, tidy_kind, limit, keeps):
+    """What a step does to block i's set afterwards: evict the longest-unused over ``limit``
+    corners, expire those last used before ``limit``, or drop the inactive ones."""
+    if tidy_kind == EVICT_OVER:
+        if S[0][i] > limit:
+            cs_evict(S, i, limit)
+    elif tidy_kind == EXPIRE:
+        cs_expire(S, i, limit)
+    elif keeps:
+        cs_drop_inactive(S, i)
+
+
+@njit(cache=True, nogil=True)
+def _block_scan(S, B, i, w, wants, inv_ln, lam, li_i):
+    """One sweep over block i's corners, each scored once (~200 entries gathered from w): the
+    best corner (approximate pass, cache) and the away corner, as `corners.cs_scan`; and
+    lam <w_i, w> - l_i, the block gap's part from w_i, which the cache rule, the gap sampler and
+    the away test read -- with tracked weights the weighted score of the active corners from the
+    same sweep, else the dense dot over the block's row.  ``wants`` = (best, away, gap,
+    track_alpha).  Returns (scan, <w_i, w>, that part)."""
+    want_best, want_away, want_gap, track_alpha = wants
+    scan = (-1, 0.0, 0.0, -1, 0.0, 0.0)
+    if want_best or want_away:
+        scan = cs_scan(S, i, w, want_best, want_away)
+    wiw = 0.0
+    if want_gap:
+        wiw = scan[4] * inv_ln if track_alpha else B[0][i] * row_dot(B, i, w)
+    return scan, wiw, lam * wiw - li_i
+
+
+@njit(cache=True, nogil=True)
+def _room_status(S, B, i, new_corner, n_s, a, keep_rows, it):
+    """1 when the pool needs room for a new corner of n_s entries, 3 when block i's sparse row
+    needs room for the step's corners (it grows by their entries), else 0; it[BAD] and
+    it[NEED] say where and how much."""
+    if new_corner and cs_room(S, i, n_s) != 0:
+        it[BAD], it[NEED] = i, n_s
+        return 1
+    if keep_rows:
+        extra = n_s + (cs_entries(S, i, a)[0].shape[0] if a >= 0 else 0)
+        if row_room(B, i, extra) != 0:
+            it[BAD], it[NEED] = i, extra
+            return 3
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _record_corner(S, i, slot, hit, corner_s, mark, flags, g_i, oracle_gaps, it):
+    """Count the step's corner (a cache hit, or an oracle call whose gap g_i the cache rule
+    keeps) and stamp it in block i's set, adding an oracle corner ``corner_s`` = (key, idx,
+    val, L) when corners are kept.  ``flags`` = (approx, needs_gap, keeps).  Returns its slot."""
+    approx, needs_gap, keeps = flags
+    if hit:
+        it[CACHE_HITS] += 0 if approx else 1
+        S[4][i, slot] = mark
+        return slot
+    it[ORACLE_CALLS] += 1
+    if needs_gap:
+        oracle_gaps[i] = g_i
+    if keeps:
+        h_s, ps_i, ps_v, L_s = corner_s
+        return cs_put(S, i, h_s, slot, ps_i, ps_v, L_s, 0.0, mark)
+    return slot
+
+
+@njit(cache=True, nogil=True)
+def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rule, avg, state):
     """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
 
-    The same iteration as the Python parts (`structfw.solvers.parts`): corner source
-    (the cache corner when its gap estimate reaches max(F g_i, nu/n g), else the compiled
-    oracle, its corner added to the block's set; with ``approx`` the best corner of the
-    set, no oracle: MP-BCFW's approximate pass, eq. (6) of Shah et al.), block step (FW,
-    pairwise or away with the line search or 2n/(k+2n)), tidy (``tidy_kind``: drop the
-    inactive; evict the longest-unused over ``limit`` corners; or expire corners last used
-    before ``limit``), sampler (not in approximate passes) and average updates.  Corners
+    The iteration of the Python parts (`structfw.solvers.parts`): corner source
+    (`_cached_corner`, else the compiled oracle, its corner added to the block's set), block
+    step (`_set_step`), tidy (`_tidy`), sampler (not in approximate passes), average.  Corners
     used or added are stamped with ``stamp`` (the block step k when stamp < 0).
-    ``it`` and ``fl`` hold the integer and float state (slots K.., ELL..).  Without
-    ``keep_rows`` (pairwise steps with tracked weights, which never read w_i) the rows of
-    ``wi`` are not written: the caller marks them stale.
 
-    Returns (s, status): status 0 when the chunk is done; 1 when block ``it[BAD]`` or the
-    pool needs room before step s (nothing of step s was done: grow and call again from
+    ``oracle`` = (kind, data); ``S`` the corner sets (`corners`); ``span`` = (s0, m); ``sampler``
+    as in `plain_fw_chunk`; ``blocks`` = (B, li); ``rule`` = (lam, step_kind, nu_step, check);
+    ``cache_rule`` = (cache, F, nu, oracle_gaps); ``set_rule`` = (track_alpha, approx, stamp,
+    tidy_kind, limit, keep_rows): without ``keep_rows`` (pairwise steps with tracked weights
+    never read w_i) the rows are not written and the caller marks them stale; ``avg`` = (kind,
+    u); ``state`` = (it, fl), the integer and float state (slots K.., ELL..).
+
+    Returns (s, status): 0 when the chunk is done; 1 (the pool) or 3 (a sparse row) when block
+    ``it[BAD]`` needs room before step s (nothing of step s was done: grow and call again from
     s); 2 when the oracle did worse than the ground truth on example ``it[BAD]``.
     """
+    kind_oracle, data = oracle
+    B, li = blocks
+    lam, step_kind, nu_step, check = rule
+    oracle_gaps = cache_rule[3]
+    track_alpha, approx, stamp, tidy_kind, limit, keep_rows = set_rule
+    avg_kind, u = avg
+    it, fl = state
     n = li.shape[0]
     inv_ln = 1.0 / (lam * n)
-    keeps = cache or track_alpha or tidy_kind != DROP_INACTIVE
-    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
-    needs_gap = cache or sampling != ORDER or step_kind == AWAY_STEP
+    keeps = cache_rule[0] or track_alpha or tidy_kind != DROP_INACTIVE
+    needs_gap = cache_rule[0] or sampler[0] != ORDER or step_kind == AWAY_STEP
     scratch = np.zeros(w.shape[0]) if step_kind == PAIRWISE_STEP else np.empty(0)
-    for s in range(s0, m):
-        if sampling == ORDER:
-            i = order[s]
-        elif sampling == GAP:
-            total = fenwick_total(tree)
-            i = min(int(draws[s] * n), n - 1) if total <= 0.0 else fenwick_find(tree, draws[s] * total)
-        else:
-            i = first_argmax(estimates)
+    for s in range(span[0], span[1]):
+        i = _draw_block(sampler, s, n)
         k = it[K]
-        mark = k if stamp < 0 else stamp
-        # the best corner of the set (approximate pass, cache) and the away corner (pairwise,
-        # away) come from one sweep, each corner scored once (it gathers ~200 entries from w).
-        # lam <w_i, w> - l_i, the block gap's part from w_i, is read only by the cache rule, the
-        # gap sampler and the away test: the dense dot streams the block's row from memory; with
-        # tracked weights it is the weighted score of the active corners, from the same sweep
-        # (the corner added below has no weight, so it changes neither)
-        wants_best = approx or (cache and size[i] > 0)
-        wants_away = step_kind != FW_STEP or (track_alpha and needs_gap)
-        best, Hb, sb, a, score, sa = -1, 0.0, 0.0, -1, 0.0, 0.0
-        if wants_best or wants_away:
-            best, Hb, sb, a, score, sa = cs_scan(S, i, w, wants_best, wants_away)
-        wiw = 0.0
-        if needs_gap:
-            wiw = score * inv_ln if track_alpha else B[0][i] * row_dot(B, i, w)
-        base = lam * wiw - li[i]
-        # ---- corner source (nothing is changed until the room check has passed)
-        slot = -1
-        hit = False
-        g_i = 0.0
-        ss = 0.0  # <psi_s, w> of the corner s moved toward
-        if approx:
-            slot, H, ss = best, Hb, sb
-            hit = True
-            g_i = base + H / n
-        elif cache and size[i] > 0:
-            c, H, sc = best, Hb, sb
-            ghat = base + H / n
-            if ghat >= max(F * oracle_gaps[i], nu / n * fl[FULL_GAP]):
-                hit = True
-                slot = c
-                ss = sc
-                g_i = ghat
+        wants = (approx or (cache_rule[0] and S[0][i] > 0), step_kind != FW_STEP or (track_alpha and needs_gap),
+                 needs_gap, track_alpha)
+        scan, wiw, base = _block_scan(S, B, i, w, wants, inv_ln, lam, li[i])
+        a, sa = scan[3], scan[5]
+        # ---- corner source (nothing is changed until the room checks have passed)
+        slot, g_i, ss = _cached_corner(S, i, scan, base, n, cache_rule, approx, fl[FULL_GAP])
+        hit = slot >= 0
+        h_s = np.uint64(0)
         if hit:
             ps_i, ps_v = cs_entries(S, i, slot)
-            L_s = loss[i, slot]
+            L_s = S[2][i, slot]
         else:
             ps_i, ps_v, L_s = corner(kind_oracle, data, i, w, True)
             ss = sparse_dot_dense(ps_i, ps_v, w)
-            H = L_s - ss
-            if check and H < -_H_TOL * max(1.0, abs(H)):
+            if check and L_s - ss < -_H_TOL * max(1.0, abs(L_s - ss)):
                 it[BAD] = i
                 return s, 2
             if keeps:
                 h_s = corner_key(ps_i, ps_v, L_s)
                 slot = cs_find(S, i, h_s, ps_i, ps_v, L_s)
-                if slot < 0 and cs_room(S, i, ps_i.shape[0]) != 0:
-                    it[BAD] = i
-                    it[NEED] = ps_i.shape[0]
-                    return s, 1
-            g_i = base + H / n
-        # sparse rows grow by the corners' entries (a step with kept rows): room first
-        if keep_rows:
-            extra = ps_i.shape[0] + (cs_entries(S, i, a)[0].shape[0] if a >= 0 else 0)
-            if row_room(B, i, extra) != 0:
-                it[BAD] = i
-                it[NEED] = extra
-                return s, 3
+            g_i = base + (L_s - ss) / n
+        status = _room_status(S, B, i, not hit and keeps and slot < 0, ps_i.shape[0], a, keep_rows, it)
+        if status != 0:
+            return s, status
         # ---- from here on the step changes the state
-        if hit:
-            if not approx:
-                it[CACHE_HITS] += 1
-            last[i, slot] = mark
-        else:
-            it[ORACLE_CALLS] += 1
-            if needs_gap:
-                oracle_gaps[i] = g_i
-            if keeps:
-                slot = cs_put(S, i, h_s, slot, ps_i, ps_v, L_s, 0.0, mark)
-        gfixed = 2.0 * n / (nu_step * k + 2.0 * n) if nu_step > 0.0 else -1.0
-        rho = 0.0
-        inv_c = 0.0
-        if avg_kind != 0:
-            it[AVG_T] += 1
-            rho = _avg_rate(avg_kind, it[AVG_T])
-            inv_c = 1.0 / fl[AVG_C]
+        slot = _record_corner(S, i, slot, hit, (h_s, ps_i, ps_v, L_s), k if stamp < 0 else stamp,
+                              (approx, needs_gap, keeps), g_i, oracle_gaps, it)
+        gfixed = _fixed_step(nu_step, k, n)
+        rho, inv_c = _avg_begin(avg_kind, it, fl)
         kind = step_kind
-        if kind != FW_STEP:
-            if kind == AWAY_STEP:
-                g_away = lam * (sa * inv_ln - wiw) + li[i] - loss[i, a] / n
-                if g_i >= g_away or alpha[i, a] >= 1.0 - ALPHA_EPS:
-                    kind = FW_STEP
-        if kind == FW_STEP:
-            dl = L_s / n - li[i]
-            gamma, slope = block_step(w, B, i, -1.0, ps_i, ps_v, inv_ln, ss, _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl,
-                                      lam, 1.0, gfixed, u, inv_c, scratch)
-            if track_alpha and gamma > 0.0:
-                _scale_alpha(S, i, 1.0 - gamma)
-                alpha[i, slot] += gamma
-                cs_clip(S, i)
-        elif kind == PAIRWISE_STEP:
-            pa_i, pa_v = cs_entries(S, i, a)
-            dl = (L_s - loss[i, a]) / n
-            if keep_rows:
-                gamma, slope = block_step(w, B, i, 0.0, ps_i, ps_v, inv_ln, ss, pa_i, pa_v, -inv_ln, sa, dl, lam,
-                                          alpha[i, a], gfixed, u, inv_c, scratch)
-            else:  # the rows are not kept: only the scales are passed
-                gamma, slope = block_step(w, (B[0],), i, 0.0, ps_i, ps_v, inv_ln, ss, pa_i, pa_v, -inv_ln, sa, dl,
-                                          lam, alpha[i, a], gfixed, u, inv_c, scratch)
-            if gamma > 0.0:
-                alpha[i, a] -= gamma
-                alpha[i, slot] += gamma
-                cs_clip(S, i)
-        else:
-            pa_i, pa_v = cs_entries(S, i, a)
-            dl = li[i] - loss[i, a] / n
-            gamma, slope = block_step(w, B, i, 1.0, pa_i, pa_v, -inv_ln, sa, _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl, lam,
-                                      alpha[i, a] / (1.0 - alpha[i, a]), gfixed, u, inv_c, scratch)
-            if gamma > 0.0:
-                _scale_alpha(S, i, 1.0 + gamma)
-                alpha[i, a] -= gamma
-                cs_clip(S, i)
+        if kind == AWAY_STEP:  # the away step only when its gap beats the FW gap (Alg. 2 of Osokin et al.)
+            g_away = lam * (sa * inv_ln - wiw) + li[i] - S[2][i, a] / n
+            if g_i >= g_away or S[3][i, a] >= 1.0 - ALPHA_EPS:
+                kind = FW_STEP
+        gamma, dl = _set_step(w, B, S, i, kind, slot, a, (ps_i, ps_v, ss, L_s), (sa, li[i], n),
+                              (lam, gfixed, inv_ln, track_alpha, keep_rows), (u, inv_c), scratch)
         li[i] += gamma * dl
         fl[ELL] += gamma * dl
-        # ---- tidy the block's set, sampler, counters, average
-        if tidy_kind == EVICT_OVER:
-            if size[i] > limit:
-                cs_evict(S, i, limit)
-        elif tidy_kind == EXPIRE:
-            cs_expire(S, i, limit)
-        elif keeps:
-            cs_drop_inactive(S, i)
-        if sampling != ORDER and not approx:
-            g = g_i if g_i > 0.0 else 0.0
-            if sampling == GAP:
-                fenwick_add(tree, i, g - estimates[i])
-            estimates[i] = g
+        _tidy(S, i, tidy_kind, limit, keeps)
+        if not approx:
+            _record_gap(sampler, i, g_i)
         it[K] = k + 1
         _avg_end(avg_kind, rho, u, fl)
-    return m, 0
+    return span[1], 0

@@ -62,25 +62,38 @@ def _sqsum(v):
     return s
 
 
+#: the second corner of a step that has one corner (FW, away): no entries, no weight
+NO_CORNER = (_EMPTY_I, _EMPTY_V, 0.0, 0.0)
+
+
 @njit(cache=True, nogil=True)
-def block_step(w, B, i, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfixed, u, inv_c, scratch):
+def block_step(w, B, i, a, s1, s2, dl, rule, avg, scratch):
     """The block step of the engine, for every step kind and every layout of the w_i.
 
     Block i's part is w_i = c_i v_i with c_i = B[0][i] and v_i a row of the layout B
     (`structfw.solvers.rows`: dense rows, sparse rows, or none for passes that never read
-    them).  Along d = a w_i + b1 s1 + b2 s2 (s1 = (i1, v1), s2 = (i2, v2) sparse corners in
-    w-space; FW: a = -1, pairwise: a = 0, away: a = 1) the closed-form line search
-    gamma = (d_l - lam <w, d>) / (lam ||d||^2), clipped to [0, gmax] (Alg. 1 line 7 of
-    Lacoste-Julien et al. 2013, generalised to any direction), or the fixed step gfixed >= 0.
-    The new part w_i + gamma d is c_i' v_i' with c_i' = (1 + gamma a) c_i and
-    v_i' = v_i + gamma (b1 s1 + b2 s2) / c_i': a step reads the row (for <w_i, w>, ||w_i||^2
-    and the update of w) but writes only the corners' entries.  w (and the lazy average u,
-    u -= inv_c gamma d) move along the same d.
+    them).  Along d = a w_i + b1 s1 + b2 s2 (corners in w-space, FW: a = -1, pairwise: a = 0,
+    away: a = 1) the closed-form line search gamma = (d_l - lam <w, d>) / (lam ||d||^2),
+    clipped to [0, gmax] (Alg. 1 line 7 of Lacoste-Julien et al. 2013, generalised to any
+    direction), or the fixed step gfixed >= 0.  The new part w_i + gamma d is c_i' v_i' with
+    c_i' = (1 + gamma a) c_i and v_i' = v_i + gamma (b1 s1 + b2 s2) / c_i': a step reads the
+    row (for <w_i, w>, ||w_i||^2 and the update of w) but writes only the corners' entries.
+    w (and the lazy average u, u -= inv_c gamma d) move along the same d.
 
-    The caller has scored the corners, s1w = <s1, w> and s2w = <s2, w> (the oracle check, the
-    best-corner search and the away search do), and lends a zero ``scratch`` of w's length
-    for <s1, s2> (`structfw._linalg.sparse_dot_sparse_scattered`).  With sparse rows the
-    corners' indices are sorted and unique and the row has room for them (`rows.row_room`).
+    Parameters
+    ----------
+    w, B, i : w, the layout of the w_i and the block
+    a : float            the coefficient of w_i in d
+    s1, s2 : tuples      (indices, values, b, <s, w>): a corner, its coefficient in d and its
+                         score at w, which the caller has (the oracle check, the best-corner
+                         and away searches score the corners); `NO_CORNER` when there is one
+    dl : float           d_l, the loss part of the direction
+    rule : tuple         (lam, gmax, gfixed): gfixed < 0 for the line search
+    avg : tuple          (u, inv_c): the lazy average buffer (empty: none) and 1 / its scale
+    scratch : float64[d] zeros, for <s1, s2> (`structfw._linalg.sparse_dot_sparse_scattered`)
+
+    With sparse rows the corners' indices are sorted and unique and the row has room for them
+    (`rows.row_room`).
 
     Returns
     -------
@@ -88,6 +101,10 @@ def block_step(w, B, i, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfix
     slope : float
         lam <w, d> - d_l, the directional derivative at gamma = 0 (minus the gap along d).
     """
+    i1, v1, b1, s1w = s1
+    i2, v2, b2, s2w = s2
+    lam, gmax, gfixed = rule
+    u, inv_c = avg
     scales = B[0]
     ci = scales[i]
     wd = 0.0
@@ -118,13 +135,15 @@ def block_step(w, B, i, a, i1, v1, b1, s1w, i2, v2, b2, s2w, dl, lam, gmax, gfix
     return gamma, slope
 
 
-def scored_step(w, B, i, a, s1, b1, s2, b2, dl, lam, gmax, gfixed, u, inv_c):
+def scored_step(w, B, i, a, s1, b1, s2, b2, dl, rule, avg):
     """`block_step` from Python with corners given as (indices, values) pairs (or None): scores
-    them at w first.  Returns gamma."""
-    i1, v1 = s1 if s1 is not None else (_EMPTY_I, _EMPTY_V)
-    i2, v2 = s2 if s2 is not None else (_EMPTY_I, _EMPTY_V)
-    gamma, _ = block_step(w, B, i, a, i1, v1, b1, sparse_dot_dense(i1, v1, w), i2, v2, b2,
-                          sparse_dot_dense(i2, v2, w), dl, lam, gmax, gfixed, u, inv_c, _EMPTY_V)
+    them at w first.  ``rule`` = (lam, gmax, gfixed), ``avg`` = (u, inv_c).  Returns gamma."""
+    c1, c2 = NO_CORNER, NO_CORNER
+    if s1 is not None:
+        c1 = (s1[0], s1[1], b1, sparse_dot_dense(s1[0], s1[1], w))
+    if s2 is not None:
+        c2 = (s2[0], s2[1], b2, sparse_dot_dense(s2[0], s2[1], w))
+    gamma, _ = block_step(w, B, i, a, c1, c2, dl, rule, avg, _EMPTY_V)
     return gamma
 
 

@@ -366,7 +366,7 @@ def apply_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
     c2 = (s2.indices, s2.values) if s2 is not None else None
     if not st.dense_blocks:
         st.make_row_room(i, (len(s1.indices) if s1 is not None else 0) + (len(s2.indices) if s2 is not None else 0))
-    return scored_step(st.w, st.layout(), i, a, c1, b1, c2, b2, dl, ctx.lam, gmax, ctx.gfixed, ctx.u, ctx.inv_c)
+    return scored_step(st.w, st.layout(), i, a, c1, b1, c2, b2, dl, (ctx.lam, gmax, ctx.gfixed), (ctx.u, ctx.inv_c))
 
 
 def projected_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):

@@ -24,7 +24,7 @@ from .._compile import compile_leaves_in_background
 from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL, GAP, K, MAX_GAP, NEED, ORACLE_CALLS,
                         ORDER, PAIRWISE_STEP, general_chunk, plain_fw_chunk)
 from .._linalg import sparse_dot_dense
-from ._kernels import block_step
+from ._kernels import NO_CORNER, block_step
 from .corners import CornerStore
 
 if TYPE_CHECKING:
@@ -216,9 +216,9 @@ def plain_fw_block(ctx: BlockContext, i: int) -> None:
     ctx.counters["oracle_calls"] += 1
     li = st.li[i]
     dl = L / ctx.n - li
-    gamma, slope = block_step(st.w, st.layout(), i, -1.0, psi.indices, psi.values, ctx.inv_ln,
-                              sparse_dot_dense(psi.indices, psi.values, st.w), _EMPTY_I, _EMPTY_V, 0.0, 0.0, dl,
-                              ctx.lam, 1.0, ctx.gfixed, ctx.u, ctx.inv_c, _EMPTY_V)
+    s = (psi.indices, psi.values, ctx.inv_ln, sparse_dot_dense(psi.indices, psi.values, st.w))
+    gamma, slope = block_step(st.w, st.layout(), i, -1.0, s, NO_CORNER, dl, (ctx.lam, 1.0, ctx.gfixed),
+                              (ctx.u, ctx.inv_c), _EMPTY_V)
     st.li[i] = li + gamma * dl
     st.ell += gamma * dl
     if st.sampler.adaptive:
@@ -240,7 +240,6 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
     """Cache / pairwise / away / MP-BCFW steps on the flat corner sets, in numba chunks
     (`general_chunk`)."""
     plan, st, problem = ctx.plan, ctx.st, ctx.problem
-    oracle_kind, data = plan.compiled
     n, store = problem.n, st.corners
     if store is None:  # plain FW steps keep no corners: the kernel gets an empty set per block
         store = CornerStore(n, problem.d, capacity=1, pool=1)
@@ -264,10 +263,11 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
         s = 0
         while True:
             s, status = general_chunk(
-                oracle_kind, data, store.arrays, s, m, kind, chunk_order, draws, st.sampler.estimates,
-                st.sampler._tree, st.w, B, st.li, problem.lam, plan.step_code, plan.cache, plan.cache_F,
-                plan.cache_nu, st.track_alpha, plan.nu_step, avg_kind, plan.check_oracle,
-                st.oracle_gaps, u, it, fl, approx, stamp, tidy_kind, limit, keep_rows)
+                plan.compiled, store.arrays, (s, m), (kind, chunk_order, draws, st.sampler.estimates,
+                                                      st.sampler._tree),
+                st.w, (B, st.li), (problem.lam, plan.step_code, plan.nu_step, plan.check_oracle),
+                (plan.cache, plan.cache_F, plan.cache_nu, st.oracle_gaps),
+                (st.track_alpha, approx, stamp, tidy_kind, limit, keep_rows), (avg_kind, u), (it, fl))
             st.rows_stale = st.rows_stale or not keep_rows
             if status == 0:
                 break
@@ -294,29 +294,29 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
 def compiled_plain_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
     """The (FW, exact oracle, dense) pass in numba chunks (`plain_fw_chunk`)."""
     plan, st, problem = ctx.plan, ctx.st, ctx.problem
-    oracle_kind, data = plan.compiled
     n, sampler, avg = problem.n, st.sampler, st.avg
     avg_kind = AVG_CODES[avg.kind if avg is not None else None]
     u = avg.u if avg is not None else _EMPTY_V
-    t, c, lbar = (avg.t, avg.c, avg.lbar) if avg is not None else (0, 1.0, 0.0)
+    it = np.array([st.k, avg.t if avg is not None else 0], np.int64)
+    fl = np.array([st.ell, avg.c if avg is not None else 1.0, avg.lbar if avg is not None else 0.0])
     scratch = np.zeros(problem.d)
     rows, scales = st.scaled_blocks()
-    compile_leaves_in_background(oracle_kind)
+    compile_leaves_in_background(plan.compiled[0])
+    rule = (problem.lam, plan.nu_step, plan.check_oracle)
     done = 0
     while done < n and not flag.requested:
         m = min(COMPILED_CHUNK, n - done)
         kind, order, draws = chunk_plan(st, m)
-        st.ell, st.k, t, c, lbar, steps, bad = plain_fw_chunk(
-            oracle_kind, data, m, kind, order, draws, sampler.estimates, sampler._tree, st.w, rows, scales, st.li,
-            st.ell, problem.lam, st.k, plan.nu_step, avg_kind, u, t, c, lbar,
-            plan.check_oracle, scratch, _EMPTY_V)
+        steps, bad = plain_fw_chunk(plan.compiled, m, (kind, order, draws, sampler.estimates, sampler._tree), st.w,
+                                    (rows, scales, st.li), rule, (avg_kind, u), (it, fl), scratch, _EMPTY_V)
         ctx.counters["oracle_calls"] += steps + (bad >= 0)
         if bad >= 0:  # the compiled oracle is not a maximiser: the checked Python call names the example
             problem.oracle(bad, st.w, validate=True)
             problem.check_oracle_value(bad, -np.inf)
         done += m
+    st.k, st.ell = int(it[K]), float(fl[ELL])
     if avg is not None:
-        avg.t, avg.c, avg.lbar = t, c, lbar
+        avg.t, avg.c, avg.lbar = int(it[AVG_T]), float(fl[AVG_C]), float(fl[AVG_LBAR])
         avg.renormalise()
     if done == n:
         st.passes += 1
