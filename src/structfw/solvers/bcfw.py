@@ -268,12 +268,7 @@ class BCFW(Solver):
                                                    corners=refresh and ctx.source.absorbs_corners)
             gaps = cast("npt.NDArray[np.float64]", gaps_at_w)  # at st.w: the block gaps are computed
             if refresh:
-                cast(BlockSampler, st.sampler).set_all(gaps)  # init_state gave the state its sampler
-                st.oracle_gaps[:] = gaps
-                st.full_gap = float(np.sum(gaps))
-                st.needs_refresh = False
-                ctx.source.absorb_gap_pass(st, res, problem)
-                ctx.counters["oracle_calls"] += n
+                _refresh_estimates(ctx, st, gaps, res)
             else:
                 monitor.monitor_calls += n
             gap = float(gaps.sum())
@@ -285,16 +280,7 @@ class BCFW(Solver):
                 monitor.monitor_calls += n
                 dual = -0.5 * problem.lam * float(np.dot(w_rep, w_rep)) + lbar
                 gap = primal - dual
-            c = ctx.counters
-            extra = {}
-            if plan.multi_plane:
-                corners = cast(CornerStore, st.corners)  # multi_plane keeps the working sets there
-                extra = dict(planes_per_block=float(corners.size.mean()), approx_passes=st.mp_approx_passes,
-                             outer_iterations=st.mp_iter)
-            monitor.record(w_rep, c["oracle_calls"] / n, c["oracle_calls"], primal, dual, gap,
-                           engine_passes=ctx.passes_done, iterations=st.k, cache_hits=c["cache_hits"],
-                           active_corners=st.n_active(),
-                           oracle_time_frac=c["oracle_time"] / max(monitor.opt_time(), 1e-12), **extra)
+            _record(ctx, st, monitor, w_rep, (primal, dual, gap))
         return gap
 
     def result_w(self, st: BCFWState) -> npt.NDArray[np.float64]:
@@ -305,6 +291,35 @@ class BCFW(Solver):
     def run_pass(self, problem: Problem, st: BCFWState, flag: InterruptFlag) -> None:
         """n block iterations, or an outer iteration of MP-BCFW (`structfw.solvers.passes.run_pass`)."""
         run_pass(self._ctx, flag)
+
+
+def _refresh_estimates(ctx: BlockContext, st: BCFWState, gaps: npt.NDArray[np.float64],
+                       res: list[OracleCorner] | None) -> None:
+    """The algorithm's own gap pass: its block gaps become the sampler's and the cache rule's
+    estimates (Osokin et al. 2016, Sec. 3.1, 3.3), its corners go to the corner source, and its
+    oracle calls count."""
+    cast(BlockSampler, st.sampler).set_all(gaps)  # init_state gave the state its sampler
+    st.oracle_gaps[:] = gaps
+    st.full_gap = float(np.sum(gaps))
+    st.needs_refresh = False
+    ctx.source.absorb_gap_pass(st, res, ctx.problem)
+    ctx.counters["oracle_calls"] += ctx.problem.n
+
+
+def _record(ctx: BlockContext, st: BCFWState, monitor: Monitor, w_rep: npt.NDArray[np.float64],
+            pdg: tuple[float, float, float]) -> None:
+    """One trace row at the reported iterate: (primal, dual, gap), the counters, and MP-BCFW's
+    working-set sizes."""
+    c, n = ctx.counters, ctx.problem.n
+    extra = {}
+    if ctx.plan.multi_plane:
+        corners = cast(CornerStore, st.corners)  # multi_plane keeps the working sets there
+        extra = dict(planes_per_block=float(corners.size.mean()), approx_passes=st.mp_approx_passes,
+                     outer_iterations=st.mp_iter)
+    monitor.record(w_rep, c["oracle_calls"] / n, c["oracle_calls"], *pdg,
+                   engine_passes=ctx.passes_done, iterations=st.k, cache_hits=c["cache_hits"],
+                   active_corners=st.n_active(),
+                   oracle_time_frac=c["oracle_time"] / max(monitor.opt_time(), 1e-12), **extra)
 
 
 def _new_averages(plan: BlockPlan, st: BCFWState) -> None:

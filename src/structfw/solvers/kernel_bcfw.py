@@ -539,38 +539,9 @@ class KernelBCFWState:
 
 # ================================================================= the compiled block step
 @njit(cache=True, nogil=True)
-def kernel_block_step(Kii, U, Bi, wp, wpi, a, y_from, y_to, inv_ln, lam, dl, gmax, gfixed, edges, uB, uP, inv_c):
-    """One block step along d = a w_i + (w(y_to) - w(y_from)) in kernel terms; updates Bi, wpi, wp
-    (and uB, uP) in place.
-
-    The Frank-Wolfe step (Alg. B.1 lines 5-6) is a = -1, y_from = y_i, y_to = y*: d = w_s - w_i.
-    The pairwise step is a = 0, y_from = the away labelling y_a, y_to = y*: weight moves from
-    alpha_i(y_a) to alpha_i(y*), d = w_s - w_a.  Here w(y) is the corner e_y of block i in
-    w-space: beta rows inv_ln ([y_i,t == c] - [y_t == c]), transitions inv_ln (E(y_i) - E(y)),
-    so the y_i terms cancel in w(y_to) - w(y_from).
-
-    Parameters
-    ----------
-    Kii : (T, T)   kappa among the positions of block i
-    U : (T, K)     unary scores of block i at w (K_i beta)
-    Bi : (T, K)    block i's rows of beta (w_i's unary part)
-    wp, wpi : (K, K)   transition weights P and block i's part P_i ((0, 0) without transitions)
-    a : float      coefficient of w_i in d (-1 or 0)
-    y_from, y_to : (T,) labellings
-    inv_ln : 1/(lam n);  dl : change of l_i per unit step
-    gmax : largest step (1 for FW, alpha_i(y_a) for pairwise)
-    gfixed : the predefined step, or -1 for the exact line search
-    edges : bool   chains have transitions (multiclass: none)
-    uB, uP, inv_c  lazy average buffers of Bi, P (empty (0, 0) without averaging) and 1/c
-
-    Returns
-    -------
-    gamma : float
-        min(gmax, max(0, (dl - lam <w, d>) / (lam ||d||^2))) (BCFW paper Alg. 4 line 7 in kernel
-        terms: <w, d> = sum dB * U + <dP, P>, ||d||^2 = sum_c dB[:, c]^T K_ii dB[:, c] + ||dP||^2).
-    gap : float
-        dl - lam <w, d>: for the FW step the block gap g_i = lam <w_i - w_s, w> - l_i + l_s.
-    """
+def _unary_direction(Bi, a, y_from, y_to, inv_ln):
+    """dB = a B_i + the beta rows of w(y_to) - w(y_from): inv_ln at (t, y_from[t]), -inv_ln at
+    (t, y_to[t]) where they differ (the y_i terms of the two corners cancel)."""
     T, K = Bi.shape
     dB = np.empty((T, K))
     for t in range(T):
@@ -580,11 +551,18 @@ def kernel_block_step(Kii, U, Bi, wp, wpi, a, y_from, y_to, inv_ln, lam, dl, gma
         if f != g:
             dB[t, f] += inv_ln
             dB[t, g] -= inv_ln
-    wd = 0.0   # <d, w>
+    return dB
+
+
+@njit(cache=True, nogil=True)
+def _unary_terms(dB, U, Kii):
+    """(<d, w>, ||d||^2) of the unary part: sum dB * U and sum_c dB[:, c]^T K_ii dB[:, c]."""
+    T, K = dB.shape
+    wd = 0.0
     for t in range(T):
         for c in range(K):
             wd += dB[t, c] * U[t, c]
-    nrm = 0.0  # ||d||^2
+    nrm = 0.0
     for t in range(T):
         for s in range(T):
             kts = Kii[t, s]
@@ -593,38 +571,96 @@ def kernel_block_step(Kii, U, Bi, wp, wpi, a, y_from, y_to, inv_ln, lam, dl, gma
                 for c in range(K):
                     acc += dB[t, c] * dB[s, c]
                 nrm += kts * acc
-    dP = np.empty((K, K) if edges else (0, 0))
+    return wd, nrm
+
+
+@njit(cache=True, nogil=True)
+def _transition_direction(wpi, a, y_from, y_to, inv_ln):
+    """dP = a P_i + the transition counts of w(y_to) - w(y_from), inv_ln (E(y_from) - E(y_to))."""
+    K = wpi.shape[0]
+    dP = np.empty((K, K))
+    for p in range(K):
+        for q in range(K):
+            dP[p, q] = a * wpi[p, q]
+    for t in range(y_from.shape[0] - 1):
+        a0, b0, a1, b1 = y_from[t], y_from[t + 1], y_to[t], y_to[t + 1]
+        if a0 != a1 or b0 != b1:
+            dP[a0, b0] += inv_ln
+            dP[a1, b1] -= inv_ln
+    return dP
+
+
+@njit(cache=True, nogil=True)
+def _kernel_move(Bi, dB, trans, dP, gamma, avg):
+    """B_i += gamma dB and P_i, P += gamma dP, the lazy averages' buffers by -inv_c times that."""
+    wp, wpi, edges = trans
+    uB, uP, inv_c = avg
+    T, K = Bi.shape
+    has_u = uB.shape[0] > 0
+    for t in range(T):
+        for c in range(K):
+            step = gamma * dB[t, c]
+            Bi[t, c] += step
+            if has_u:
+                uB[t, c] -= inv_c * step
     if edges:
         for p in range(K):
             for q in range(K):
-                dP[p, q] = a * wpi[p, q]
-        for t in range(T - 1):
-            a0, b0, a1, b1 = y_from[t], y_from[t + 1], y_to[t], y_to[t + 1]
-            if a0 != a1 or b0 != b1:
-                dP[a0, b0] += inv_ln
-                dP[a1, b1] -= inv_ln
-        for p in range(K):
-            for q in range(K):
+                step = gamma * dP[p, q]
+                wpi[p, q] += step
+                wp[p, q] += step
+                if has_u:
+                    uP[p, q] -= inv_c * step
+
+
+@njit(cache=True, nogil=True)
+def kernel_block_step(block, trans, direction, rule, avg):
+    """One block step along d = a w_i + (w(y_to) - w(y_from)) in kernel terms; updates B_i,
+    P_i, P (and the average's buffers) in place.
+
+    The Frank-Wolfe step (Alg. B.1 lines 5-6) is a = -1, y_from = y_i, y_to = y*: d = w_s - w_i.
+    The pairwise step is a = 0, y_from = the away labelling y_a, y_to = y*: weight moves from
+    alpha_i(y_a) to alpha_i(y*), d = w_s - w_a.  Here w(y) is the corner e_y of block i in
+    w-space: beta rows inv_ln ([y_i,t == c] - [y_t == c]), transitions inv_ln (E(y_i) - E(y)).
+
+    Parameters
+    ----------
+    block : (Kii, U, Bi)   kappa among block i's positions (T, T), its unary scores at w
+                           (K_i beta, (T, K)) and its rows of beta (w_i's unary part, (T, K))
+    trans : (wp, wpi, edges)   transition weights P and block i's part P_i ((K, K)); ``edges``:
+                           chains have transitions (multiclass: none, (0, 0) arrays)
+    direction : (a, y_from, y_to, inv_ln, dl)   a in {-1, 0}, the two labellings (T,),
+                           1/(lam n) and the change of l_i per unit step
+    rule : (lam, gmax, gfixed)   gmax: 1 for FW, alpha_i(y_a) for pairwise; gfixed: the
+                           predefined step, or -1 for the exact line search
+    avg : (uB, uP, inv_c)  the lazy average's buffers of B_i and P (empty (0, 0) without
+                           averaging) and 1/c
+
+    Returns
+    -------
+    gamma : float
+        min(gmax, max(0, (dl - lam <w, d>) / (lam ||d||^2))) (BCFW paper Alg. 4 line 7 in kernel
+        terms: <w, d> = sum dB * U + <dP, P>, ||d||^2 = sum_c dB[:, c]^T K_ii dB[:, c] + ||dP||^2).
+    gap : float
+        dl - lam <w, d>: for the FW step the block gap g_i = lam <w_i - w_s, w> - l_i + l_s.
+    """
+    Kii, U, Bi = block
+    wp, wpi, edges = trans
+    a, y_from, y_to, inv_ln, dl = direction
+    lam, gmax, gfixed = rule
+    dB = _unary_direction(Bi, a, y_from, y_to, inv_ln)
+    wd, nrm = _unary_terms(dB, U, Kii)
+    dP = np.empty((0, 0))
+    if edges:
+        dP = _transition_direction(wpi, a, y_from, y_to, inv_ln)
+        for p in range(dP.shape[0]):
+            for q in range(dP.shape[1]):
                 wd += dP[p, q] * wp[p, q]
                 nrm += dP[p, q] * dP[p, q]
     slope = lam * wd - dl   # derivative of -D along d at gamma = 0
     gamma = step_along(slope, nrm, lam, gmax, gfixed)
     if gamma > 0.0:
-        has_u = uB.shape[0] > 0
-        for t in range(T):
-            for c in range(K):
-                step = gamma * dB[t, c]
-                Bi[t, c] += step
-                if has_u:
-                    uB[t, c] -= inv_c * step
-        if edges:
-            for p in range(K):
-                for q in range(K):
-                    step = gamma * dP[p, q]
-                    wpi[p, q] += step
-                    wp[p, q] += step
-                    if has_u:
-                        uP[p, q] -= inv_c * step
+        _kernel_move(Bi, dB, trans, dP, gamma, avg)
     return gamma, -slope
 
 
@@ -823,14 +859,15 @@ class KernelBCFW(Solver):
             a_slot = away_slot(alpha_i.Ys, alpha_i.weights, alpha_i.m, U, st.wp, y_true)
             y_away = alpha_i.Ys[a_slot]
             dl = L_s - hamming_loss(y_true, y_away) / n
-            gamma, _ = kernel_block_step(Ki[:, o0:o1], U, beta[o0:o1], st.wp, st.wpi[i], 0.0, y_away, y_star,
-                                         1.0 / (lam * n), lam, dl, alpha_i.weights[a_slot], gfixed, data.edges,
-                                         uB, uP, inv_c)
+            gamma, _ = kernel_block_step((Ki[:, o0:o1], U, beta[o0:o1]), (st.wp, st.wpi[i], data.edges),
+                                         (0.0, y_away, y_star, 1.0 / (lam * n), dl),
+                                         (lam, alpha_i.weights[a_slot], gfixed), (uB, uP, inv_c))
             alpha_i.pairwise_update(a_slot, y_star, gamma)
         else:
             dl = L_s - st.li[i]
-            gamma, _ = kernel_block_step(Ki[:, o0:o1], U, beta[o0:o1], st.wp, st.wpi[i], -1.0, y_true, y_star,
-                                         1.0 / (lam * n), lam, dl, 1.0, gfixed, data.edges, uB, uP, inv_c)
+            gamma, _ = kernel_block_step((Ki[:, o0:o1], U, beta[o0:o1]), (st.wp, st.wpi[i], data.edges),
+                                         (-1.0, y_true, y_star, 1.0 / (lam * n), dl), (lam, 1.0, gfixed),
+                                         (uB, uP, inv_c))
             alpha_i.fw_update(y_star, gamma)
         st.li[i] += gamma * dl
         st.ell += gamma * dl
