@@ -145,6 +145,33 @@ def test_chain_sparse_features_match_dense():
             np.testing.assert_allclose(u.values, v.values)
 
 
+def test_chain_keeps_canonical_csr_and_canonicalises_the_rest():
+    """CSR input already in the kernels' form (float64, int64 index arrays, sorted, no duplicates)
+    is used as it is; anything else gets a canonical copy and the user's matrix is left alone."""
+    from structfw._linalg import as_chain_csr, is_chain_csr
+
+    m = ChainModel(3, 5)
+    # unsorted columns and a duplicate (3, twice in row 0), int32 indices
+    data, indices, indptr = np.array([1.0, 2.0, 0.5, 4.0]), np.array([3, 1, 3, 0], np.int32), np.array([0, 3, 4])
+    raw = sp.csr_matrix((data.copy(), indices.copy(), indptr.copy()), shape=(2, 5))
+    (checked,) = m.check_X([raw])
+    assert checked is not raw and is_chain_csr(checked)
+    np.testing.assert_array_equal(checked.toarray(), raw.toarray())
+    np.testing.assert_array_equal(raw.indices, indices)  # the input was not sorted in place
+    built = as_chain_csr(data, indices, indptr, (2, 5))
+    assert is_chain_csr(built) and built.indices.dtype == np.int64
+    np.testing.assert_array_equal(built.toarray(), raw.toarray())
+    (kept,) = m.check_X([built])
+    assert kept is built
+    # the fast path still checks what it must
+    bad = as_chain_csr(np.array([np.nan]), np.array([1]), np.array([0, 1]), (1, 5))
+    with pytest.raises(ValueError, match="X\\[0\\]"):
+        m.check_X([bad])
+    with pytest.raises(ValueError, match="features"):
+        m.check_X([as_chain_csr(np.ones(1), np.array([1]), np.array([0, 1]), (1, 6))])
+    assert not is_chain_csr(sp.csr_matrix((data, indices, indptr), shape=(2, 5)))
+
+
 def test_chain_large_sparse_features_stay_small():
     import tracemalloc
 

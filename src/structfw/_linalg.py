@@ -215,3 +215,26 @@ def combine(a, u, b, v):
     out = a * as_dense(u)
     axpy(b, v, out)
     return out
+
+
+# ------------------------------------------------------------ sequences as CSR
+def is_chain_csr(x):
+    """True when x is already the form the chain kernels read: a csr_matrix with float64 data,
+    int64 indptr and indices, sorted indices and no duplicates.  Then `ChainModel.check_X` keeps
+    it instead of copying it: scipy builds a new matrix in ~0.4 ms, 4 s of a CoNLL-sized fit."""
+    import scipy.sparse as sp
+
+    return (type(x) is sp.csr_matrix and x.data.dtype == np.float64 and x.indices.dtype == np.int64
+            and x.indptr.dtype == np.int64 and bool(x.has_canonical_format))
+
+
+def as_chain_csr(data, indices, indptr, shape):
+    """One sequence's (L, F) csr_matrix in the form `ChainModel.check_X` keeps without a copy
+    (float64 data, int64 index arrays, canonical): for loaders and vectorizers."""
+    import scipy.sparse as sp
+
+    x = sp.csr_matrix((np.asarray(data, np.float64), np.asarray(indices), np.asarray(indptr)), shape=shape)
+    x.sum_duplicates()  # also sorts the indices
+    x.indptr = x.indptr.astype(np.int64)
+    x.indices = x.indices.astype(np.int64)
+    return x

@@ -35,6 +35,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from ._linalg import as_chain_csr
+
 if TYPE_CHECKING:
     from sklearn.pipeline import Pipeline
     from sklearn.utils import Tags
@@ -316,9 +318,9 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=
         start = 0
         for L in lengths:
             a, b = indptr[start], indptr[start + L]
-            # copies, so that one sequence's matrix does not keep the whole corpus's arrays alive
-            out.append(sp.csr_matrix((data[a:b].copy(), indices[a:b].copy(), indptr[start:start + L + 1] - a),
-                                     shape=(L, F)))
+            # the index arrays become int64 copies, so that one sequence's matrix does not keep the
+            # whole corpus's arrays alive; in the form ChainModel.check_X keeps without a copy
+            out.append(as_chain_csr(data[a:b].copy(), indices[a:b], indptr[start:start + L + 1] - a, (L, F)))
             start += L
         return out
 

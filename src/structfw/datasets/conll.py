@@ -53,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from .._linalg import as_chain_csr
 from ._cache import CacheFile, data_home, read_cache, write_cache
 
 __all__ = ["load_conll", "conll_feature_dicts", "conll_chain_data", "make_conll_like", "load_conll_scale",
@@ -413,8 +414,7 @@ class ConllVectorizer:
         start = 0
         for L in sentence_lengths:
             a, b = int(indptr[start]), int(indptr[start + L])
-            out.append(sp.csr_matrix((np.ones(b - a), indices[a:b].copy(), indptr[start:start + L + 1] - a),
-                                     shape=(L, F)))
+            out.append(as_chain_csr(np.ones(b - a), indices[a:b], indptr[start:start + L + 1] - a, (L, F)))
             start += L
         return out
 
@@ -901,7 +901,7 @@ def _unstack(d: CacheFile, prefix: str, F: int) -> tuple[list[sp.csr_matrix], li
     start = 0
     for L in lengths.tolist():
         a, b = int(indptr[start]), int(indptr[start + L])
-        X.append(sp.csr_matrix((data[a:b], indices[a:b], indptr[start:start + L + 1] - a), shape=(L, F)))
+        X.append(as_chain_csr(data[a:b], indices[a:b], indptr[start:start + L + 1] - a, (L, F)))
         Y.append(y[start:start + L].astype(np.int64))
         start += L
     return X, Y

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from .._linalg import SparseVector
+from .._linalg import SparseVector, is_chain_csr
 from ..oracles.chain import (
     chain_oracle_csr,
     chain_oracle_csr_weighted,
@@ -282,11 +282,12 @@ class ChainModel(StructuredModel):
                 raise ValueError(f"{name} must be 2-D (L, {F}), got ndim={x.ndim}")
             if x.shape[1] != F:
                 raise ValueError(f"{name} has {x.shape[1]} features, expected {F}")
-            x = sp.csr_matrix(x, dtype=np.float64, copy=True)
-            x.sum_duplicates()
-            x.sort_indices()
-            x.indptr = x.indptr.astype(np.int64)
-            x.indices = x.indices.astype(np.int64)
+            if not is_chain_csr(x):  # a canonical copy; input already in that form is used as it is
+                x = sp.csr_matrix(x, dtype=np.float64, copy=True)
+                x.sum_duplicates()
+                x.sort_indices()
+                x.indptr = x.indptr.astype(np.int64)
+                x.indices = x.indices.astype(np.int64)
             check_finite(x.data, name)
             if x.shape[0] < 1:
                 raise ValueError(f"{name} has no positions (L = 0)")

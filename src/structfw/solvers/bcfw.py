@@ -276,8 +276,9 @@ class BCFW(Solver):
             w_rep = st.w
             if st.avg is not None:
                 w_rep, lbar = cast("tuple[npt.NDArray[np.float64], float]", st.averaged(problem))  # st.avg is set
-                primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=False)
-                monitor.monitor_calls += n
+                if not np.array_equal(w_rep, st.w):  # equal before the first step: P(w) is known
+                    primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=False)
+                    monitor.monitor_calls += n
                 dual = -0.5 * problem.lam * float(np.dot(w_rep, w_rep)) + lbar
                 gap = primal - dual
             _record(ctx, st, monitor, w_rep, (primal, dual, gap))
