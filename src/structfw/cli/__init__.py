@@ -41,6 +41,8 @@ BENCH_COMMANDS = {
     "toy-gap-sampling": ("..bench.toy_gap_sampling", "bench_toy_gap_sampling", "Osokin et al. 2016 App. C: a toy problem where gap sampling is n times faster than uniform."),
     "scaling": ("..bench.scaling", "bench_scaling",
                 "Seconds per pass and peak memory against n, d and sequence length, with fitted slopes."),
+    "block-state": ("..bench.block_state", "bench_block_state",
+                    "Block state storages: the engine's scaled rows against a factored chain state, per FW step."),
 }
 
 

@@ -1,0 +1,422 @@
+"""``structfw bench block-state``: the engine's block state against a factored one, per FW step.
+
+The dual's block parts w_i (Alg. 1 of Osokin et al. 2016) are stored today as *scaled rows*,
+w_i = c_i v_i (solvers/rows.py: dense (n, d) rows while n d 8 bytes <= 2 GiB, else sparse rows in
+one pool): a FW step reads the row for <w_i, w> and ||w_i||^2, rescales c_i and writes only the
+corner's entries.  The alternative the engine notes propose for chains is a *factored* state:
+per position t of sequence i a label-weight vector a_t in R^K and a K x K transition part T_i,
+with w_i's unary part sum_t x_t (x) a_t.  Then <w_i, w> = sum_t <a_t, U_t> + <T_i, W_tr> comes from
+the unary scores U_t = (<x_t, w_k>)_k the oracle computes anyway, ||d||^2 from the sequence's
+Gram matrix G_i (L_i x L_i, kept), and memory drops from n d to sum_i L_i K + n K^2 (+ sum_i L_i^2).
+But w itself must stay explicit for the next oracle call, and w += gamma (w_s - w_i) then writes
+every (feature, label) pair of the sequence with a non-zero a_t[k]: L_i x nnz(x_t) x K entries
+once the a_t have filled in, where the scaled row writes the corner's 2 L_i nnz(x_t) entries and
+reads (dense rows) or reads and writes (sparse rows) the row once.
+
+This benchmark replays one sequence of FW steps on both states and times them: the blocks are
+drawn uniformly, each block's corner is the loss-augmented labelling at w* (the iterate after
+``--warm-passes`` passes of BCFW: the corners the oracle gives near the optimum), and both
+replays start from alpha = e_{y_i} (w = 0) and take the same line-search steps.  Each replay pays
+for the oracle's unary scores at the current w (both need them: the oracle computes them for
+every step) and for what its state needs beyond them: the scaled rows the merged corner psi
+(the engine's compiled corner) and the block step (`solvers._kernels.block_step`); the factored
+state the direction, the Gram terms and the expansion into w.  The final w of the two replays is
+compared (relative difference; the same iterate in exact arithmetic): a check that the factored
+step is the same step.  Writes block_state.json and block_state.png.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from ..oracles.chain import chain_phi_diff_csr, chain_unary_csr, hamming_loss
+from ..oracles.compiled import chain_psi_entries
+from ..solvers._fastpass import fw_block_step
+from ..solvers._kernels import NO_CORNER, block_step, step_along
+from ..solvers.rows import SparseRows
+from ._common import environment, pyplot, write_json
+
+DATASETS = ("ocr", "conll-scale")
+
+
+# ---------------------------------------------------------------- the sequences, packed
+def pack_sequences(X, Y):
+    """(indptr, indices, data, starts, labels) of the sequences as one CSR of positions."""
+    rows = [sp.csr_matrix(x, dtype=np.float64) for x in X]
+    M = sp.vstack(rows, format="csr")
+    M.sum_duplicates()
+    starts = np.zeros(len(X) + 1, np.int64)
+    np.cumsum([x.shape[0] for x in X], out=starts[1:])
+    return (M.indptr.astype(np.int64), M.indices.astype(np.int64), M.data.astype(np.float64), starts,
+            np.concatenate([np.asarray(y, np.int64) for y in Y]))
+
+
+@njit(cache=True)
+def gram_blocks(indptr, indices, data, starts):
+    """Each sequence's Gram matrix G_i[t, s] = <x_t, x_s>, flat, with offsets (sum_i L_i^2)."""
+    n = starts.shape[0] - 1
+    gofs = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        L = starts[i + 1] - starts[i]
+        gofs[i + 1] = gofs[i] + L * L
+    G = np.zeros(gofs[n])
+    for i in range(n):
+        a, L = starts[i], starts[i + 1] - starts[i]
+        for t in range(L):
+            for s in range(L):
+                acc = 0.0
+                p, q = indptr[a + t], indptr[a + s]
+                while p < indptr[a + t + 1] and q < indptr[a + s + 1]:
+                    if indices[p] == indices[q]:
+                        acc += data[p] * data[q]
+                        p += 1
+                        q += 1
+                    elif indices[p] < indices[q]:
+                        p += 1
+                    else:
+                        q += 1
+                G[gofs[i] + t * L + s] = acc
+    return G, gofs
+
+
+@njit(cache=True, inline="always")
+def _block_x(pos, i):
+    """Block i's CSR (indptr from 0, indices, data) and true labels."""
+    indptr, indices, data, starts, labels = pos
+    a, b = starts[i], starts[i + 1]
+    return (indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]], data[indptr[a]:indptr[b]],
+            labels[a:b])
+
+
+# ---------------------------------------------------------------- the two replays
+@njit(cache=True)
+def replay_scores(pos, plan, w, S, F):
+    """The oracle's unary scores alone, step by step (w does not move): what both replays
+    pay in common, to be subtracted from their times."""
+    blocks = plan[0]
+    total = 0.0
+    for k in range(blocks.shape[0]):
+        ip, ix, vx, yt = _block_x(pos, blocks[k])
+        total += chain_unary_csr(ip, ix, vx, w, S, F, yt, np.bool_(False))[0, 0]
+    return total
+
+
+@njit(cache=True)
+def replay_dense_rows(pos, plan, rows, scales, w, li, lam, S, F):
+    """The engine's plain compiled pass on dense scaled rows (`_fastpass.plain_fw_chunk`):
+    unary scores, the corner as unmerged entries, `_fastpass.fw_block_step`.  Returns l."""
+    blocks, cofs, cys = plan
+    starts = pos[3]
+    n = li.shape[0]
+    inv_ln = 1.0 / (lam * n)
+    ell = 0.0
+    scratch = np.zeros(w.shape[0])
+    no_avg = np.empty(0)
+    for k in range(blocks.shape[0]):
+        i = blocks[k]
+        ip, ix, vx, yt = _block_x(pos, i)
+        ys = cys[cofs[k]:cofs[k + 1]]
+        chain_unary_csr(ip, ix, vx, w, S, F, yt, np.bool_(False))  # the oracle's scores at w
+        idx, val = chain_psi_entries(pos[0], pos[1], pos[2], starts[i], yt, ys, S, F)
+        dl = hamming_loss(yt, ys) / n - li[i]
+        s1 = (idx, val, inv_ln, _dot_entries(idx, val, w))
+        gamma, _, scales[i] = fw_block_step(w, rows[i], scales[i], s1, dl, (lam, -1.0), (no_avg, 0.0), scratch)
+        li[i] += gamma * dl
+        ell += gamma * dl
+    return ell
+
+
+@njit(cache=True)
+def replay_sparse_rows(pos, plan, B, w, li, lam, S, F):
+    """The engine's compiled general pass on sparse scaled rows (`_fastpass.general_chunk`,
+    FW steps): unary scores, the merged corner (`compiled.chain_csr_corner`), `block_step`.
+    Returns l."""
+    blocks, cofs, cys = plan
+    n = li.shape[0]
+    inv_ln = 1.0 / (lam * n)
+    ell = 0.0
+    scratch = np.empty(0)  # no second corner: <s1, s2> is never formed
+    for k in range(blocks.shape[0]):
+        i = blocks[k]
+        ip, ix, vx, yt = _block_x(pos, i)
+        ys = cys[cofs[k]:cofs[k + 1]]
+        chain_unary_csr(ip, ix, vx, w, S, F, yt, np.bool_(False))  # the oracle's scores at w
+        idx, val = chain_phi_diff_csr(ip, ix, vx, yt, ys, S, F)
+        dl = hamming_loss(yt, ys) / n - li[i]
+        s1 = (idx, val, inv_ln, _dot_entries(idx, val, w))
+        gamma, _ = block_step(w, B, i, -1.0, s1, NO_CORNER, dl, (lam, 1.0, -1.0), (scratch, 0.0), scratch)
+        li[i] += gamma * dl
+        ell += gamma * dl
+    return ell
+
+
+@njit(cache=True, inline="always")
+def _dot_entries(idx, val, w):
+    s = 0.0
+    for t in range(idx.shape[0]):
+        s += val[t] * w[idx[t]]
+    return s
+
+
+@njit(cache=True)
+def _factored_direction(A_i, T_i, yt, ys, inv_ln):
+    """D = a(w_s) - A_i and dT = T(w_s) - T_i: w_s = (phi(y_i) - phi(y*)) / (lam n)."""
+    D = -A_i
+    dT = -T_i
+    for t in range(yt.shape[0]):
+        D[t, yt[t]] += inv_ln
+        D[t, ys[t]] -= inv_ln
+    for t in range(yt.shape[0] - 1):
+        dT[yt[t], yt[t + 1]] += inv_ln
+        dT[ys[t], ys[t + 1]] -= inv_ln
+    return D, dT
+
+
+@njit(cache=True)
+def _factored_terms(D, dT, U, G, w_tr):
+    """(<w, d>, ||d||^2) of the factored direction: sum D U + <dT, W_tr> and
+    sum_{t,s} G[t,s] <D_t, D_s> + ||dT||^2."""
+    L, K = D.shape
+    wd = 0.0
+    for t in range(L):
+        for k in range(K):
+            wd += D[t, k] * U[t, k]
+    nrm = 0.0
+    for t in range(L):
+        for s in range(L):
+            g = G[t * L + s]
+            if g != 0.0:
+                acc = 0.0
+                for k in range(K):
+                    acc += D[t, k] * D[s, k]
+                nrm += g * acc
+    for p in range(K):
+        for q in range(K):
+            wd += dT[p, q] * w_tr[p * K + q]
+            nrm += dT[p, q] * dT[p, q]
+    return wd, nrm
+
+
+@njit(cache=True)
+def _factored_move(w, ip, ix, vx, D, dT, gamma, S, F):
+    """w += gamma d: every (feature, label) pair of the sequence with D[t, k] != 0, and the
+    transitions."""
+    for t in range(D.shape[0]):
+        for p in range(ip[t], ip[t + 1]):
+            f, x = ix[p], vx[p]
+            for k in range(S):
+                if D[t, k] != 0.0:
+                    w[k * F + f] += gamma * D[t, k] * x
+    off = S * F
+    for p in range(S):
+        for q in range(S):
+            w[off + p * S + q] += gamma * dT[p, q]
+
+
+@njit(cache=True)
+def replay_factored(pos, plan, fstate, w, li, lam, S, F):
+    """The same FW steps on the factored state ``fstate`` = (A, T, G, gofs): A (positions, K)
+    the label weights, T (n, K, K) the transition parts, G/gofs the Gram matrices.  Returns l."""
+    blocks, cofs, cys = plan
+    A, T, G, gofs = fstate
+    starts = pos[3]
+    n = li.shape[0]
+    inv_ln = 1.0 / (lam * n)
+    w_tr = w[S * F:]
+    ell = 0.0
+    for k in range(blocks.shape[0]):
+        i = blocks[k]
+        ip, ix, vx, yt = _block_x(pos, i)
+        ys = cys[cofs[k]:cofs[k + 1]]
+        U = chain_unary_csr(ip, ix, vx, w, S, F, yt, np.bool_(False))  # the oracle's scores at w
+        a, b = starts[i], starts[i + 1]
+        D, dT = _factored_direction(A[a:b], T[i], yt, ys, inv_ln)
+        dl = hamming_loss(yt, ys) / n - li[i]
+        wd, nrm = _factored_terms(D, dT, U, G[gofs[i]:gofs[i + 1]], w_tr)
+        gamma = step_along(lam * wd - dl, nrm, lam, 1.0, -1.0)
+        if gamma > 0.0:
+            _factored_move(w, ip, ix, vx, D, dT, gamma, S, F)
+            A[a:b] += gamma * D
+            T[i] += gamma * dT
+        li[i] += gamma * dl
+        ell += gamma * dl
+    return ell
+
+
+# ---------------------------------------------------------------- the run
+def _load(dataset, subsample, seed):
+    if dataset == "ocr":
+        from ._common import load_ocr_data
+
+        X, Y = load_ocr_data(subsample, seed)[:2]
+    else:
+        from ..datasets import load_conll_scale
+
+        X, Y = load_conll_scale()[:2]
+        if subsample is not None:
+            keep = np.random.default_rng(seed).permutation(len(X))[:subsample]
+            X, Y = [X[i] for i in keep], [Y[i] for i in keep]
+    S = int(max(int(np.max(y)) for y in Y)) + 1
+    return X, Y, S, X[0].shape[1]
+
+
+def make_plan(X, Y, S, F, lam, steps, warm_passes, seed):
+    """(blocks, corner offsets, corner labels): blocks drawn uniformly, each with the
+    loss-augmented labelling at w* (after ``warm_passes`` passes of BCFW)."""
+    from .. import StructuredSVM
+    from ..models import ChainModel
+    from ..solvers import BCFW
+
+    model = ChainModel(S, F)
+    est = StructuredSVM(model, solver=BCFW(), lam=lam, max_passes=warm_passes, tol=None,
+                        check_every=10 ** 6, random_state=seed).fit(X, Y)
+    w_star = est.coef_
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, len(X), steps).astype(np.int64)
+    Xc = model.check_X(X)
+    corners = [np.asarray(model.loss_augmented_decode(Xc[i], np.asarray(Y[i], np.int64), w_star), np.int64)
+               for i in blocks]
+    cofs = np.zeros(steps + 1, np.int64)
+    np.cumsum([len(c) for c in corners], out=cofs[1:])
+    return blocks, cofs, np.concatenate(corners)
+
+
+def _row_layout(n, d, pos, plan, dense):
+    """Fresh scaled rows (w_i = 0): dense (n, d), or sparse rows with room for every entry
+    the replay will write (the engine grows rows between chunks; here before the replay)."""
+    scales = np.ones(n)
+    if dense:
+        rows = np.zeros((n, d))
+        return (rows, scales), rows.nbytes
+    indptr, starts = pos[0], pos[3]
+    room = {}
+    for i in plan[0]:
+        room[int(i)] = room.get(int(i), 0) + 2 * int(indptr[starts[i + 1]] - indptr[starts[i]]) + \
+            2 * int(starts[i + 1] - starts[i])
+    R = SparseRows(n, d, pool=sum(room.values()) + n)
+    for i, m in room.items():
+        R.make_room(i, m)
+    return R.arrays(scales), R.nbytes()
+
+
+def time_replays(X, Y, S, F, lam, plan, repeats, dense, log=print):
+    """Seconds per step of both replays (median of ``repeats``), state bytes, and the relative
+    difference of their final w."""
+    pos = pack_sequences(X, Y)
+    n, d = len(X), S * F + S * S
+    P = int(pos[3][-1])
+    G, gofs = gram_blocks(pos[0], pos[1], pos[2], pos[3])
+    m = plan[0].shape[0]
+    out = {"rows": [], "factored": [], "scores": []}
+    # compile on a few steps first (numba's cache makes later runs load them)
+    for kind in ("rows", "factored", "scores"):
+        short = (plan[0][:3], plan[1][:4], plan[2][:plan[1][3]])
+        _run(kind, pos, short, n, d, P, S, F, lam, G, gofs, dense)
+    for r in range(repeats):
+        for kind in ("rows", "factored", "scores"):
+            secs, w, nbytes = _run(kind, pos, plan, n, d, P, S, F, lam, G, gofs, dense)
+            out[kind].append(secs / m)
+            out[kind + "_bytes"] = nbytes
+            out[kind + "_w"] = w
+        log(f"  repeat {r + 1}: rows {1e6 * out['rows'][-1]:.1f} us/step, factored "
+            f"{1e6 * out['factored'][-1]:.1f} us/step, the scores alone {1e6 * out['scores'][-1]:.1f}")
+    w_r, w_f = out.pop("rows_w"), out.pop("factored_w")
+    out.pop("scores_w"), out.pop("scores_bytes")
+    out["w_rel_diff"] = float(np.linalg.norm(w_r - w_f) / max(np.linalg.norm(w_r), 1e-300))
+    out["gram_bytes"] = int(G.nbytes)
+    return out
+
+
+def _run(kind, pos, plan, n, d, P, S, F, lam, G, gofs, dense):
+    w, li = np.zeros(d), np.zeros(n)
+    if kind == "scores":
+        t = time.perf_counter()
+        replay_scores(pos, plan, w, S, F)
+        return time.perf_counter() - t, w, 0
+    if kind == "rows":
+        B, nbytes = _row_layout(n, d, pos, plan, dense)
+        t = time.perf_counter()
+        if dense:
+            replay_dense_rows(pos, plan, B[0], B[1], w, li, lam, S, F)
+        else:
+            replay_sparse_rows(pos, plan, B, w, li, lam, S, F)
+        return time.perf_counter() - t, w, nbytes
+    A, T = np.zeros((P, S)), np.zeros((n, S, S))
+    t = time.perf_counter()
+    replay_factored(pos, plan, (A, T, G, gofs), w, li, lam, S, F)
+    return time.perf_counter() - t, w, A.nbytes + T.nbytes + G.nbytes + gofs.nbytes
+
+
+def run_block_state(datasets=DATASETS, steps_passes=2.0, warm_passes=3, repeats=3, out="bench_out/block_state",
+                    subsample=None, seed=0, log=print):
+    """Both replays on each dataset; writes block_state.json / .png and returns the document."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"benchmark": "block-state", "environment": environment(), "steps_passes": steps_passes,
+           "warm_passes": warm_passes, "repeats": repeats, "seed": seed, "datasets": {}}
+    for name in datasets:
+        X, Y, S, F = _load(name, subsample, seed)
+        n, d = len(X), S * F + S * S
+        lam = 1.0 / n
+        dense = n * d * 8 <= 2 * 1024 ** 3  # the engine's "auto" rule
+        steps = max(1, int(round(steps_passes * n)))
+        log(f"[block-state] {name}: n = {n}, d = {d}, {'dense' if dense else 'sparse'} rows, {steps} steps")
+        plan = make_plan(X, Y, S, F, lam, steps, warm_passes, seed)
+        res = time_replays(X, Y, S, F, lam, plan, repeats, dense, log)
+        r, f = float(np.median(res["rows"])), float(np.median(res["factored"]))
+        sc = float(np.median(res["scores"]))
+        doc["datasets"][name] = dict(n=n, d=d, S=S, F=F, lam=lam, steps=steps,
+                                     rows_storage="dense" if dense else "sparse",
+                                     rows_us_per_step=1e6 * r, factored_us_per_step=1e6 * f,
+                                     scores_us_per_step=1e6 * sc, factored_over_rows=f / r,
+                                     state_work_ratio=(f - sc) / max(r - sc, 1e-12), rows_bytes=int(res["rows_bytes"]),
+                                     factored_bytes=int(res["factored_bytes"]), gram_bytes=res["gram_bytes"],
+                                     w_rel_diff=res["w_rel_diff"], repeats_rows=res["rows"],
+                                     repeats_factored=res["factored"], repeats_scores=res["scores"])
+        log(f"  rows {1e6 * r:.1f} us/step ({res['rows_bytes'] / 2 ** 20:.0f} MiB), factored {1e6 * f:.1f} "
+            f"us/step ({res['factored_bytes'] / 2 ** 20:.0f} MiB): {f / r:.2f}x; |w_r - w_f| / |w_r| = "
+            f"{res['w_rel_diff']:.1e}")
+    write_json(out / "block_state.json", doc)
+    _plot(doc, out / "block_state.png")
+    return doc
+
+
+def _plot(doc, path):
+    plt = pyplot()
+    names = list(doc["datasets"])
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    x = np.arange(len(names))
+    for ax, key, label in ((axes[0], "us_per_step", "microseconds per FW step"),
+                           (axes[1], "bytes", "block state (MiB)")):
+        scale = 1.0 if key == "us_per_step" else 2.0 ** -20
+        rows = [doc["datasets"][k]["rows_" + key] * scale for k in names]
+        fac = [doc["datasets"][k]["factored_" + key] * scale for k in names]
+        ax.bar(x - 0.2, rows, 0.4, label="scaled rows (engine)")
+        ax.bar(x + 0.2, fac, 0.4, label="factored (L_i x K + K^2)")
+        ax.set_xticks(x, names)
+        ax.set_ylabel(label)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+@click.command("block-state")
+@click.option("--dataset", "datasets", type=click.Choice(DATASETS), multiple=True,
+              help="Tasks to replay (repeat the option; default: both).")
+@click.option("--steps", "steps_passes", default=2.0, show_default=True, type=click.FloatRange(0, min_open=True),
+              help="Replayed FW steps, in passes (steps / n).")
+@click.option("--warm-passes", default=3, show_default=True, type=click.IntRange(1),
+              help="Passes of BCFW to the w* whose corners are replayed.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1))
+@click.option("--subsample", default=None, type=click.IntRange(2), help="Use this many random sequences.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--out", default="bench_out/block_state", show_default=True, type=click.Path(file_okay=False))
+def bench_block_state(datasets, steps_passes, warm_passes, repeats, subsample, seed, out):
+    """Block state storages: the engine's scaled rows against a factored chain state, per FW step."""
+    run_block_state(datasets or DATASETS, steps_passes, warm_passes, repeats, out, subsample, seed, log=click.echo)
