@@ -36,7 +36,7 @@ def test_the_factored_state_takes_the_same_steps_as_the_rows(dense):
     plan = make_plan(X, Y, S, F, lam, steps=3 * n, warm_passes=1, seed=2)
     pos = pack_sequences(X, Y)
     w_r, li_r = np.zeros(d), np.zeros(n)
-    B, _ = _row_layout(n, d, pos, plan, dense)
+    B = _row_layout(n, d, pos, plan, dense)
     if dense:
         ell_r = replay_dense_rows(pos, plan, B[0], B[1], w_r, li_r, lam, S, F)
     else:

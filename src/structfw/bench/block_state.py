@@ -38,7 +38,7 @@ from ..oracles.chain import chain_phi_diff_csr, chain_unary_csr, hamming_loss
 from ..oracles.compiled import chain_psi_entries
 from ..solvers._fastpass import fw_block_step
 from ..solvers._kernels import NO_CORNER, block_step, step_along
-from ..solvers.rows import SparseRows
+from ..solvers.rows import SparseRows, row_room
 from ._common import environment, pyplot, write_json
 
 DATASETS = ("ocr", "conll-scale")
@@ -147,6 +147,8 @@ def replay_sparse_rows(pos, plan, B, w, li, lam, S, F):
         ys = cys[cofs[k]:cofs[k + 1]]
         chain_unary_csr(ip, ix, vx, w, S, F, yt, np.bool_(False))  # the oracle's scores at w
         idx, val = chain_phi_diff_csr(ip, ix, vx, yt, ys, S, F)
+        if row_room(B, i, idx.shape[0]) != 0:  # _row_layout's room is an upper bound: never here
+            raise ValueError("block-state replay: a sparse row has no room")
         dl = hamming_loss(yt, ys) / n - li[i]
         s1 = (idx, val, inv_ln, _dot_entries(idx, val, w))
         gamma, _ = block_step(w, B, i, -1.0, s1, NO_CORNER, dl, (lam, 1.0, -1.0), (scratch, 0.0), scratch)
@@ -287,21 +289,38 @@ def make_plan(X, Y, S, F, lam, steps, warm_passes, seed):
 
 
 def _row_layout(n, d, pos, plan, dense):
-    """Fresh scaled rows (w_i = 0): dense (n, d), or sparse rows with room for every entry
-    the replay will write (the engine grows rows between chunks; here before the replay)."""
+    """Fresh scaled rows (w_i = 0), their memory touched (so that no replay pays the first-touch
+    page faults): dense (n, d), or sparse rows with room for every entry the replay can write
+    (the engine grows rows between chunks; here before the replay): per position, its features
+    under each label the truth and the block's corners give it, and the transitions."""
     scales = np.ones(n)
     if dense:
         rows = np.zeros((n, d))
-        return (rows, scales), rows.nbytes
-    indptr, starts = pos[0], pos[3]
-    room = {}
-    for i in plan[0]:
-        room[int(i)] = room.get(int(i), 0) + 2 * int(indptr[starts[i + 1]] - indptr[starts[i]]) + \
-            2 * int(starts[i + 1] - starts[i])
-    R = SparseRows(n, d, pool=sum(room.values()) + n)
-    for i, m in room.items():
-        R.make_room(i, m)
-    return R.arrays(scales), R.nbytes()
+        rows.fill(0.0)
+        return (rows, scales)
+    indptr, starts, labels = pos[0], pos[3], pos[4]
+    blocks, cofs, cys = plan
+    seen = {}
+    for k, i in enumerate(blocks.tolist()):
+        seen.setdefault(i, []).append(cys[cofs[k]:cofs[k + 1]])
+    R = SparseRows(n, d, pool=n)
+    for i, corners in seen.items():
+        a, b = int(starts[i]), int(starts[i + 1])
+        ys = np.vstack([labels[a:b]] + corners)
+        per_pos = [len(set(ys[:, t].tolist())) for t in range(b - a)]
+        nnz = np.diff(indptr[a:b + 1])
+        R.make_room(i, int(np.dot(per_pos, nnz)) + 2 * (b - a) * len(corners))
+    R.idx.fill(0)
+    R.val.fill(0.0)
+    return R.arrays(scales)
+
+
+def _state_bytes(B, dense):
+    """Bytes the rows hold: the (n, d) array, or the sparse rows' live entries (index and value)
+    and their per-row start, size and capacity."""
+    if dense:
+        return int(B[0].nbytes)
+    return int(B[2].sum()) * 16 + 3 * 8 * B[2].shape[0]
 
 
 def time_replays(X, Y, S, F, lam, plan, repeats, dense, log=print):
@@ -339,14 +358,16 @@ def _run(kind, pos, plan, n, d, P, S, F, lam, G, gofs, dense):
         replay_scores(pos, plan, w, S, F)
         return time.perf_counter() - t, w, 0
     if kind == "rows":
-        B, nbytes = _row_layout(n, d, pos, plan, dense)
+        B = _row_layout(n, d, pos, plan, dense)
         t = time.perf_counter()
         if dense:
             replay_dense_rows(pos, plan, B[0], B[1], w, li, lam, S, F)
         else:
             replay_sparse_rows(pos, plan, B, w, li, lam, S, F)
-        return time.perf_counter() - t, w, nbytes
+        return time.perf_counter() - t, w, _state_bytes(B, dense)
     A, T = np.zeros((P, S)), np.zeros((n, S, S))
+    A.fill(0.0)
+    T.fill(0.0)
     t = time.perf_counter()
     replay_factored(pos, plan, (A, T, G, gofs), w, li, lam, S, F)
     return time.perf_counter() - t, w, A.nbytes + T.nbytes + G.nbytes + gofs.nbytes
