@@ -150,7 +150,7 @@ def fit(model, X, Y, solver, passes, tol=None, lam=LAM, seed=0, check_every=1, *
 # a tie (H_i(y*) = H_i(y_a) up to rounding), which rounding breaks differently in the two solvers; both
 # reach the QP optimum (test_pairwise_steps_reach_the_exact_kernel_qp_optimum_on_a_tiny_chain)
 LINEAR_OPTIONS = [dict(), dict(sampling="perm"), dict(step_size="predefined"), dict(averaging="weighted"),
-                  dict(averaging="suffix")]
+                  dict(averaging="suffix"), dict(sampling="gap", gap_refresh=3)]
 
 
 @pytest.mark.parametrize("options", LINEAR_OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()) or "fw")
@@ -182,6 +182,44 @@ def test_pairwise_steps_reach_the_exact_kernel_qp_optimum_on_a_tiny_chain(kernel
     assert svm.primal_ - Dstar < 1e-8
     # P(w) of the returned predictor, by enumeration, is what the solver reported
     assert expansion_primal(svm.kernel_expansion_, X, Y, 3, LAM, spec) == pytest.approx(svm.primal_, abs=1e-10)
+
+
+@pytest.mark.parametrize("options", [dict(sampling="gap"), dict(sampling="max_gap", gap_refresh=5),
+                                     dict(cache=True), dict(sampling="gap", cache=True, gap_refresh=None)],
+                         ids=["gap", "max_gap", "cache", "gap-cache-inf"])
+@pytest.mark.parametrize("step", ["fw", "pairwise"])
+def test_gap_sampling_and_the_cache_reach_the_exact_kernel_qp_optimum(options, step):
+    """Osokin et al.'s gap sampling and gap-based cache as options of kernel BCFW: the same optimum,
+    an honest gap on the way, the cache's hits counted and the gap passes' calls too."""
+    X, Y, model = tiny_chain(seed=1)
+    spec = ("rbf", 0.5)
+    Dstar = exact_kernel_dual(X, Y, 3, LAM, spec)
+    svm = fit(model, X, Y, KernelBCFW(gamma=0.5, step=step, **options), passes=3000,
+              tol=1e-9 if step == "pairwise" else None, check_every=10)
+    tr = svm.trace_
+    assert np.all(tr["dual"] <= Dstar + 1e-10) and np.all(tr["primal"] >= Dstar - 1e-10)
+    assert np.all(np.diff(tr["dual"]) >= -1e-12)  # every step is an exact line search: D never falls
+    if step == "pairwise":
+        assert svm.stopped_ == "tol" and abs(svm.dual_ - Dstar) < 1e-8
+    else:  # FW steps: the sublinear rate (the optimum lies on a face; plain FW: 1.1e-3 after 400 passes)
+        assert Dstar - svm.dual_ < 3e-4 and tr["gap"][-1] < 0.01 * tr["gap"][0]
+    assert expansion_primal(svm.kernel_expansion_, X, Y, 3, LAM, spec) == pytest.approx(svm.primal_, abs=1e-10)
+    if options.get("cache"):
+        assert tr["cache_hits"][-1] > 0
+    # the gap passes are the algorithm's: they count as oracle calls (refreshes every 10 passes)
+    n_steps = svm.state_.k
+    assert tr["oracle_calls"][-1] + tr["cache_hits"][-1] >= n_steps
+
+
+def test_gap_sampling_draws_by_the_block_gaps():
+    """After a gap pass, the sampler's estimates are the block gaps of the exact point, which
+    sum to the duality gap (eq. (7) of Osokin et al.), and a block with gap 0 is not drawn."""
+    X, Y, model = tiny_chain(seed=2)
+    svm = fit(model, X, Y, KernelBCFW(gamma=0.5, sampling="gap", gap_refresh=1), passes=3)
+    st = svm.state_
+    assert st.full_gap == pytest.approx(svm.trace_["gap"][-1], rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(st.oracle_gaps, st.sampler.estimates, rtol=0, atol=1e-12)
+    assert np.all(st.oracle_gaps >= -1e-12)
 
 
 def test_rbf_multiclass_reaches_the_exact_qp_optimum():
@@ -239,7 +277,7 @@ def test_the_state_is_the_dual_point_its_alpha_says():
 # ============================================================ (d) errors
 BAD_OPTIONS = [("kernel", "sigmoid"), ("gamma", 0.0), ("gamma", -1.0), ("gamma", float("nan")), ("gamma", "scale"),
                ("degree", 0), ("degree", 2.5), ("coef0", float("inf")), ("step_size", "armijo"),
-               ("sampling", "gap"), ("step", "away"), ("averaging", "uniform"), ("kernel_cache_mb", -1.0)]
+               ("sampling", "importance"), ("gap_refresh", 0), ("cache_F", 0.0), ("step", "away"), ("averaging", "uniform"), ("kernel_cache_mb", -1.0)]
 
 
 @pytest.mark.parametrize("name,value", BAD_OPTIONS)

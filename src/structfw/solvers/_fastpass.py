@@ -19,7 +19,7 @@ from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner
 from .corners import (ALPHA_EPS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find,
                       cs_put, cs_room, cs_scan)
-from ._kernels import (NO_CORNER, _add_to_w, block_step, fenwick_add, fenwick_find, fenwick_total, first_argmax,
+from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add, fenwick_find, fenwick_total, first_argmax,
                        step_along)
 from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
 
@@ -272,7 +272,7 @@ def _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
     size = S[0]
     if cache and size[i] > 0:
         ghat = base + Hb / n
-        if ghat >= max(F * oracle_gaps[i], nu / n * full_gap):
+        if cache_hit(ghat, oracle_gaps[i], full_gap, F, nu, n):
             return best, ghat, sb
     return -1, 0.0, 0.0
 

@@ -147,6 +147,14 @@ def scored_step(w, B, i, a, s1, b1, s2, b2, dl, rule, avg):
     return gamma
 
 
+@njit(cache=True, nogil=True)
+def cache_hit(ghat, g_oracle, full_gap, F, nu, n):
+    """The gap-based cache's hit rule (Osokin et al. 2016, Sec. 3.3): the best cached corner is
+    used when its block gap estimate ghat reaches max(F g_i, nu/n g), with g_i the block gap
+    at block i's last oracle call and g the last full gap."""
+    return ghat >= max(F * g_oracle, nu / n * full_gap)
+
+
 @njit(cache=True)
 def fenwick_build(values):
     n = values.shape[0]

@@ -71,9 +71,10 @@ from numba import njit
 from ..oracles.chain import hamming_loss
 from ..oracles.kernel_chain import (KERNELS, block_coefficients, chain_decode, chain_max_oracle, gram,
                                     labelling_score, squared_norms)
-from ._kernels import step_along
+from ._kernels import cache_hit, step_along
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
+from .plan import ENGINE_PARAMS, refresh_due
 from .sampling import BlockSampler
 
 if TYPE_CHECKING:
@@ -87,11 +88,12 @@ Positions: TypeAlias = "npt.NDArray[np.float64] | sp.csr_matrix"
 KernelSpec: TypeAlias = "tuple[str, float, int, float]"
 
 KERNEL_STEP_SIZES = ("linesearch", "predefined")
-KERNEL_SAMPLINGS = ("uniform", "perm")
 KERNEL_STEPS = ("fw", "pairwise")
 KERNEL_AVERAGINGS = (None, "weighted", "suffix")
 
 _NO_ROWS = np.zeros((0, 0))
+#: the engine's declarations of the options kernel BCFW shares with it (one table: solvers/plan.py)
+_ENGINE = {p.name: p for p in ENGINE_PARAMS}
 
 #: methods that define a model's joint features, loss and oracles: a subclass of ChainModel or
 #: MulticlassModel that overrides one of them is another model, which the joint kernel does not describe
@@ -488,6 +490,8 @@ class KernelBCFWState:
     li : ndarray (n,), ell : float l_i = b^T alpha_[i], l = sum_i l_i
     k, passes : int                block steps and complete passes done
     rng, sampler                   the sampler's generator and state (continued by warm starts)
+    oracle_gaps, full_gap          block gaps at their last oracle call, the last full gap (gap
+                                   sampling, the cache); needs_refresh: the first gap pass is due
     avg : LazyAverage or None      running average of theta (and l)
     lam, n, d, fingerprint         the problem it belongs to
     """
@@ -508,6 +512,11 @@ class KernelBCFWState:
         self.rng = np.random.default_rng(rng)
         self.sampler = BlockSampler(sampling, n, self.rng)
         self.avg: LazyAverage | None = None
+        # gap sampling and the cache (Osokin et al. 2016, Sec. 3.1, 3.3): each block's gap at its
+        # last oracle call, the last full gap, and whether the first full gap pass is still due
+        self.oracle_gaps = np.zeros(n)
+        self.full_gap = 0.0
+        self.needs_refresh = True
 
     @property
     def beta(self) -> npt.NDArray[np.float64]:
@@ -680,6 +689,21 @@ def away_slot(Ys, weights, m, U, P, y_true):
     return best
 
 
+@njit(cache=True, nogil=True)
+def best_slot(Ys, m, U, P, y_true):
+    """The cache's corner of block i: argmax over its stored labellings (alpha_i(y) > 0) of
+    H_i(y; w) = Delta(y_i, y) + <w, phi(x_i, y) - phi(x_i, y_i)>, and that value (the
+    `chain_max_oracle` formula over the stored set).  Ties go to the first slot."""
+    base = labelling_score(U, P, y_true)
+    best = -1
+    best_v = 0.0
+    for j in range(m):
+        v = hamming_loss(y_true, Ys[j]) + labelling_score(U, P, Ys[j]) - base
+        if best < 0 or v > best_v:
+            best, best_v = j, v
+    return best, best_v
+
+
 # ================================================================= solver
 class KernelBCFW(Solver):
     """Kernelized block-coordinate Frank-Wolfe (BCFW paper, App. B.5, Alg. B.1) for chains.
@@ -711,8 +735,19 @@ class KernelBCFW(Solver):
     step_size : {"linesearch", "predefined"}
         The exact line search in kernel terms (Alg. B.1 "or optimize gamma by line-search")
         or 2n/(k+2n).
-    sampling : {"uniform", "perm"}
-        Block choice: uniform at random (Alg. B.1 line 3) or a new permutation each pass.
+    sampling : {"uniform", "perm", "gap", "max_gap"}
+        Block choice: uniform at random (Alg. B.1 line 3), a new permutation each pass, or by the
+        block gaps as in `BCFW` (Osokin et al. 2016, Sec. 3.1: p_i proportional to the last gap
+        estimate, or the largest), with a full gap pass every ``gap_refresh`` passes.
+    gap_refresh : int or None
+        Passes between the full gap passes of gap sampling and the cache (their oracle calls
+        count); None: the first only.
+    cache, cache_F, cache_nu
+        The gap-based cache of `BCFW` (Osokin et al. 2016, Sec. 3.3) over the labellings alpha_i
+        holds: the best of them, argmax H_i(y; w) from the unary scores the step computes anyway,
+        replaces the Viterbi call when its gap estimate reaches max(F g_i, nu/n g).  Here the
+        kernel-row product, not Viterbi, is the cost of a step, so the cache saves oracle calls
+        rather than time.
     step : {"fw", "pairwise"}
         The Frank-Wolfe step of Alg. B.1, or the block pairwise step (BCPFW, Osokin et al. 2016,
         App. D Alg. 3): weight moves from the away labelling argmin_{alpha_i(y) > 0} H_i(y; w) to
@@ -747,9 +782,10 @@ class KernelBCFW(Solver):
         Param("coef0", 1.0, "float", help="Kernel-BCFW: coef0 of the poly kernel."),
         Param("step_size", "linesearch", "choice", KERNEL_STEP_SIZES,
               help="Line search (Alg. 1 line 7) or the predefined 2n/(k+2n)."),
-        Param("sampling", "uniform", "choice", KERNEL_SAMPLINGS, help="Block sampling."),
+        _ENGINE["sampling"],
         Param("step", "fw", "choice", KERNEL_STEPS, help="Block step: Frank-Wolfe or pairwise."),
         Param("averaging", None, "choice", KERNEL_AVERAGINGS, help="Averaging of the iterates (eqs. (14), (15))."),
+        _ENGINE["gap_refresh"], _ENGINE["cache"], _ENGINE["cache_F"], _ENGINE["cache_nu"],
         Param("kernel_cache_mb", 1024.0, "float", low=0.0,
               help="Kernel-BCFW: memory (MB) for cached kernel rows of training examples."),
     )
@@ -762,18 +798,30 @@ class KernelBCFW(Solver):
     sampling: str
     step: str
     averaging: str | None
+    gap_refresh: int | None
+    cache: bool
+    cache_F: float
+    cache_nu: float
     kernel_cache_mb: float
 
     def __init__(self, kernel: str = "rbf", gamma: float = 0.05, degree: int = 3, coef0: float = 1.0,
                  step_size: str = "linesearch", sampling: str = "uniform", step: str = "fw",
-                 averaging: str | None = None, kernel_cache_mb: float = 1024.0) -> None:
+                 averaging: str | None = None, kernel_cache_mb: float = 1024.0, gap_refresh: int | None = 10,
+                 cache: bool = False, cache_F: float = 0.25, cache_nu: float = 0.01) -> None:
         self._init_params(locals())
+
+    @property
+    def _uses_gaps(self) -> bool:
+        """Gap sampling and the cache read the block gaps (and need the full gap passes)."""
+        return self.sampling in ("gap", "max_gap") or bool(self.cache)
 
     @property
     def label(self) -> str:
         parts = [f"kernel-{'BCPFW' if self.step == 'pairwise' else 'BCFW'}-{self.kernel}"]
         if self.sampling != "uniform":
             parts.append(self.sampling)
+        if self.cache:
+            parts.append("cache")
         if self.step_size == "predefined":
             parts.append("fixed")
         if self.averaging:
@@ -801,6 +849,7 @@ class KernelBCFW(Solver):
         self._data, self._problem = data, problem
         self._one_blas_thread = _blas_limiter()
         self._calls = 0
+        self._hits = 0
         self._passes_done = 0
         self._last: tuple[int, KernelExpansion] | None = None  # (k, expansion) of the last checkpoint
         return st
@@ -812,10 +861,16 @@ class KernelBCFW(Solver):
         """Carry a previous state into this solve: rescale to a new lam, adapt sampler and average."""
         if st.lam != problem.lam:
             st.rescale_lam(problem.lam)
+            st.needs_refresh = True  # the block gaps were those of another w
         if st.sampler.kind != self.sampling:
             st.sampler = BlockSampler(self.sampling, problem.n, st.rng)
+            st.needs_refresh = True
         if (st.avg.kind if st.avg is not None else None) != self.averaging:
             self._new_average(st)
+
+    def checkpoint_due(self, st: KernelBCFWState, since_check: int, done: int, stop: Any, monitor: Monitor) -> bool:
+        return refresh_due(self._uses_gaps, self.gap_refresh, st.passes) or super().checkpoint_due(
+            st, since_check, done, stop, monitor)
 
     # ------------------------------------------------------------ passes
     def run_pass(self, problem: Problem, st: KernelBCFWState, flag: InterruptFlag) -> None:
@@ -841,8 +896,12 @@ class KernelBCFW(Solver):
         beta = st.beta
         U = Ki @ beta                      # unary scores of x_i at w = A alpha (Alg. B.1 line 4)
         y_true = data.labels[i]
-        y_star, _ = chain_max_oracle(U, st.wp, y_true)
-        self._calls += 1
+        # lam <w_i, w> - l_i, the block gap's part from w_i: from the same scores (gaps, cache only)
+        base = 0.0
+        if self._uses_gaps:
+            wiw = float(np.sum(beta[o0:o1] * U)) + (float(np.sum(st.wpi[i] * st.wp)) if data.edges else 0.0)
+            base = lam * wiw - st.li[i]
+        y_star, H, hit = self._corner(st, i, U, y_true, base, n)
         L_s = hamming_loss(y_true, y_star) / n
         gfixed = 2.0 * n / (st.k + 2.0 * n) if self.step_size == "predefined" else -1.0
         avg = st.avg
@@ -854,26 +913,48 @@ class KernelBCFW(Solver):
         else:
             rho, inv_c, uB, uP = 0.0, 0.0, _NO_ROWS, _NO_ROWS
         alpha_i = st.alpha[i]
+        block, trans = (Ki[:, o0:o1], U, beta[o0:o1]), (st.wp, st.wpi[i], data.edges)
         if self.step == "pairwise":
             # BCPFW (Osokin et al. 2016, App. D Alg. 3): weight moves from the away labelling to y*
             a_slot = away_slot(alpha_i.Ys, alpha_i.weights, alpha_i.m, U, st.wp, y_true)
-            y_away = alpha_i.Ys[a_slot]
+            y_away = alpha_i.Ys[a_slot].copy()
             dl = L_s - hamming_loss(y_true, y_away) / n
-            gamma, _ = kernel_block_step((Ki[:, o0:o1], U, beta[o0:o1]), (st.wp, st.wpi[i], data.edges),
-                                         (0.0, y_away, y_star, 1.0 / (lam * n), dl),
+            gamma, _ = kernel_block_step(block, trans, (0.0, y_away, y_star, 1.0 / (lam * n), dl),
                                          (lam, alpha_i.weights[a_slot], gfixed), (uB, uP, inv_c))
             alpha_i.pairwise_update(a_slot, y_star, gamma)
         else:
             dl = L_s - st.li[i]
-            gamma, _ = kernel_block_step((Ki[:, o0:o1], U, beta[o0:o1]), (st.wp, st.wpi[i], data.edges),
-                                         (-1.0, y_true, y_star, 1.0 / (lam * n), dl), (lam, 1.0, gfixed),
+            gamma, _ = kernel_block_step(block, trans, (-1.0, y_true, y_star, 1.0 / (lam * n), dl), (lam, 1.0, gfixed),
                                          (uB, uP, inv_c))
             alpha_i.fw_update(y_star, gamma)
+        if self._uses_gaps:  # g_i before the step (eq. (6) of Osokin et al.): the sampler's and the cache's
+            self._record_gap(st, i, base + H / n, hit)
         st.li[i] += gamma * dl
         st.ell += gamma * dl
         st.k += 1
         if avg is not None:
             avg.end_step(rho, st.ell)
+
+    def _corner(self, st: KernelBCFWState, i: int, U: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
+                base: float, n: int) -> tuple[npt.NDArray[np.int64], float, bool]:
+        """(y*, H_i(y*; w), cache hit): the best stored labelling when the cache rule takes it,
+        else the loss-augmented Viterbi labelling (an oracle call)."""
+        alpha_i = st.alpha[i]
+        if self.cache and not st.needs_refresh:
+            slot, H = best_slot(alpha_i.Ys, alpha_i.m, U, st.wp, y_true)
+            if cache_hit(base + H / n, st.oracle_gaps[i], st.full_gap, self.cache_F, self.cache_nu, n):
+                self._hits += 1
+                return alpha_i.Ys[slot].copy(), H, True
+        y_star, H = chain_max_oracle(U, st.wp, y_true)
+        self._calls += 1
+        return y_star, H, False
+
+    @staticmethod
+    def _record_gap(st: KernelBCFWState, i: int, g: float, hit: bool) -> None:
+        if st.sampler.adaptive:
+            st.sampler.update(i, g)
+        if not hit:
+            st.oracle_gaps[i] = g
 
     # ------------------------------------------------------------ certificate
     def exact_point(self, problem: Problem,
@@ -893,39 +974,53 @@ class KernelBCFW(Solver):
         return beta, P, ell
 
     def decoding_pass(self, problem: Problem,
-                      points: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
-                      ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """Decode every training example at each point (beta, P): per point (hinge sum, ||w||^2).
+                      points: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]],
+                      gaps_of: KernelBCFWState | None = None
+                      ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64] | None]:
+        """Decode every training example at each point (beta, P): per point (hinge sum, ||w||^2),
+        and with ``gaps_of`` (the state whose exact point is points[0]) its block gaps.
 
         sum_i max_y H_i(y; w) >= 0 by loss-augmented Viterbi on the unary scores K_i beta (one
-        product for all points), and ||w||^2 = sum beta * (K beta) + ||P||^2 from the same scores."""
+        product for all points), and ||w||^2 = sum beta * (K beta) + ||P||^2 from the same scores.
+        The block gap g_i = lam <w_i, w> - l_i + H_i / n (eq. (6) of Osokin et al. 2016) takes
+        <w_i, w> = sum beta_i * (K_i beta) + <P_i, P> from them too."""
         data = self._data
-        K = data.K
+        K, n, lam = data.K, problem.n, problem.lam
         Bs = np.concatenate([b for b, _ in points], axis=1) if len(points) > 1 else points[0][0]
         hinge = np.zeros(len(points))
         sq = np.array([float(np.sum(P * P)) for _, P in points])
-        for i in range(problem.n):
+        gaps = None if gaps_of is None else np.zeros(n)
+        for i in range(n):
             o0, o1 = data.offsets[i], data.offsets[i + 1]
             U_all = data.rows(i) @ Bs
             for j, (beta, P) in enumerate(points):
                 U = np.ascontiguousarray(U_all[:, j * K:(j + 1) * K])
                 _, H = chain_max_oracle(U, P, data.labels[i])
                 hinge[j] += max(H, 0.0)  # y_i itself has H_i = 0: the max is never below
-                sq[j] += float(np.sum(beta[o0:o1] * U))
-        return hinge, sq
+                wiw = float(np.sum(beta[o0:o1] * U))
+                sq[j] += wiw
+                if j == 0 and gaps is not None and gaps_of is not None:
+                    if data.edges:
+                        wiw += float(np.sum(gaps_of.wpi[i] * P))
+                    gaps[i] = lam * wiw - gaps_of.li[i] + H / n
+        return hinge, sq, gaps
 
     def checkpoint(self, problem: Problem, st: KernelBCFWState, monitor: Monitor, initial: bool,
                    monitoring_only: bool = False) -> float:
         """Rebuild w = A alpha from alpha, decode every example there: P(w), D(alpha), gap."""
         n, lam = problem.n, problem.lam
+        refresh = self._uses_gaps and not monitoring_only and (
+            st.needs_refresh if initial else refresh_due(True, self.gap_refresh, st.passes))
         with monitor.monitoring(), self._one_blas_thread():
             beta, P, ell = self.exact_point(problem, st)
             points = [(beta, P)]
             avg = st.averaged()
             if avg is not None:
                 points.append((np.ascontiguousarray(avg[0]), np.ascontiguousarray(avg[1])))
-            hinge, sq = self.decoding_pass(problem, points)
-            monitor.monitor_calls += n * len(points)
+            hinge, sq, gaps = self.decoding_pass(problem, points, st if refresh else None)
+            monitor.monitor_calls += n * (len(points) - refresh)
+            if gaps is not None:  # the algorithm's own gap pass: its oracle calls count
+                self._refresh(st, gaps)
             j = len(points) - 1          # the reported iterate: the average when averaging
             ell_rep = ell if avg is None else avg[2]
             primal = 0.5 * lam * sq[j] + hinge[j] / n
@@ -936,9 +1031,18 @@ class KernelBCFW(Solver):
             cache = self._data.cache
             monitor.record(expansion, self._calls / n, self._calls, primal, dual, gap,
                            engine_passes=self._passes_done, iterations=st.k, support=expansion.n_support,
+                           cache_hits=self._hits,
                            alpha_support=float(np.mean([a.m for a in st.alpha])),
                            kernel_cache_hit_rate=cache.hits / max(cache.hits + cache.misses, 1))
         return gap
+
+    def _refresh(self, st: KernelBCFWState, gaps: npt.NDArray[np.float64]) -> None:
+        """A full gap pass's block gaps become the sampler's and the cache's estimates."""
+        st.sampler.set_all(gaps)
+        st.oracle_gaps[:] = gaps
+        st.full_gap = float(np.sum(gaps))
+        st.needs_refresh = False
+        self._calls += st.n
 
     def expansion(self, beta: npt.NDArray[np.float64], P: npt.NDArray[np.float64]) -> KernelExpansion:
         """The predictor of w given by (beta, P): the support positions and their rows."""

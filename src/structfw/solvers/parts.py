@@ -28,7 +28,7 @@ from collections import Counter
 import numpy as np
 
 from .._linalg import SparseVector, dot
-from ._kernels import projected_line_search, scored_step
+from ._kernels import cache_hit, projected_line_search, scored_step
 from .corners import (ALPHA_EPS, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive, cs_entries, cs_evict,
                       cs_expire)
 
@@ -182,7 +182,7 @@ class GapCache(ExactOracle):
             return True
         _, H, _ = cs_best(st.corners.arrays, i, st.w)
         ghat = ctx.lam * st.block_w_dot(i, st.w) - st.li[i] + H / n
-        return ghat < max(self.F * st.oracle_gaps[i], self.nu / n * st.full_gap)
+        return not cache_hit(ghat, st.oracle_gaps[i], st.full_gap, self.F, self.nu, n)
 
     def draw(self, ctx, i):
         if i in ctx.drawn_hits or i in ctx.pending_misses:
@@ -206,7 +206,7 @@ class GapCache(ExactOracle):
         if store.size[i] > 0:
             c, H, _ = cs_best(store.arrays, i, st.w)
             ghat = base + H / n
-            if drawn_hit or ghat >= max(self.F * st.oracle_gaps[i], self.nu / n * st.full_gap):
+            if drawn_hit or cache_hit(ghat, st.oracle_gaps[i], st.full_gap, self.F, self.nu, n):
                 ctx.counters["cache_hits"] += 1
                 store.last[i, c] = st.k
                 return c, corner_vector(st, i, c), store.loss[i, c], ghat, True

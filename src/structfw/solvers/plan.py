@@ -80,6 +80,12 @@ def check_combination(options: Any) -> None:
                          "(MP-BCFW's working sets replace the gap-based cache)")
 
 
+def refresh_due(uses_gaps: bool, gap_refresh: int | None, passes: int) -> bool:
+    """The gap_refresh schedule: a full gap pass after every ``gap_refresh`` passes when the
+    block gaps are used (gap sampling, the cache); never again with ``gap_refresh=None``."""
+    return uses_gaps and gap_refresh is not None and passes % gap_refresh == 0
+
+
 @dataclass(frozen=True)
 class BlockPlan:
     """Every decision of one solve of the engine, resolved once (`make_plan`).
@@ -151,7 +157,7 @@ class BlockPlan:
 
     def refresh_due(self, passes: int) -> bool:
         """Is the algorithm's full gap pass due after ``passes`` passes?"""
-        return self.uses_gaps and self.gap_refresh is not None and passes % self.gap_refresh == 0
+        return refresh_due(self.uses_gaps, self.gap_refresh, passes)
 
     def tidy_rule(self, mp_iter: int, approx: bool) -> tuple[int, int, int]:
         """(tidy kind, limit, stamp) of the compiled general pass: what leaves the corner sets."""
