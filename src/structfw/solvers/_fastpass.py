@@ -16,7 +16,7 @@ from numba import njit
 
 from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
-from ..oracles.compiled import corner
+from ..oracles.compiled import corner, corner_hinge
 from .corners import (ALPHA_EPS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find,
                       cs_put, cs_room, cs_scan)
 from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add, fenwick_find, fenwick_total, first_argmax,
@@ -215,8 +215,7 @@ def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hin
     kind_oracle, data = oracle
     if hinges.shape[0] > 0:
         for i in range(m):
-            idx, val, L = corner(kind_oracle, data, i, w, False)
-            hinges[i] = L - sparse_dot_dense(idx, val, w)
+            hinges[i] = corner_hinge(kind_oracle, data, i, w)
         return m, -1
     wi, wi_scale, li = blocks
     lam, nu_step, check = rule
