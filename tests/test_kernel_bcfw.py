@@ -187,7 +187,7 @@ def test_pairwise_steps_reach_the_exact_kernel_qp_optimum_on_a_tiny_chain(kernel
 @pytest.mark.parametrize("options", [dict(sampling="gap"), dict(sampling="max_gap", gap_refresh=5),
                                      dict(cache=True), dict(sampling="gap", cache=True, gap_refresh=None)],
                          ids=["gap", "max_gap", "cache", "gap-cache-inf"])
-@pytest.mark.parametrize("step", ["fw", "pairwise"])
+@pytest.mark.parametrize("step", ["fw", "pairwise", "away"])
 def test_gap_sampling_and_the_cache_reach_the_exact_kernel_qp_optimum(options, step):
     """Osokin et al.'s gap sampling and gap-based cache as options of kernel BCFW: the same optimum,
     an honest gap on the way, the cache's hits counted and the gap passes' calls too."""
@@ -195,11 +195,11 @@ def test_gap_sampling_and_the_cache_reach_the_exact_kernel_qp_optimum(options, s
     spec = ("rbf", 0.5)
     Dstar = exact_kernel_dual(X, Y, 3, LAM, spec)
     svm = fit(model, X, Y, KernelBCFW(gamma=0.5, step=step, **options), passes=3000,
-              tol=1e-9 if step == "pairwise" else None, check_every=10)
+              tol=1e-9 if step != "fw" else None, check_every=10)
     tr = svm.trace_
     assert np.all(tr["dual"] <= Dstar + 1e-10) and np.all(tr["primal"] >= Dstar - 1e-10)
     assert np.all(np.diff(tr["dual"]) >= -1e-12)  # every step is an exact line search: D never falls
-    if step == "pairwise":
+    if step != "fw":  # pairwise and away steps: the linear rate
         assert svm.stopped_ == "tol" and abs(svm.dual_ - Dstar) < 1e-8
     else:  # FW steps: the sublinear rate (the optimum lies on a face; plain FW: 1.1e-3 after 400 passes)
         assert Dstar - svm.dual_ < 3e-4 and tr["gap"][-1] < 0.01 * tr["gap"][0]
@@ -220,6 +220,22 @@ def test_gap_sampling_draws_by_the_block_gaps():
     assert st.full_gap == pytest.approx(svm.trace_["gap"][-1], rel=1e-9, abs=1e-12)
     np.testing.assert_allclose(st.oracle_gaps, st.sampler.estimates, rtol=0, atol=1e-12)
     assert np.all(st.oracle_gaps >= -1e-12)
+
+
+@pytest.mark.parametrize("kernel,gamma", [("rbf", 0.5), ("linear", 1.0)])
+def test_away_steps_reach_the_exact_kernel_qp_optimum_and_take_drop_steps(kernel, gamma):
+    """The block away step (BCAFW) in kernel terms: the exact optimum to 1e-9 (FW steps alone are
+    still at ~1e-3 after 400 passes here: the away steps are taken), the dual of the state's
+    explicit alpha, and alpha a distribution over positive weights at every block."""
+    X, Y, model = tiny_chain()
+    Dstar = exact_kernel_dual(X, Y, 3, LAM, (kernel, gamma))
+    svm = fit(model, X, Y, KernelBCFW(kernel=kernel, gamma=gamma, step="away"), passes=3000, tol=1e-9,
+              check_every=10)
+    assert svm.stopped_ == "tol" and abs(svm.dual_ - Dstar) < 1e-8
+    assert svm.dual_ == pytest.approx(alpha_dual(svm.state_, X, Y, 3, LAM, (kernel, gamma)), abs=1e-10)
+    for a in svm.state_.alpha:
+        assert a.m >= 1 and np.all(a.weights[:a.m] > 0) and a.weights[:a.m].sum() == pytest.approx(1.0)
+    assert KernelBCFW(step="away").label == "kernel-BCAFW-rbf"
 
 
 def test_rbf_multiclass_reaches_the_exact_qp_optimum():
@@ -277,7 +293,7 @@ def test_the_state_is_the_dual_point_its_alpha_says():
 # ============================================================ (d) errors
 BAD_OPTIONS = [("kernel", "sigmoid"), ("gamma", 0.0), ("gamma", -1.0), ("gamma", float("nan")), ("gamma", "scale"),
                ("degree", 0), ("degree", 2.5), ("coef0", float("inf")), ("step_size", "armijo"),
-               ("sampling", "importance"), ("gap_refresh", 0), ("cache_F", 0.0), ("step", "away"), ("averaging", "uniform"), ("kernel_cache_mb", -1.0)]
+               ("sampling", "importance"), ("gap_refresh", 0), ("cache_F", 0.0), ("step", "newton"), ("averaging", "uniform"), ("kernel_cache_mb", -1.0)]
 
 
 @pytest.mark.parametrize("name,value", BAD_OPTIONS)

@@ -74,6 +74,7 @@ from ..oracles.kernel_chain import (KERNELS, block_coefficients, chain_decode, c
 from ._kernels import cache_hit, step_along
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
+from .corners import ALPHA_EPS
 from .plan import ENGINE_PARAMS, refresh_due
 from .sampling import BlockSampler
 
@@ -88,7 +89,6 @@ Positions: TypeAlias = "npt.NDArray[np.float64] | sp.csr_matrix"
 KernelSpec: TypeAlias = "tuple[str, float, int, float]"
 
 KERNEL_STEP_SIZES = ("linesearch", "predefined")
-KERNEL_STEPS = ("fw", "pairwise")
 KERNEL_AVERAGINGS = (None, "weighted", "suffix")
 
 _NO_ROWS = np.zeros((0, 0))
@@ -465,6 +465,16 @@ class BlockAlpha:
         if self.weights[a_slot] <= 0.0:
             self._remove(a_slot)
 
+    def away_update(self, a_slot: int, gamma: float) -> None:
+        """alpha_i <- (1 + gamma) alpha_i - gamma e_{y_a} (block away step); at gamma =
+        alpha_i(y_a) / (1 - alpha_i(y_a)), a drop step, y_a leaves the support."""
+        if gamma <= 0.0:
+            return
+        self.weights[:self.m] *= 1.0 + gamma
+        self.weights[a_slot] -= gamma
+        if self.weights[a_slot] <= 0.0:
+            self._remove(a_slot)
+
     def _remove(self, slot: int) -> None:
         """Remove a labelling of zero weight (the last row moves into its slot)."""
         last = self.m - 1
@@ -748,12 +758,14 @@ class KernelBCFW(Solver):
         replaces the Viterbi call when its gap estimate reaches max(F g_i, nu/n g).  Here the
         kernel-row product, not Viterbi, is the cost of a step, so the cache saves oracle calls
         rather than time.
-    step : {"fw", "pairwise"}
-        The Frank-Wolfe step of Alg. B.1, or the block pairwise step (BCPFW, Osokin et al. 2016,
+    step : {"fw", "pairwise", "away"}
+        The Frank-Wolfe step of Alg. B.1, the block pairwise step (BCPFW, Osokin et al. 2016,
         App. D Alg. 3): weight moves from the away labelling argmin_{alpha_i(y) > 0} H_i(y; w) to
         y*, which the explicit alpha makes cheap (H_i of a stored labelling is a sum of its unary
-        scores and transitions).  FW steps converge at the sublinear rate when the optimum lies on
-        a face of the block simplices, as it usually does; pairwise steps converge fast.
+        scores and transitions), or the block away step (BCAFW): away from that labelling when its
+        gap beats the FW gap, as in `BCFW`.  FW steps converge at the sublinear rate when the
+        optimum lies on a face of the block simplices, as it usually does; pairwise and away steps
+        converge fast.
     averaging : {None, "weighted", "suffix"}
         Report the weighted (14) or 0.5-suffix (15) average of the iterates (Alg. B.1, optional
         line 7); kept lazily in O(T_i K + K^2) per step.  A checkpoint then decodes twice.
@@ -783,7 +795,7 @@ class KernelBCFW(Solver):
         Param("step_size", "linesearch", "choice", KERNEL_STEP_SIZES,
               help="Line search (Alg. 1 line 7) or the predefined 2n/(k+2n)."),
         _ENGINE["sampling"],
-        Param("step", "fw", "choice", KERNEL_STEPS, help="Block step: Frank-Wolfe or pairwise."),
+        _ENGINE["step"],
         Param("averaging", None, "choice", KERNEL_AVERAGINGS, help="Averaging of the iterates (eqs. (14), (15))."),
         _ENGINE["gap_refresh"], _ENGINE["cache"], _ENGINE["cache_F"], _ENGINE["cache_nu"],
         Param("kernel_cache_mb", 1024.0, "float", low=0.0,
@@ -817,7 +829,7 @@ class KernelBCFW(Solver):
 
     @property
     def label(self) -> str:
-        parts = [f"kernel-{'BCPFW' if self.step == 'pairwise' else 'BCFW'}-{self.kernel}"]
+        parts = [f"kernel-{ {'pairwise': 'BCPFW', 'away': 'BCAFW'}.get(self.step, 'BCFW')}-{self.kernel}"]
         if self.sampling != "uniform":
             parts.append(self.sampling)
         if self.cache:
@@ -898,7 +910,7 @@ class KernelBCFW(Solver):
         y_true = data.labels[i]
         # lam <w_i, w> - l_i, the block gap's part from w_i: from the same scores (gaps, cache only)
         base = 0.0
-        if self._uses_gaps:
+        if self._uses_gaps or self.step == "away":
             wiw = float(np.sum(beta[o0:o1] * U)) + (float(np.sum(st.wpi[i] * st.wp)) if data.edges else 0.0)
             base = lam * wiw - st.li[i]
         y_star, H, hit = self._corner(st, i, U, y_true, base, n)
@@ -914,9 +926,23 @@ class KernelBCFW(Solver):
             rho, inv_c, uB, uP = 0.0, 0.0, _NO_ROWS, _NO_ROWS
         alpha_i = st.alpha[i]
         block, trans = (Ki[:, o0:o1], U, beta[o0:o1]), (st.wp, st.wpi[i], data.edges)
-        if self.step == "pairwise":
-            # BCPFW (Osokin et al. 2016, App. D Alg. 3): weight moves from the away labelling to y*
+        step, a_slot, H_a = self.step, -1, 0.0
+        if step != "fw":
             a_slot = away_slot(alpha_i.Ys, alpha_i.weights, alpha_i.m, U, st.wp, y_true)
+        if step == "away":  # the away step only when its gap beats the FW gap (Osokin et al. Alg. 2)
+            H_a = hamming_loss(y_true, alpha_i.Ys[a_slot]) + labelling_score(U, st.wp, alpha_i.Ys[a_slot]) - \
+                labelling_score(U, st.wp, y_true)
+            if base + H / n >= -(base + H_a / n) or alpha_i.weights[a_slot] >= 1.0 - ALPHA_EPS:
+                step = "fw"
+        if step == "away":
+            y_away = alpha_i.Ys[a_slot].copy()
+            dl = st.li[i] - hamming_loss(y_true, y_away) / n
+            w_a = alpha_i.weights[a_slot]
+            gamma, _ = kernel_block_step(block, trans, (1.0, y_away, y_true, 1.0 / (lam * n), dl),
+                                         (lam, w_a / (1.0 - w_a), gfixed), (uB, uP, inv_c))
+            alpha_i.away_update(a_slot, gamma)
+        elif step == "pairwise":
+            # BCPFW (Osokin et al. 2016, App. D Alg. 3): weight moves from the away labelling to y*
             y_away = alpha_i.Ys[a_slot].copy()
             dl = L_s - hamming_loss(y_true, y_away) / n
             gamma, _ = kernel_block_step(block, trans, (0.0, y_away, y_star, 1.0 / (lam * n), dl),
