@@ -34,10 +34,12 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .._linalg import sparse_dot_dense, sparse_dot_sparse
 from ..oracles.chain import chain_phi_diff_csr, chain_unary_csr, hamming_loss
 from ..oracles.compiled import chain_psi_entries
 from ..solvers._fastpass import fw_block_step
 from ..solvers._kernels import NO_CORNER, block_step, step_along
+from ..solvers.kernel_bcfw import _unary_terms
 from ..solvers.rows import SparseRows, row_room
 from ._common import environment, pyplot, write_json
 
@@ -68,19 +70,10 @@ def gram_blocks(indptr, indices, data, starts):
     for i in range(n):
         a, L = starts[i], starts[i + 1] - starts[i]
         for t in range(L):
+            p0, p1 = indptr[a + t], indptr[a + t + 1]
             for s in range(L):
-                acc = 0.0
-                p, q = indptr[a + t], indptr[a + s]
-                while p < indptr[a + t + 1] and q < indptr[a + s + 1]:
-                    if indices[p] == indices[q]:
-                        acc += data[p] * data[q]
-                        p += 1
-                        q += 1
-                    elif indices[p] < indices[q]:
-                        p += 1
-                    else:
-                        q += 1
-                G[gofs[i] + t * L + s] = acc
+                q0, q1 = indptr[a + s], indptr[a + s + 1]
+                G[gofs[i] + t * L + s] = sparse_dot_sparse(indices[p0:p1], data[p0:p1], indices[q0:q1], data[q0:q1])
     return G, gofs
 
 
@@ -124,7 +117,7 @@ def replay_dense_rows(pos, plan, rows, scales, w, li, lam, S, F):
         chain_unary_csr(ip, ix, vx, w, S, F, yt, np.bool_(False))  # the oracle's scores at w
         idx, val = chain_psi_entries(pos[0], pos[1], pos[2], starts[i], yt, ys, S, F)
         dl = hamming_loss(yt, ys) / n - li[i]
-        s1 = (idx, val, inv_ln, _dot_entries(idx, val, w))
+        s1 = (idx, val, inv_ln, sparse_dot_dense(idx, val, w))
         gamma, _, scales[i] = fw_block_step(w, rows[i], scales[i], s1, dl, (lam, -1.0), (no_avg, 0.0), scratch)
         li[i] += gamma * dl
         ell += gamma * dl
@@ -150,19 +143,11 @@ def replay_sparse_rows(pos, plan, B, w, li, lam, S, F):
         if row_room(B, i, idx.shape[0]) != 0:  # _row_layout's room is an upper bound: never here
             raise ValueError("block-state replay: a sparse row has no room")
         dl = hamming_loss(yt, ys) / n - li[i]
-        s1 = (idx, val, inv_ln, _dot_entries(idx, val, w))
+        s1 = (idx, val, inv_ln, sparse_dot_dense(idx, val, w))
         gamma, _ = block_step(w, B, i, -1.0, s1, NO_CORNER, dl, (lam, 1.0, -1.0), (scratch, 0.0), scratch)
         li[i] += gamma * dl
         ell += gamma * dl
     return ell
-
-
-@njit(cache=True, inline="always")
-def _dot_entries(idx, val, w):
-    s = 0.0
-    for t in range(idx.shape[0]):
-        s += val[t] * w[idx[t]]
-    return s
 
 
 @njit(cache=True)
@@ -181,22 +166,11 @@ def _factored_direction(A_i, T_i, yt, ys, inv_ln):
 
 @njit(cache=True)
 def _factored_terms(D, dT, U, G, w_tr):
-    """(<w, d>, ||d||^2) of the factored direction: sum D U + <dT, W_tr> and
-    sum_{t,s} G[t,s] <D_t, D_s> + ||dT||^2."""
+    """(<w, d>, ||d||^2) of the factored direction: the unary part is kernel BCFW's with the
+    linear kernel, whose Gram matrix G is (`kernel_bcfw._unary_terms`), plus <dT, W_tr> and
+    ||dT||^2."""
     L, K = D.shape
-    wd = 0.0
-    for t in range(L):
-        for k in range(K):
-            wd += D[t, k] * U[t, k]
-    nrm = 0.0
-    for t in range(L):
-        for s in range(L):
-            g = G[t * L + s]
-            if g != 0.0:
-                acc = 0.0
-                for k in range(K):
-                    acc += D[t, k] * D[s, k]
-                nrm += g * acc
+    wd, nrm = _unary_terms(D, U, G.reshape(L, L))
     for p in range(K):
         for q in range(K):
             wd += dT[p, q] * w_tr[p * K + q]
