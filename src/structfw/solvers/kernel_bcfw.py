@@ -639,8 +639,9 @@ def kernel_block_step(block, trans, direction, rule, avg):
 
     The Frank-Wolfe step (Alg. B.1 lines 5-6) is a = -1, y_from = y_i, y_to = y*: d = w_s - w_i.
     The pairwise step is a = 0, y_from = the away labelling y_a, y_to = y*: weight moves from
-    alpha_i(y_a) to alpha_i(y*), d = w_s - w_a.  Here w(y) is the corner e_y of block i in
-    w-space: beta rows inv_ln ([y_i,t == c] - [y_t == c]), transitions inv_ln (E(y_i) - E(y)).
+    alpha_i(y_a) to alpha_i(y*), d = w_s - w_a.  The away step is a = 1, y_from = y_a, y_to = y_i:
+    d = w_i - w_a (w(y_i) = 0).  Here w(y) is the corner e_y of block i in w-space: beta rows
+    inv_ln ([y_i,t == c] - [y_t == c]), transitions inv_ln (E(y_i) - E(y)).
 
     Parameters
     ----------
@@ -648,9 +649,10 @@ def kernel_block_step(block, trans, direction, rule, avg):
                            (K_i beta, (T, K)) and its rows of beta (w_i's unary part, (T, K))
     trans : (wp, wpi, edges)   transition weights P and block i's part P_i ((K, K)); ``edges``:
                            chains have transitions (multiclass: none, (0, 0) arrays)
-    direction : (a, y_from, y_to, inv_ln, dl)   a in {-1, 0}, the two labellings (T,),
+    direction : (a, y_from, y_to, inv_ln, dl)   a in {-1, 0, 1}, the two labellings (T,),
                            1/(lam n) and the change of l_i per unit step
-    rule : (lam, gmax, gfixed)   gmax: 1 for FW, alpha_i(y_a) for pairwise; gfixed: the
+    rule : (lam, gmax, gfixed)   gmax: 1 for FW, alpha_i(y_a) for pairwise, alpha_i(y_a) /
+                           (1 - alpha_i(y_a)) for away; gfixed: the
                            predefined step, or -1 for the exact line search
     avg : (uB, uP, inv_c)  the lazy average's buffers of B_i and P (empty (0, 0) without
                            averaging) and 1/c
@@ -908,7 +910,8 @@ class KernelBCFW(Solver):
         beta = st.beta
         U = Ki @ beta                      # unary scores of x_i at w = A alpha (Alg. B.1 line 4)
         y_true = data.labels[i]
-        # lam <w_i, w> - l_i, the block gap's part from w_i: from the same scores (gaps, cache only)
+        # lam <w_i, w> - l_i, the block gap's part from w_i, from the same scores (read by gap
+        # sampling, the cache and the away test only)
         base = 0.0
         if self._uses_gaps or self.step == "away":
             wiw = float(np.sum(beta[o0:o1] * U)) + (float(np.sum(st.wpi[i] * st.wp)) if data.edges else 0.0)
