@@ -38,6 +38,19 @@ def parse_lam(value, n):
     return float(s)
 
 
+def check_lam_option(lam):
+    """A click usage error naming --lam unless ``lam`` is a positive number, '1/n' or 'c/n'
+    (checked before any data are loaded: n = 1 stands in for the training set's size)."""
+    import click
+
+    try:
+        ok = parse_lam(lam, 1) > 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise click.BadParameter(f"expected a positive number, '1/n' or 'c/n', got {lam!r}", param_hint="'--lam'")
+
+
 def lam_name(value):
     return str(value)
 

@@ -34,10 +34,9 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ._common import (bands, crossing, environment, float_list_callback, load_ocr_data, on_grid, parse_lam, pyplot,
-                      write_json)
+from ._common import (bands, check_lam_option, crossing, environment, float_list_callback, load_ocr_data,
+                      on_grid, parse_lam, pyplot, write_json)
 from ._gap_probe import probed_fit
-from .staleness import check_lam_option
 
 DEFAULT_F = (0.001, 0.01, 0.05, 0.25, 1.0)
 DEFAULT_NU = (0.0001, 0.001, 0.01, 0.1, 1.0, 10.0)

@@ -49,7 +49,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ._common import environment, int_list_callback, parse_lam, pyplot, write_json
+from ._common import check_lam_option, environment, int_list_callback, parse_lam, pyplot, write_json
 
 #: the axes along which the work grows
 AXES = ("n", "d", "length")
@@ -552,12 +552,7 @@ def bench_scaling(out_dir, axes, sizes, base, passes, solvers, seed, max_seconds
     for a in base:
         if len(base[a]) != 1:
             raise click.BadParameter(f"one value per axis; got {a}={','.join(map(str, base[a]))}", param_hint="--base")
-    try:
-        ok = parse_lam(lam, 1) > 0
-    except ValueError:
-        ok = False
-    if not ok:
-        raise click.BadParameter(f"expected a float > 0 or 'c/n' with c > 0; got {lam!r}", param_hint="--lam")
+    check_lam_option(lam)
     doc = run_scaling(axes, sizes, passes, solvers, seed, max_seconds, lam, out_dir,
                       base={a: v[0] for a, v in base.items()}, log=click.echo)
     for axis in doc["axes"]:

@@ -31,8 +31,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ._common import (bands, crossing, environment, int_list_callback, load_ocr_data, on_grid, parse_lam, pyplot,
-                      write_json)
+from ._common import (bands, check_lam_option, crossing, environment, int_list_callback, load_ocr_data,
+                      on_grid, parse_lam, pyplot, write_json)
 from ._gap_probe import probed_fit
 
 #: refresh periods run by default (the paper: 1, 5, 10, 100 and Inf; it calls the method "not
@@ -198,16 +198,6 @@ def format_table(doc):
         cf = "-" if a["chi_factor_median"] is None else f"{a['chi_factor_median']:.2f}"
         lines.append(f"{name:>9} {ps} {a['final_gap']:10.3e} {rf:>13} {rm:>13} {cf:>11}")
     return "\n".join(lines)
-
-
-def check_lam_option(lam):
-    """A click usage error naming --lam unless ``lam`` is a positive number, '1/n' or 'c/n'."""
-    try:
-        ok = parse_lam(lam, 1) > 0
-    except ValueError:
-        ok = False
-    if not ok:
-        raise click.BadParameter(f"expected a positive number, '1/n' or 'c/n', got {lam!r}", param_hint="'--lam'")
 
 
 @click.command("staleness")
