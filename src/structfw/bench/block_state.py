@@ -369,7 +369,8 @@ def run_block_state(datasets=DATASETS, steps_passes=2.0, warm_passes=3, repeats=
                                      rows_storage="dense" if dense else "sparse",
                                      rows_us_per_step=1e6 * r, factored_us_per_step=1e6 * f,
                                      scores_us_per_step=1e6 * sc, factored_over_rows=f / r,
-                                     state_work_ratio=(f - sc) / (r - sc) if min(r, f) > sc else None, rows_bytes=int(res["rows_bytes"]),
+                                     state_work_ratio=(f - sc) / (r - sc) if min(r, f) > sc else None,
+                                     rows_bytes=int(res["rows_bytes"]),
                                      factored_bytes=int(res["factored_bytes"]), gram_bytes=res["gram_bytes"],
                                      w_rel_diff=res["w_rel_diff"], repeats_rows=res["rows"],
                                      repeats_factored=res["factored"], repeats_scores=res["scores"])

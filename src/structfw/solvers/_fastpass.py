@@ -19,8 +19,8 @@ from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner, corner_hinge
 from .corners import (ALPHA_EPS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find,
                       cs_put, cs_room, cs_scan)
-from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add, fenwick_find, fenwick_total, first_argmax,
-                       step_along)
+from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add, fenwick_find, fenwick_total,
+                       first_argmax, step_along)
 from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
 
 #: sampler kinds understood by the kernel

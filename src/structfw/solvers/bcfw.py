@@ -35,7 +35,7 @@ from .passes import run_pass
 from .rows import SparseRows
 from .plan import (BCFW_AVERAGINGS, ENGINE_PARAMS, STEP_SIZES, STEPS, BlockPlan, check_combination, corner_source,
                    engine_label, make_plan)
-from .sampling import BlockSampler
+from .sampling import BlockSampler, take_full_gaps
 
 if TYPE_CHECKING:
     from .._interrupt import InterruptFlag
@@ -299,10 +299,7 @@ def _refresh_estimates(ctx: BlockContext, st: BCFWState, gaps: npt.NDArray[np.fl
     """The algorithm's own gap pass: its block gaps become the sampler's and the cache rule's
     estimates (Osokin et al. 2016, Sec. 3.1, 3.3), its corners go to the corner source, and its
     oracle calls count."""
-    cast(BlockSampler, st.sampler).set_all(gaps)  # init_state gave the state its sampler
-    st.oracle_gaps[:] = gaps
-    st.full_gap = float(np.sum(gaps))
-    st.needs_refresh = False
+    take_full_gaps(st, gaps)  # init_state gave the state its sampler
     ctx.source.absorb_gap_pass(st, res, ctx.problem)
     ctx.counters["oracle_calls"] += ctx.problem.n
 

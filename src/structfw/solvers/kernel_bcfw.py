@@ -76,7 +76,7 @@ from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
 from .corners import ALPHA_EPS
 from .plan import ENGINE_PARAMS, refresh_due
-from .sampling import BlockSampler
+from .sampling import BlockSampler, take_full_gaps
 
 if TYPE_CHECKING:
     from .._interrupt import InterruptFlag
@@ -1066,11 +1066,9 @@ class KernelBCFW(Solver):
         return gap
 
     def _refresh(self, st: KernelBCFWState, gaps: npt.NDArray[np.float64]) -> None:
-        """A full gap pass's block gaps become the sampler's and the cache's estimates."""
-        st.sampler.set_all(gaps)
-        st.oracle_gaps[:] = gaps
-        st.full_gap = float(np.sum(gaps))
-        st.needs_refresh = False
+        """A full gap pass's block gaps become the sampler's and the cache's estimates; its
+        oracle calls count."""
+        take_full_gaps(st, gaps)
         self._calls += st.n
 
     def expansion(self, beta: npt.NDArray[np.float64], P: npt.NDArray[np.float64]) -> KernelExpansion:

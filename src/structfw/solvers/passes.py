@@ -2,8 +2,8 @@
 
 docs/design.md, "The engine and its parts".  `run_pass` is one call of the solve skeleton's
 ``run_pass``: a pass of block steps, or with MP-BCFW the approximate passes of one outer iteration
-and the exact pass that starts the next (Shah et al. 2015, Alg. 3; `mp_outer_iteration`).  A pass takes one of three routes, fixed by the
-`BlockPlan`:
+and the exact pass that starts the next (Shah et al. 2015, Alg. 3; `mp_outer_iteration`).  A pass
+takes one of three routes, fixed by the `BlockPlan`:
 
 - compiled, plain: FW steps with the exact compiled oracle in numba chunks (`plain_fw_chunk`);
 - compiled, general: cache / pairwise / away / MP-BCFW on the flat corner sets (`general_chunk`);

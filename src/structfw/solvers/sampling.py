@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -82,3 +84,14 @@ class BlockSampler:
         if total <= 0.0:
             return int(self.rng.integers(self.n))
         return int(fenwick_find(self._tree, self.rng.random() * total))
+
+
+def take_full_gaps(st: Any, gaps: npt.NDArray[np.float64]) -> None:
+    """A full gap pass's block gaps g_i become the estimates that gap sampling and the cache
+    read (Osokin et al. 2016, Sec. 3.1, 3.3): the sampler's, the gaps at the last oracle call
+    and the full gap g = sum_i g_i.  ``st`` is any engine state with ``sampler``,
+    ``oracle_gaps``, ``full_gap`` and ``needs_refresh`` (BCFW's and kernel BCFW's)."""
+    st.sampler.set_all(gaps)
+    st.oracle_gaps[:] = gaps
+    st.full_gap = float(np.sum(gaps))
+    st.needs_refresh = False
