@@ -261,44 +261,40 @@ def append_coalesced(ti, tv, n, out_i, out_v, m):
 
 
 @njit(cache=True, nogil=True)
-def _append_coalesced_small(ti, tv, n, out_i, out_v, m):
-    """As `append_coalesced` for the few entries of one labelling's transitions
-    (n <= 2 L): an insertion sort in place, which compiles in a fraction of numba's argsort."""
-    for a in range(1, n):
-        key = ti[a]
-        val = tv[a]
+def _transition_diff(ya, yb, S, off, out_i, out_v, m):
+    """Append the sorted, coalesced nonzeros of e(ya) - e(yb) (transition counts)
+    to out_i/out_v from position m; labels < 0 mean "absent" (no transition).
+
+    The caller guarantees room for 2 (L - 1) entries from m and that these indices exceed those
+    in out_i[:m].  The edges' entries are written from m, sorted there by an insertion sort (at
+    most 2 (L - 1) of them: a fraction of numba's argsort to compile and to run) and summed in
+    place; no buffer is allocated."""
+    L = ya.shape[0]
+    n = m
+    for l in range(L - 1):
+        n = edge_label_diff(ya[l], ya[l + 1], yb[l], yb[l + 1], off, S, out_i, out_v, n)
+    for a in range(m + 1, n):
+        key = out_i[a]
+        val = out_v[a]
         b = a - 1
-        while b >= 0 and ti[b] > key:
-            ti[b + 1] = ti[b]
-            tv[b + 1] = tv[b]
+        while b >= m and out_i[b] > key:
+            out_i[b + 1] = out_i[b]
+            out_v[b + 1] = out_v[b]
             b -= 1
-        ti[b + 1] = key
-        tv[b + 1] = val
-    a = 0
-    while a < n:
-        key = ti[a]
+        out_i[b + 1] = key
+        out_v[b + 1] = val
+    a = m
+    while a < n:  # the write position never passes the read position
+        key = out_i[a]
         total = 0.0
-        while a < n and ti[a] == key:
-            total += tv[a]
+        while a < n and out_i[a] == key:
+            total += out_v[a]
             a += 1
         if total != 0.0:
             out_i[m] = key
             out_v[m] = total
             m += 1
     return m
-
-
-@njit(cache=True, nogil=True)
-def _transition_diff(ya, yb, S, off, out_i, out_v, m):
-    """Append the sorted, coalesced nonzeros of e(ya) - e(yb) (transition counts)
-    to out_i/out_v from position m; labels < 0 mean "absent" (no transition)."""
-    L = ya.shape[0]
-    n = np.int64(0)  # not the literal 0: numba would compile the callees for Literal[int](0) too
-    ti = np.empty(2 * L, np.int64)
-    tv = np.empty(2 * L)
-    for l in range(L - 1):
-        n = edge_label_diff(ya[l], ya[l + 1], yb[l], yb[l + 1], off, S, ti, tv, n)
-    return _append_coalesced_small(ti, tv, n, out_i, out_v, m)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -27,7 +27,7 @@ from numba.extending import overload
 
 from .._linalg import sparse_dot_dense
 from .chain import (_transition_diff, _viterbi_core, chain_oracle_csr, chain_oracle_csr_weighted, chain_oracle_dense,
-                    chain_oracle_dense_weighted, chain_phi_diff_csr, chain_unary_csr, differing_states, edge_label_diff, hamming_loss,
+                    chain_oracle_dense_weighted, chain_phi_diff_csr, chain_unary_csr, edge_label_diff, hamming_loss,
                     weighted_hamming_loss)
 from .multiclass import multiclass_oracle, multiclass_oracle_weighted, multiclass_phi_diff
 
@@ -224,42 +224,103 @@ def chain_dense_corner_merged(Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x, i, w):
 @njit(cache=True, nogil=True)
 def chain_psi_merged(row_ptr, nz_f, nz_x, r0, ya, yb, S, F):
     """phi(x, ya) - phi(x, yb) with sorted, unique indices and no zeros, from the non-zeros of
-    the positions (rows r0 + p of the CSR arrays) where the labels differ.
+    the positions (rows r0 + p of the CSR arrays, sorted by feature) where the labels differ.
 
-    The values of `structfw.oracles.chain.chain_phi_diff_dense` to the bit (the same
-    non-zero terms added in the same order), without its sweeps over all F features of every
-    differing position: 8.7 -> 7.1 us for a corner of an OCR word."""
+    The values of `structfw.oracles.chain.chain_phi_diff_dense` to the bit (the same non-zero
+    terms added in the same order).  The differing rows are sorted by the state they add to or
+    subtract from (a counting sort); a state that one row touches -- most of them -- copies that
+    row, only a state of several rows is summed over its F features.  With one work array and
+    the transitions sorted in place, the merged psi of an OCR word (loss-augmented labellings after
+    6 passes: 5.1 differing positions) costs 2.0 us against 2.6 us summing every touched state
+    over its F features, and 0.7 us unmerged (`chain_psi_entries`)."""
     L = ya.shape[0]
-    mark, k = differing_states(ya, yb, S)
-    out_i = np.empty(k * F + 2 * L, np.int64)
-    out_v = np.empty(k * F + 2 * L)
+    nd = 0
+    room = 2 * L
+    for p in range(L):
+        if ya[p] != yb[p]:
+            room += 2 * (row_ptr[r0 + p + 1] - row_ptr[r0 + p])
+            nd += 1
+    out_i = np.empty(room, np.int64)
+    out_v = np.empty(room)
     m = 0
-    if k > 0:
-        acc = np.zeros(F)
+    if nd > 0:
+        work = np.zeros(2 * S + 1 + 2 * nd, np.int64)
+        first, multi = _rows_by_state(ya, yb, r0, S, work)
+        acc = np.zeros(F if multi else 0)
+        rows = work[2 * S + 1:]
         for s in range(S):
-            if not mark[s]:
-                continue
-            for p in range(L):
-                a = ya[p]
-                b = yb[p]
-                if a == b:
-                    continue
-                if a == s:
-                    for t in range(row_ptr[r0 + p], row_ptr[r0 + p + 1]):
-                        acc[nz_f[t]] += nz_x[t]
-                elif b == s:
-                    for t in range(row_ptr[r0 + p], row_ptr[r0 + p + 1]):
-                        acc[nz_f[t]] -= nz_x[t]
-            base = s * F
-            for f in range(F):
-                # written always, kept only when non-zero: no unpredictable branch per feature
-                v = acc[f]
-                out_i[m] = base + f
-                out_v[m] = v
-                m += v != 0.0
-                acc[f] = 0.0
+            if first[s + 1] > first[s]:
+                m = _state_block(row_ptr, nz_f, nz_x, rows[first[s]:first[s + 1]], s * F, F, acc, out_i, out_v, m)
     m = _transition_diff(ya, yb, S, S * F, out_i, out_v, m)
     return out_i[:m], out_v[:m]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rows_by_state(ya, yb, r0, S, work):
+    """The differing rows grouped by state, in the order of p: state s's rows are
+    work[2S+1 + first[s] : 2S+1 + first[s+1]], r for an added row and ~r for a subtracted one
+    (first = work[:S+1]); and whether some state has more than one."""
+    first = work[:S + 1]
+    fill = work[S + 1:2 * S + 1]
+    rows = work[2 * S + 1:]
+    for p in range(ya.shape[0]):
+        a = ya[p]
+        b = yb[p]
+        if a != b:
+            if a >= 0:
+                first[a + 1] += 1
+            if b >= 0:
+                first[b + 1] += 1
+    multi = False
+    for s in range(S):
+        multi = multi or first[s + 1] > 1
+        first[s + 1] += first[s]
+        fill[s] = first[s]
+    for p in range(ya.shape[0]):
+        a = ya[p]
+        b = yb[p]
+        if a != b:
+            if a >= 0:
+                rows[fill[a]] = r0 + p
+                fill[a] += 1
+            if b >= 0:
+                rows[fill[b]] = ~(r0 + p)
+                fill[b] += 1
+    return first, multi
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _state_block(row_ptr, nz_f, nz_x, rows, base, F, acc, out_i, out_v, m):
+    """Append the block base + f of the rows' signed sum (non-zeros, sorted by f) from m."""
+    if rows.shape[0] == 1:  # 0.0 +- x_f is +-x_f: the row as it is
+        q = rows[0]
+        if q >= 0:
+            for t in range(row_ptr[q], row_ptr[q + 1]):
+                out_i[m] = base + nz_f[t]
+                out_v[m] = nz_x[t]
+                m += 1
+        else:
+            for t in range(row_ptr[~q], row_ptr[~q + 1]):
+                out_i[m] = base + nz_f[t]
+                out_v[m] = -nz_x[t]
+                m += 1
+        return m
+    for j in range(rows.shape[0]):
+        q = rows[j]
+        if q >= 0:
+            for t in range(row_ptr[q], row_ptr[q + 1]):
+                acc[nz_f[t]] += nz_x[t]
+        else:
+            for t in range(row_ptr[~q], row_ptr[~q + 1]):
+                acc[nz_f[t]] -= nz_x[t]
+    for f in range(F):
+        # written always, kept only when non-zero: no unpredictable branch per feature
+        v = acc[f]
+        out_i[m] = base + f
+        out_v[m] = v
+        m += v != 0.0
+        acc[f] = 0.0
+    return m
 
 
 @njit(cache=True, fastmath=True, nogil=True)  # the inlined oracle's flags (oracles/chain.py)
