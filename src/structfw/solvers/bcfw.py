@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from .._linalg import SparseVector, axpy
+from .._linalg import axpy
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
 from .block_state import BCFWState, ground_truth_corners
@@ -251,9 +251,11 @@ class BCFW(Solver):
 
     def checkpoint(self, problem: Problem, st: BCFWState, monitor: Monitor, initial: bool,
                    monitoring_only: bool = False) -> float:
-        """A full gap pass (two with averaging).  It is the algorithm's own gap pass
-        (its oracle calls count, its gaps feed the sampler and the cache) on the
-        gap_refresh schedule; any other checkpoint only measures."""
+        """A full gap pass at the reported iterate.  It is the algorithm's own gap pass at w
+        (its oracle calls count, its gaps feed the sampler and the cache) on the gap_refresh
+        schedule; any other checkpoint only measures.  With averaging the reported iterate is
+        w_bar: the pass at w is made only when its gaps refresh the estimates (before the first
+        step w_bar = w and one pass serves both)."""
         ctx = self._ctx
         plan = ctx.plan
         if monitoring_only or not plan.uses_gaps:
@@ -262,24 +264,15 @@ class BCFW(Solver):
             refresh = st.needs_refresh
         else:
             refresh = plan.refresh_due(st.passes)
-        n = problem.n
         with monitor.monitoring():
-            primal, gaps_at_w, res = self.gap_pass(problem, st, validate=plan.check_oracle,
-                                                   corners=refresh and ctx.source.absorbs_corners)
-            gaps = cast("npt.NDArray[np.float64]", gaps_at_w)  # at st.w: the block gaps are computed
-            if refresh:
-                _refresh_estimates(ctx, st, gaps, res)
-            else:
-                monitor.monitor_calls += n
-            gap = float(gaps.sum())
-            dual = st.dual()
-            w_rep = st.w
-            if st.avg is not None:
-                w_rep, lbar = cast("tuple[npt.NDArray[np.float64], float]", st.averaged(problem))  # st.avg is set
-                if not np.array_equal(w_rep, st.w):  # equal before the first step: P(w) is known
-                    primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=False)
-                    monitor.monitor_calls += n
-                dual = -0.5 * problem.lam * float(np.dot(w_rep, w_rep)) + lbar
+            w_rep, dual = _reported_point(problem, st)
+            at_w = refresh or np.array_equal(w_rep, st.w)
+            if at_w:
+                primal, gaps = _gap_pass_at_w(self, st, monitor, refresh)
+                gap = float(gaps.sum())  # sum_i g_i = P(w) - D(alpha), without the cancellation
+            if not at_w or not np.array_equal(w_rep, st.w):
+                primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=plan.check_oracle and not at_w)
+                monitor.monitor_calls += problem.n
                 gap = primal - dual
             _record(ctx, st, monitor, w_rep, (primal, dual, gap))
         return gap
@@ -292,6 +285,30 @@ class BCFW(Solver):
     def run_pass(self, problem: Problem, st: BCFWState, flag: InterruptFlag) -> None:
         """n block iterations, or an outer iteration of MP-BCFW (`structfw.solvers.passes.run_pass`)."""
         run_pass(self._ctx, flag)
+
+
+def _reported_point(problem: Problem, st: BCFWState) -> tuple[npt.NDArray[np.float64], float]:
+    """The iterate a checkpoint reports and its dual value: (w, D(alpha)), or with averaging
+    (w_bar, -lam/2 ||w_bar||^2 + l_bar), the dual value of the averaged alpha."""
+    if st.avg is None:
+        return st.w, st.dual()
+    w_bar, lbar = cast("tuple[npt.NDArray[np.float64], float]", st.averaged(problem))
+    return w_bar, -0.5 * problem.lam * float(np.dot(w_bar, w_bar)) + lbar
+
+
+def _gap_pass_at_w(solver: BCFW, st: BCFWState, monitor: Monitor,
+                   refresh: bool) -> tuple[float, npt.NDArray[np.float64]]:
+    """P(w) and the block gaps from a full gap pass at w; with ``refresh`` they and the corners
+    become the algorithm's (`_refresh_estimates`), else its oracle calls count as monitoring."""
+    ctx = solver._ctx
+    primal, gaps, res = solver.gap_pass(ctx.problem, st, validate=ctx.plan.check_oracle,
+                                        corners=refresh and ctx.source.absorbs_corners)
+    gaps = cast("npt.NDArray[np.float64]", gaps)  # at st.w: the block gaps are computed
+    if refresh:
+        _refresh_estimates(ctx, st, gaps, res)
+    else:
+        monitor.monitor_calls += ctx.problem.n
+    return primal, gaps
 
 
 def _refresh_estimates(ctx: BlockContext, st: BCFWState, gaps: npt.NDArray[np.float64],
