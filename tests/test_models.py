@@ -97,6 +97,24 @@ def test_viterbi_kernels_vs_brute_force():
             assert score == pytest.approx(best)
 
 
+@pytest.mark.parametrize("S", [1, 2, 4, 5, 7, 9])
+def test_viterbi_returns_a_maximiser_under_ties(S):
+    """Half-integer scores make ties common; S from 1 to 9 runs the forward pass's four-state
+    sweeps and their remainder.  The score is the brute-force maximum and the labelling attains it."""
+    rng = np.random.default_rng(S)
+    for L in range(1, 5):
+        for _ in range(4):
+            U = rng.integers(-2, 3, (L, S)) * 0.5
+            P = rng.integers(-2, 3, (S, S)) * 0.5
+
+            def value(y):
+                return sum(U[l, y[l]] for l in range(L)) + sum(P[y[l], y[l + 1]] for l in range(L - 1))
+            best = max(value(y) for y in itertools.product(range(S), repeat=L))
+            y, score = viterbi(U, P)
+            assert score == best
+            assert value(tuple(y)) == best
+
+
 def test_chain_joint_feature_and_psi():
     rng = np.random.default_rng(1)
     S, F = 4, 6
