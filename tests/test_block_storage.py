@@ -130,6 +130,30 @@ def test_a_sparse_row_that_fills_its_pool_grows_it():
         assert np.all(np.diff(r.indices) > 0)
 
 
+def test_adding_entries_the_row_has_updates_them_in_place():
+    """A corner whose indices the row already holds (one forward merge) and one with new indices
+    too (the merge from the back) give the dense sums, sorted and unique, with the row's
+    count growing by the new indices only."""
+    rng = np.random.default_rng(3)
+    rows = SparseRows(2, 200, pool=4096)
+    base_idx = np.sort(rng.choice(200, 40, replace=False)).astype(np.int64)
+    rows.add(1, base_idx, rng.normal(size=40))
+    dense = rows.row(1).toarray()
+    sub = np.sort(rng.choice(base_idx, 15, replace=False)).astype(np.int64)
+    val = rng.normal(size=15)
+    rows.add(1, sub, val)
+    dense[sub] += val
+    assert rows.nnz[1] == 40
+    np.testing.assert_array_equal(rows.row(1).toarray(), dense)
+    fresh = np.setdiff1d(np.arange(200), base_idx)[:7]
+    mixed = np.sort(np.r_[sub[:5], fresh]).astype(np.int64)
+    val = rng.normal(size=mixed.size)
+    rows.add(1, mixed, val)
+    dense[mixed] += val
+    assert rows.nnz[1] == 47 and np.all(np.diff(rows.row(1).indices) > 0)
+    np.testing.assert_array_equal(rows.row(1).toarray(), dense)
+
+
 def test_a_full_fw_step_replaces_the_row():
     """gamma = 1 (the predefined step at k = 0) sets w_i = w_s: the row is zeroed, c_i = 1."""
     rng = np.random.default_rng(1)
