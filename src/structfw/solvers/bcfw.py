@@ -266,14 +266,14 @@ class BCFW(Solver):
             refresh = plan.refresh_due(st.passes)
         with monitor.monitoring():
             w_rep, dual = _reported_point(problem, st)
-            at_w = refresh or np.array_equal(w_rep, st.w)
-            if at_w:
+            same = w_rep is st.w or np.array_equal(w_rep, st.w)
+            if refresh or same:
                 primal, gaps = _gap_pass_at_w(self, st, monitor, refresh)
-                gap = float(gaps.sum())  # sum_i g_i = P(w) - D(alpha), without the cancellation
-            if not at_w or not np.array_equal(w_rep, st.w):
-                primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=plan.check_oracle and not at_w)
+            if not same:
+                primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=plan.check_oracle and not refresh)
                 monitor.monitor_calls += problem.n
-                gap = primal - dual
+            # without averaging sum_i g_i = P(w) - D(alpha), summed without the cancellation
+            gap = float(gaps.sum()) if st.avg is None else primal - dual
             _record(ctx, st, monitor, w_rep, (primal, dual, gap))
         return gap
 
