@@ -402,10 +402,8 @@ def corner_hinge(kind, data, i, w):
 
     Callable from Python and from numba code (resolved by the type of ``data``, as `corner`):
     the CSR chain computes it from its Viterbi score, the other layouts from the unmerged psi."""
-    if kind == CHAIN_CSR:
-        return chain_csr_hinge(*data, i, w)
-    idx, val, L = corner(kind, data, i, w, False)
-    return L - sparse_dot_dense(idx, val, w)
+    impl = _chain_csr_hinge_impl if kind == CHAIN_CSR else _psi_hinge_impl
+    return impl(kind, data, i, w)
 
 
 def _chain_csr_hinge_impl(kind, data, i, w):

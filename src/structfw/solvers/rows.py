@@ -206,15 +206,12 @@ def _sparse_add_entries(R, i, ei, ev, cv):
     p = a + m - 1
     q = ne - 1
     while q >= 0:
-        if p >= a and idx[p] > ei[q]:
+        if p >= a and idx[p] >= ei[q]:  # a row entry (updated by the forward merge when equal)
+            if idx[p] == ei[q]:
+                q -= 1
             idx[out] = idx[p]
             val[out] = val[p]
             p -= 1
-        elif p >= a and idx[p] == ei[q]:  # updated by the forward merge
-            idx[out] = idx[p]
-            val[out] = val[p]
-            p -= 1
-            q -= 1
         else:
             idx[out] = ei[q]
             val[out] = cv * ev[q]
