@@ -261,6 +261,20 @@ def test_random_byte_corruption(models, tmp_path, name):
     run()
 
 
+def test_an_npy_header_cut_mid_statement_is_a_value_error(models, tmp_path):
+    """numpy parses a member's header with Python's tokenizer: a header whose dict never closes
+    raises tokenize.TokenError there (found by the fuzzing above); loading says the file is damaged."""
+    m = models["ssvm-poly"]
+    p = tmp_path / "cut.npz"
+    b = bytearray(m["data"])
+    at = bytes(b).index(b"'shape': (")  # the first member's header dict, stored uncompressed
+    end = bytes(b).index(b"}", at)
+    b[end] = ord(" ")
+    p.write_bytes(bytes(b))
+    with pytest.raises(ValueError, match="not a valid .npy array|corrupted"):
+        m["cls"].load(p)
+
+
 # ------------------------------------------------------------------ field mutations
 WEIRD = st.one_of(
     st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70),

@@ -35,6 +35,7 @@ import os
 import re
 import secrets
 import struct
+import tokenize
 import zlib
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -218,7 +219,7 @@ def read_model_file(path: str | os.PathLike[str], kind: str,
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, KeyError,
             NotImplementedError, RuntimeError, OverflowError, MemoryError, TypeError,
             UnicodeError, IndexError, AttributeError, SyntaxError, RecursionError,
-            struct.error, zlib.error) as exc:
+            struct.error, zlib.error, tokenize.TokenError) as exc:
         # every way zipfile / the .npy header parser can fail on a corrupted archive
         raise ValueError(f"{src} is corrupted or truncated ({type(exc).__name__}: "
                          f"{_short(exc)})") from None
@@ -296,7 +297,8 @@ def _read_npy(fp: IO[bytes], member_bytes: int, src: str, key: str) -> npt.NDArr
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
         else:
             raise ValueError(f"unsupported .npy version {version}")
-    except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError) as exc:
+    except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError, tokenize.TokenError) as exc:
+        # numpy reads the header with Python's tokenizer: a corrupted one can end mid-statement
         raise ValueError(f"{src}: member {key!r} is not a valid .npy array "
                          f"({_short(exc)})") from None
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
