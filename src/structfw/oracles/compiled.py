@@ -58,12 +58,35 @@ def pack_chain_dense(X, Y, n_states, n_features):
     The oracle scores states with the dense rows (a dense product vectorises); psi walks the
     non-zeros only, with no test per feature (OCR's pixels are 78% zeros: the test cost a
     mispredicted branch per feature, ~0.6 us of a ~7.5 us corner)."""
-    Xc = _f(np.concatenate(X, axis=0))
-    nonzero = Xc != 0.0
-    row_ptr = np.zeros(Xc.shape[0] + 1, np.int64)
-    np.cumsum(nonzero.sum(axis=1), out=row_ptr[1:])
+    Xc = _stacked(X)
+    N, F = Xc.shape
+    if np.count_nonzero(Xc) == Xc.size:
+        # no zeros (a kernel map's coordinates): the non-zeros are the rows themselves, a view;
+        # building them through a mask would hold three more copies of the positions
+        row_ptr, nz_f, nz_x = np.arange(0, N * F + 1, F, dtype=np.int64), np.tile(np.arange(F), N), Xc.reshape(-1)
+    else:
+        nonzero = Xc != 0.0
+        row_ptr = np.zeros(N + 1, np.int64)
+        np.cumsum(nonzero.sum(axis=1), out=row_ptr[1:])
+        nz_f, nz_x = np.nonzero(nonzero)[1], Xc[nonzero]
     return CHAIN_DENSE, (Xc, _i(_word_starts(X)), _i(np.concatenate(Y)), np.int64(n_states), np.int64(n_features),
-                         row_ptr, _i(np.nonzero(nonzero)[1]), _f(Xc[nonzero]))
+                         row_ptr, _i(nz_f), _f(nz_x))
+
+
+def _stacked(X):
+    """The inputs' rows as one C-contiguous (N, F) array: their common base, uncopied, when they are
+    consecutive row blocks of it (`KernelMap.inputs`), else a stacked copy."""
+    base = getattr(X[0], "base", None)
+    if isinstance(base, np.ndarray) and base.ndim == 2 and base.dtype == np.float64 and base.flags.c_contiguous:
+        addr = start = base.__array_interface__["data"][0]
+        for x in X:
+            if x.base is not base or not x.flags.c_contiguous or x.__array_interface__["data"][0] != addr:
+                break
+            addr += x.nbytes
+        else:
+            if addr == start + base.nbytes:
+                return base
+    return _f(np.concatenate(X, axis=0))
 
 
 def pack_chain_csr(X, Y, n_states, n_features):
