@@ -221,13 +221,14 @@ def test_a_resumed_trace_continues_the_pass_count_and_time():
 
 # ------------------------------------------------------------------ a large kernelized fit
 def test_the_size_estimate_on_small_inputs():
-    est = estimate_fit_size(100, 5, 3, 20, kernel_cache_mb=1.0)
-    assert est["gram_bytes"] == 8 * 100 * 100
-    assert est["cache_bytes"] == 8 * 100 * 100 and est["cached_fraction"] == 1.0  # 80 kB fit in 1 MB
-    assert est["flops_per_pass"] == 0.0
-    assert est["memory_bytes"] == 8 * 100 * 100 + 8 * (100 * 5 + 4 * 100 * 3 + 20 * 9)
-    small_cache = estimate_fit_size(100, 5, 3, 20, kernel_cache_mb=0.0, n_edges=False)
-    assert small_cache["cache_bytes"] == 0.0 and small_cache["flops_per_pass"] == 100 * 100 * 5
+    est = estimate_fit_size(100, 5, 3, 20)
+    assert est["rank"] == 100 and est["gram_bytes"] == 8 * 100 * 100 and est["coords_bytes"] == 8 * 100 * 100
+    assert est["rows_bytes"] == 8 * 20 * (100 * 3 + 9)
+    assert est["memory_bytes"] == max(2 * 8 * 100 * 100, 2 * 8 * 100 * 100 + 8 * 20 * (100 * 3 + 9))
+    assert est["flops_per_pass"] == 100 * 100 * 3
+    capped = estimate_fit_size(100, 5, 3, 20, kernel_rank=10, n_edges=False)
+    assert capped["gram_bytes"] == 0.0 and capped["coords_bytes"] == 8 * 100 * 10
+    assert capped["rows_bytes"] == 8 * 20 * 10 * 3 and capped["flops_per_pass"] == 100 * 10 * 3
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert warn_if_large(100, 5, 3, 20) is None
@@ -240,7 +241,7 @@ def test_an_ocr_sized_kernel_fit_is_announced_without_running_it():
     assert (F, K, n, chain) == (128, 26, len(X), True) and N == sum(len(y) for y in Y)
     est = estimate_fit_size(N, F, K, n)
     assert est["memory_bytes"] > LARGE_FIT_BYTES
-    with pytest.warns(LargeFitWarning, match=r"GB.*subsample.*linear BCFW"):
+    with pytest.warns(LargeFitWarning, match=r"GB.*kernel_rank.*subsample.*linear BCFW"):
         warn_if_large(N, F, K, n)
 
 

@@ -1,5 +1,6 @@
-"""Kernelized BCFW (BCFW paper, App. B.5, Alg. B.1): against linear BCFW, the exact kernel QP,
-the honesty of its gap, option and model errors, warm starts, Ctrl-C, prediction, and OCR.
+"""Kernelized BCFW (BCFW paper, App. B.5, Alg. B.1) as the engine on the kernel map's coordinates:
+the map itself, against linear BCFW, every engine option against the exact kernel QP, the honesty of
+its gap, option and model errors, warm starts, Ctrl-C, prediction, the regularisation path, and OCR.
 
 The exact optimum is computed independently of the solver: every labelling of every example
 is enumerated, the joint kernel k((x, y), (x', y')) = sum_{t,s} [y_t == y'_s] kappa(x_t, x'_s)
@@ -21,7 +22,8 @@ from sklearn.base import clone
 import structfw as sf
 from structfw.models import ChainModel, MulticlassModel
 from structfw.solvers import BCFW, KernelBCFW, SOLVER_NAMES
-from structfw.solvers.kernel_bcfw import KernelBCFWState
+from structfw.oracles.kernel_chain import gram, squared_norms
+from structfw.solvers.kernel_bcfw import KernelMap, KernelState
 from toy import make_toy
 
 LAM = 0.1
@@ -90,21 +92,6 @@ def exact_kernel_dual(X, Y, K, lam, spec):
     return -0.5 * lam * alpha @ Q @ alpha + b @ alpha
 
 
-def alpha_dual(st, X, Y, K, lam, spec):
-    """D(alpha) = -lam/2 ||A alpha||^2 + b^T alpha of a state's explicit alpha, from the joint kernel."""
-    n = len(X)
-    terms = [(i, a.Ys[j].copy(), a.weights[j]) for i, a in enumerate(st.alpha) for j in range(a.m)]
-    quad, lin = 0.0, 0.0
-    for i, y, wa in terms:
-        yi = labelling(Y[i])
-        lin += wa * np.mean(y != yi) / n
-        for j, yp, wb in terms:
-            yj = labelling(Y[j])
-            quad += wa * wb * (joint_kernel(X[i], yi, X[j], yj, K, spec) - joint_kernel(X[i], yi, X[j], yp, K, spec)
-                               - joint_kernel(X[i], y, X[j], yj, K, spec) + joint_kernel(X[i], y, X[j], yp, K, spec))
-    return -0.5 * lam * quad / (lam * n) ** 2 + lin
-
-
 def expansion_primal(exp, X, Y, K, lam, spec):
     """P(w) of a fitted expansion by enumeration of every labelling (not the solver's Viterbi)."""
     sv, coef, P = np.asarray(exp.support.todense() if sp.issparse(exp.support) else exp.support), exp.coef, \
@@ -145,18 +132,81 @@ def fit(model, X, Y, solver, passes, tol=None, lam=LAM, seed=0, check_every=1, *
                             random_state=seed, **kw).fit(X, Y)
 
 
+# ============================================================ the map
+@pytest.mark.parametrize("kernel,gamma", [("rbf", 0.5), ("poly", 0.3), ("linear", 1.0)])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_the_map_factors_the_gram_matrix_and_projects_new_positions(kernel, gamma, sparse):
+    """G = Z Z^T to the tolerance; Z[pivots] is lower triangular; the training positions map to their
+    rows of Z; a new position maps to the coordinates of its projection on the span, whose inner
+    products with the training positions are kappa's."""
+    X, Y, model = small_chain()
+    Xin = [sp.csr_matrix(x) for x in X] if sparse else X
+    spec = (kernel, gamma, 3, 1.0)
+    kmap = KernelMap(model, Xin, spec)
+    P = np.concatenate(X)
+    G = kappa(P, P, kernel, gamma)
+    np.testing.assert_allclose(kmap.Z @ kmap.Z.T, G, rtol=0, atol=1e-9 * np.abs(G).max())
+    assert kmap.residual <= 1e-9 * np.abs(np.diag(G)).max()
+    assert kmap.rank == (5 if kernel == "linear" else kmap.rank) and kmap.rank <= P.shape[0]
+    L = kmap.Z[kmap.pivots]
+    np.testing.assert_array_equal(L, np.tril(L))
+    assert np.all(np.diag(L) > 0)
+    np.testing.assert_allclose(kmap.transform(sp.csr_matrix(P) if sparse else P), kmap.Z, rtol=0, atol=1e-8)
+    new = np.random.default_rng(9).normal(size=(4, 5))
+    np.testing.assert_allclose(kmap.transform(new) @ kmap.Z.T, kappa(new, P, kernel, gamma), rtol=0, atol=1e-8)
+    # the inputs of the linear problem are the examples' rows of Z
+    assert [z.shape for z in kmap.inputs()] == [(len(x), kmap.rank) for x in X]
+    lin = kmap.linear_model()
+    assert type(lin) is ChainModel and (lin.n_states, lin.n_features) == (3, kmap.rank)
+
+
+def test_an_expansion_scores_as_its_w_in_coordinates():
+    """kappa(x, support) @ coef == z(x) @ W for training and new positions; transitions kept."""
+    X, Y, model = small_chain()
+    kmap = KernelMap(model, X, ("rbf", 0.4, 3, 1.0))
+    w = np.random.default_rng(2).normal(size=3 * kmap.rank + 9)
+    exp = kmap.expansion(w)
+    W = w[:3 * kmap.rank].reshape(3, kmap.rank).T
+    for pos in (np.concatenate(X), np.random.default_rng(3).normal(size=(6, 5))):
+        np.testing.assert_allclose(exp.unary_scores(pos), kmap.transform(pos) @ W, rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(exp.transitions, w[-9:].reshape(3, 3))
+    assert exp.n_support == kmap.rank
+
+
+def test_a_capped_rank_is_nystrom_with_greedy_pivots():
+    """kernel_rank = N gives the full factorisation's Gram matrix; a smaller cap leaves a residual
+    that shrinks as the rank grows, and Z Z^T agrees with G on the pivots' rows."""
+    X, Y, model = small_chain()
+    spec = ("rbf", 0.5, 3, 1.0)
+    full = KernelMap(model, X, spec)
+    N = full.Z.shape[0]
+    capped = KernelMap(model, X, spec, max_rank=N)
+    np.testing.assert_allclose(capped.Z @ capped.Z.T, full.Z @ full.Z.T, rtol=0, atol=1e-9)
+    P = np.concatenate(X)
+    G = kappa(P, P, "rbf", 0.5)
+    residuals = []
+    for r in (3, 10, 25):
+        m = KernelMap(model, X, spec, max_rank=r)
+        assert m.rank == r and len(set(m.pivots.tolist())) == r
+        np.testing.assert_allclose((m.Z @ m.Z.T)[m.pivots], G[m.pivots], rtol=0, atol=1e-10)
+        residuals.append(m.residual)
+    assert residuals[0] > residuals[1] > residuals[2] > 0
+
+
 # ============================================================ (a) linear kernel == linear BCFW
 # not step="pairwise": revisiting a block right after its exact line search makes the away labelling
 # a tie (H_i(y*) = H_i(y_a) up to rounding), which rounding breaks differently in the two solvers; both
 # reach the QP optimum (test_pairwise_steps_reach_the_exact_kernel_qp_optimum_on_a_tiny_chain)
 LINEAR_OPTIONS = [dict(), dict(sampling="perm"), dict(step_size="predefined"), dict(averaging="weighted"),
-                  dict(averaging="suffix"), dict(sampling="gap", gap_refresh=3)]
+                  dict(averaging="suffix"), dict(sampling="gap", gap_refresh=3), dict(cache=True),
+                  dict(multi_plane=True)]
 
 
 @pytest.mark.parametrize("options", LINEAR_OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()) or "fw")
 @pytest.mark.parametrize("problem", ["chain", "multiclass"])
 def test_linear_kernel_reproduces_linear_bcfw_iterates(options, problem):
-    """Same random_state, same sampling: the same primal, dual and gap after every pass and the same w."""
+    """Same random_state, same sampling: the same primal, dual and gap after every pass and the same w
+    (the coordinates are a rotation of the features: the same dual point)."""
     X, Y, model = small_chain() if problem == "chain" else tiny_multiclass(n=15, F=4)
     ref = fit(model, X, Y, BCFW(**options), passes=8)
     ker = fit(model, X, Y, KernelBCFW(kernel="linear", **options), passes=8)
@@ -170,6 +220,14 @@ def test_linear_kernel_reproduces_linear_bcfw_iterates(options, problem):
 
 
 # ============================================================ (b) the exact kernel QP optimum
+def check_optimum(svm, X, Y, K, lam, spec, Dstar, tol=1e-8):
+    tr = svm.trace_
+    assert np.all(tr["dual"] <= Dstar + 1e-10) and np.all(tr["primal"] >= Dstar - 1e-10)
+    assert svm.stopped_ == "tol" and abs(svm.dual_ - Dstar) < tol and svm.primal_ - Dstar < tol
+    # P(w) of the returned predictor, by enumeration with kappa itself, is what the solver reported
+    assert expansion_primal(svm.kernel_expansion_, X, Y, K, lam, spec) == pytest.approx(svm.primal_, abs=1e-9)
+
+
 @pytest.mark.parametrize("kernel,gamma", [("rbf", 0.5), ("poly", 0.3), ("linear", 1.0)])
 def test_pairwise_steps_reach_the_exact_kernel_qp_optimum_on_a_tiny_chain(kernel, gamma):
     X, Y, model = tiny_chain()
@@ -177,11 +235,7 @@ def test_pairwise_steps_reach_the_exact_kernel_qp_optimum_on_a_tiny_chain(kernel
     Dstar = exact_kernel_dual(X, Y, 3, LAM, spec)
     svm = fit(model, X, Y, KernelBCFW(kernel=kernel, gamma=gamma, step="pairwise"), passes=3000, tol=1e-9,
               check_every=10)
-    assert svm.stopped_ == "tol"
-    assert abs(svm.dual_ - Dstar) < 1e-8
-    assert svm.primal_ - Dstar < 1e-8
-    # P(w) of the returned predictor, by enumeration, is what the solver reported
-    assert expansion_primal(svm.kernel_expansion_, X, Y, 3, LAM, spec) == pytest.approx(svm.primal_, abs=1e-10)
+    check_optimum(svm, X, Y, 3, LAM, spec, Dstar)
 
 
 @pytest.mark.parametrize("options", [dict(sampling="gap"), dict(sampling="max_gap", gap_refresh=5),
@@ -189,8 +243,8 @@ def test_pairwise_steps_reach_the_exact_kernel_qp_optimum_on_a_tiny_chain(kernel
                          ids=["gap", "max_gap", "cache", "gap-cache-inf"])
 @pytest.mark.parametrize("step", ["fw", "pairwise", "away"])
 def test_gap_sampling_and_the_cache_reach_the_exact_kernel_qp_optimum(options, step):
-    """Osokin et al.'s gap sampling and gap-based cache as options of kernel BCFW: the same optimum,
-    an honest gap on the way, the cache's hits counted and the gap passes' calls too."""
+    """Osokin et al.'s gap sampling and gap-based cache with a kernel: the same optimum, an honest gap
+    on the way, the cache's hits counted and the gap passes' calls too."""
     X, Y, model = tiny_chain(seed=1)
     spec = ("rbf", 0.5)
     Dstar = exact_kernel_dual(X, Y, 3, LAM, spec)
@@ -200,20 +254,38 @@ def test_gap_sampling_and_the_cache_reach_the_exact_kernel_qp_optimum(options, s
     assert np.all(tr["dual"] <= Dstar + 1e-10) and np.all(tr["primal"] >= Dstar - 1e-10)
     assert np.all(np.diff(tr["dual"]) >= -1e-12)  # every step is an exact line search: D never falls
     if step != "fw":  # pairwise and away steps: the linear rate
-        assert svm.stopped_ == "tol" and abs(svm.dual_ - Dstar) < 1e-8
-    else:  # FW steps: the sublinear rate (the optimum lies on a face; plain FW: 1.1e-3 after 400 passes)
+        check_optimum(svm, X, Y, 3, LAM, spec, Dstar)
+    else:  # FW steps: the sublinear rate (the optimum lies on a face of the block simplices)
         assert Dstar - svm.dual_ < 3e-4 and tr["gap"][-1] < 0.01 * tr["gap"][0]
-    assert expansion_primal(svm.kernel_expansion_, X, Y, 3, LAM, spec) == pytest.approx(svm.primal_, abs=1e-10)
     if options.get("cache"):
         assert tr["cache_hits"][-1] > 0
-    # the gap passes are the algorithm's: they count as oracle calls (refreshes every 10 passes)
-    n_steps = svm.state_.k
-    assert tr["oracle_calls"][-1] + tr["cache_hits"][-1] >= n_steps
+    # the gap passes are the algorithm's: they count as oracle calls
+    assert tr["oracle_calls"][-1] + tr["cache_hits"][-1] >= svm.state_.k
+
+
+# the engine's options Alg. B.1's own implementation never had: MP-BCFW's working sets and approximate
+# passes (N = 3 planes kept), minibatches (on threads, and asynchronous windows), sparse block rows
+ENGINE_OPTIONS = [dict(multi_plane=True, step="pairwise"), dict(multi_plane=True, step="away", max_planes=3),
+                  dict(minibatch=3, step="pairwise"), dict(minibatch=3, asynchronous=True, step="away"),
+                  dict(step="pairwise", sampling="gap", cache=True, block_storage="sparse")]
+
+
+@pytest.mark.parametrize("options", ENGINE_OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_every_engine_option_reaches_the_exact_kernel_qp_optimum(options):
+    X, Y, model = tiny_chain(seed=4)
+    spec = ("rbf", 0.5)
+    Dstar = exact_kernel_dual(X, Y, 3, LAM, spec)
+    threads = dict(n_jobs=2, executor="thread") if options.get("minibatch", 1) > 1 else {}
+    svm = fit(model, X, Y, KernelBCFW(gamma=0.5, **options), passes=3000, tol=1e-8, check_every=5, **threads)
+    tr = svm.trace_
+    assert np.all(tr["dual"] <= Dstar + 1e-10) and np.all(tr["primal"] >= Dstar - 1e-10)
+    check_optimum(svm, X, Y, 3, LAM, spec, Dstar)
+    assert isinstance(svm.state_, KernelState)
 
 
 def test_gap_sampling_draws_by_the_block_gaps():
-    """After a gap pass, the sampler's estimates are the block gaps of the exact point, which
-    sum to the duality gap (eq. (7) of Osokin et al.), and a block with gap 0 is not drawn."""
+    """After a gap pass, the sampler's estimates are the block gaps, which sum to the duality gap
+    (eq. (7) of Osokin et al.)."""
     X, Y, model = tiny_chain(seed=2)
     svm = fit(model, X, Y, KernelBCFW(gamma=0.5, sampling="gap", gap_refresh=1), passes=3)
     st = svm.state_
@@ -223,18 +295,13 @@ def test_gap_sampling_draws_by_the_block_gaps():
 
 
 @pytest.mark.parametrize("kernel,gamma", [("rbf", 0.5), ("linear", 1.0)])
-def test_away_steps_reach_the_exact_kernel_qp_optimum_and_take_drop_steps(kernel, gamma):
-    """The block away step (BCAFW) in kernel terms: the exact optimum to 1e-9 (FW steps alone are
-    still at ~1e-3 after 400 passes here: the away steps are taken), the dual of the state's
-    explicit alpha, and alpha a distribution over positive weights at every block."""
+def test_away_steps_reach_the_exact_kernel_qp_optimum(kernel, gamma):
     X, Y, model = tiny_chain()
-    Dstar = exact_kernel_dual(X, Y, 3, LAM, (kernel, gamma))
+    spec = (kernel, gamma)
+    Dstar = exact_kernel_dual(X, Y, 3, LAM, spec)
     svm = fit(model, X, Y, KernelBCFW(kernel=kernel, gamma=gamma, step="away"), passes=3000, tol=1e-9,
               check_every=10)
-    assert svm.stopped_ == "tol" and abs(svm.dual_ - Dstar) < 1e-8
-    assert svm.dual_ == pytest.approx(alpha_dual(svm.state_, X, Y, 3, LAM, (kernel, gamma)), abs=1e-10)
-    for a in svm.state_.alpha:
-        assert a.m >= 1 and np.all(a.weights[:a.m] > 0) and a.weights[:a.m].sum() == pytest.approx(1.0)
+    check_optimum(svm, X, Y, 3, LAM, spec, Dstar)
     assert KernelBCFW(step="away").label == "kernel-BCAFW-rbf"
 
 
@@ -245,9 +312,7 @@ def test_rbf_multiclass_reaches_the_exact_qp_optimum():
     Dstar = exact_kernel_dual(X, Y, 3, LAM, spec)
     svm = fit(model, X, Y, KernelBCFW(kernel="rbf", gamma=0.7, step="pairwise"), passes=3000, tol=1e-9,
               check_every=10)
-    assert svm.stopped_ == "tol"
-    assert abs(svm.dual_ - Dstar) < 1e-8
-    assert expansion_primal(svm.kernel_expansion_, X, Y, 3, LAM, spec) == pytest.approx(svm.primal_, abs=1e-10)
+    check_optimum(svm, X, Y, 3, LAM, spec, Dstar)
     pred = svm.predict(X)
     assert all(isinstance(p, int) for p in pred)
 
@@ -263,37 +328,37 @@ def test_gap_bounds_the_true_suboptimality_at_every_checkpoint(options):
     assert np.all(tr["dual"] <= Dstar + 1e-10)               # weak duality: D(alpha) <= D*
     assert np.all(tr["primal"] >= Dstar - 1e-10)             # and P(w) >= P* = D*
     assert np.all(tr["gap"] >= tr["primal"] - Dstar - 1e-12)  # the gap bounds P(w) - P*
-    np.testing.assert_allclose(tr["gap"], tr["primal"] - tr["dual"], atol=1e-14)
+    np.testing.assert_allclose(tr["gap"], tr["primal"] - tr["dual"], atol=1e-13)
     assert tr["gap"][-1] < 0.1 * tr["gap"][0]
-    if not options.get("averaging"):  # D of the state's explicit alpha, from the joint kernel
-        assert svm.dual_ == pytest.approx(alpha_dual(svm.state_, X, Y, 3, LAM, ("rbf", 0.5)), abs=1e-12)
     assert expansion_primal(svm.kernel_expansion_, X, Y, 3, LAM, ("rbf", 0.5)) == pytest.approx(svm.primal_,
-                                                                                                 abs=1e-10)
+                                                                                                 abs=1e-9)
 
 
-def test_the_state_is_the_dual_point_its_alpha_says():
-    """beta, P, P_i and l updated along the steps equal their rebuild from the explicit alpha."""
-    X, Y, model = small_chain()
-    for step in ("fw", "pairwise"):
-        solver = KernelBCFW(gamma=0.3, step=step)
-        svm = fit(model, X, Y, solver, passes=15)
-        st = svm.state_
-        problem = sf.solvers.Problem(model, X, Y, LAM)
-        solver.init_state(problem, st, None)  # the solve's data, without moving the state
-        beta, P, ell = solver.exact_point(problem, st)
-        np.testing.assert_allclose(st.beta, beta, atol=1e-12)
-        np.testing.assert_allclose(st.wp, P, atol=1e-12)
-        np.testing.assert_allclose(st.wpi.sum(axis=0), P, atol=1e-12)
-        assert st.ell == pytest.approx(ell, abs=1e-13)
-        for a in st.alpha:
-            w = a.weights[:a.m]
-            assert np.all(w > 0) and w.sum() == pytest.approx(1.0, abs=1e-12)
+def test_a_capped_rank_solves_the_nystrom_kernels_problem():
+    """kernel_rank = r: the optimum of the problem of the kernel Z Z^T (its QP from Z itself), with the
+    residual in the trace; a rank >= the exact one changes nothing."""
+    X, Y, model = tiny_chain(seed=5)
+    N = sum(len(x) for x in X)
+    exact = fit(model, X, Y, KernelBCFW(gamma=0.5, step="pairwise"), passes=3000, tol=1e-9, check_every=10)
+    same = fit(model, X, Y, KernelBCFW(gamma=0.5, step="pairwise", kernel_rank=N), passes=3000, tol=1e-9,
+               check_every=10)
+    assert same.dual_ == pytest.approx(exact.dual_, abs=1e-8)
+    capped = fit(model, X, Y, KernelBCFW(gamma=0.5, step="pairwise", kernel_rank=4), passes=3000, tol=1e-9,
+                 check_every=10)
+    kmap = KernelMap(model, X, ("rbf", 0.5, 3, 1.0), max_rank=4)
+    Zs = [z for z in kmap.inputs()]
+    Dnys = exact_kernel_dual(Zs, Y, 3, LAM, ("linear", 1.0))
+    assert capped.stopped_ == "tol" and abs(capped.dual_ - Dnys) < 1e-8
+    assert capped.trace_.meta["kernel_map_rank"] == 4
+    assert capped.trace_.meta["kernel_residual"] == pytest.approx(kmap.residual) and kmap.residual > 1e-3
 
 
 # ============================================================ (d) errors
 BAD_OPTIONS = [("kernel", "sigmoid"), ("gamma", 0.0), ("gamma", -1.0), ("gamma", float("nan")), ("gamma", "scale"),
                ("degree", 0), ("degree", 2.5), ("coef0", float("inf")), ("step_size", "armijo"),
-               ("sampling", "importance"), ("gap_refresh", 0), ("cache_F", 0.0), ("step", "newton"), ("averaging", "uniform"), ("kernel_cache_mb", -1.0)]
+               ("sampling", "importance"), ("gap_refresh", 0), ("cache_F", 0.0), ("step", "newton"),
+               ("averaging", "uniform"), ("kernel_tol", -1.0), ("kernel_rank", 0), ("kernel_rank", 2.5),
+               ("minibatch", 0)]
 
 
 @pytest.mark.parametrize("name,value", BAD_OPTIONS)
@@ -323,6 +388,8 @@ def test_models_it_cannot_kernelize_are_refused_with_a_clear_error():
     for model, XX, YY in cases:
         with pytest.raises(ValueError, match=rf"kernel-bcfw.*{type(model).__name__}"):
             sf.StructuredSVM(model, solver="kernel-bcfw").fit(XX, YY)
+        with pytest.raises(ValueError, match=rf"kernel-bcfw.*{type(model).__name__}"):
+            KernelMap(model, XX, ("rbf", 0.5, 3, 1.0))
 
 
 def test_kernelized_fits_are_saved_with_their_expansion_and_linear_ones_with_coef(tmp_path):
@@ -348,38 +415,38 @@ def test_kernelized_fits_are_saved_with_their_expansion_and_linear_ones_with_coe
 
 # ============================================================ (e) warm starts
 @pytest.mark.parametrize("options", [dict(), dict(step="pairwise"), dict(averaging="weighted", sampling="perm"),
-                                     dict(step_size="predefined")], ids=["fw", "pairwise", "wavg-perm", "predefined"])
+                                     dict(step_size="predefined"), dict(multi_plane=True)],
+                         ids=["fw", "pairwise", "wavg-perm", "predefined", "mp"])
 def test_warm_start_continues_the_run_exactly(options):
-    """3 + 3 passes == 6 passes, whatever the kernel-row cache held (here: nothing, then everything)."""
+    """3 + 3 passes == 6 passes: the state keeps its map, the engine continues its run."""
     X, Y, model = small_chain()
     once = fit(model, X, Y, KernelBCFW(gamma=0.3, **options), passes=6, seed=5)
-    split = fit(model, X, Y, KernelBCFW(gamma=0.3, kernel_cache_mb=0.0, **options), passes=3, seed=5,
-                warm_start=True)
-    split.set_params(solver__kernel_cache_mb=1024.0)
+    split = fit(model, X, Y, KernelBCFW(gamma=0.3, **options), passes=3, seed=5, warm_start=True)
+    kmap = split.state_.kmap
     split.fit(X, Y)
+    assert split.state_.kmap is kmap
     a, b = once.kernel_expansion_, split.kernel_expansion_
     np.testing.assert_array_equal(a.coef, b.coef)
     np.testing.assert_array_equal(a.transitions, b.transitions)
     assert split.primal_ == once.primal_ and split.dual_ == once.dual_
     assert split.n_iter_ == 3 and once.n_iter_ == 6
-    assert split.state_.k == once.state_.k == 6 * len(X)
+    assert split.state_.k == once.state_.k
 
 
-def test_warm_start_at_a_new_lam_or_kernel_keeps_alpha_and_converges_there():
-    """A warm start keeps the dual point alpha: the first checkpoint of the next fit is D(alpha) at the new
-    lam (w = A alpha rescaled) or under the new kernel; the fit then reaches that problem's optimum."""
+def test_warm_start_at_a_new_lam_keeps_alpha_and_a_new_kernel_starts_afresh():
+    """A new lam rescales w = A alpha (the first checkpoint's dual is the rescaled point's) and the fit
+    reaches that problem's optimum; a new gamma is another feature space: a warning, a fresh start, and
+    the new problem's optimum."""
     X, Y, model = tiny_chain()
     svm = fit(model, X, Y, KernelBCFW(gamma=0.5, step="pairwise"), passes=5, warm_start=True)
-    assert svm.dual_ == pytest.approx(alpha_dual(svm.state_, X, Y, 3, LAM, ("rbf", 0.5)), abs=1e-12)
+    state = svm.state_
     lam2 = 0.03
-    D_new_lam = alpha_dual(svm.state_, X, Y, 3, lam2, ("rbf", 0.5))
     svm.set_params(lam=lam2, max_passes=3000, tol=1e-9, check_every=10).fit(X, Y)
-    assert svm.trace_["dual"][0] == pytest.approx(D_new_lam, abs=1e-12)
-    assert svm.stopped_ == "tol"
+    assert svm.state_ is state and svm.stopped_ == "tol"
     assert abs(svm.dual_ - exact_kernel_dual(X, Y, 3, lam2, ("rbf", 0.5))) < 1e-8
-    D_new_kernel = alpha_dual(svm.state_, X, Y, 3, lam2, ("rbf", 0.2))
-    svm.set_params(solver__gamma=0.2).fit(X, Y)
-    assert svm.trace_["dual"][0] == pytest.approx(D_new_kernel, abs=1e-12)
+    with pytest.warns(RuntimeWarning, match="kernel .* changed.*starting afresh"):
+        svm.set_params(solver__gamma=0.2).fit(X, Y)
+    assert svm.state_ is not state and svm.stopped_ == "tol"
     assert abs(svm.dual_ - exact_kernel_dual(X, Y, 3, lam2, ("rbf", 0.2))) < 1e-8
 
 
@@ -388,7 +455,7 @@ def test_a_state_from_other_data_is_not_reused():
     svm = fit(model, X, Y, KernelBCFW(), passes=2, warm_start=True)
     with pytest.warns(RuntimeWarning, match="other data"):
         svm.fit(X[:-1], Y[:-1])
-    assert isinstance(svm.state_, KernelBCFWState) and svm.state_.n == len(X) - 1
+    assert isinstance(svm.state_, KernelState) and svm.state_.n == len(X) - 1
 
 
 def test_time_budget_ends_the_fit():
@@ -417,15 +484,14 @@ def test_ctrl_c_ends_interrupted_with_the_best_iterate_and_a_usable_state():
         assert svm.stopped_ == "interrupted"
         assert svm.primal_ == np.min(svm.trace_["primal"])   # the best evaluated iterate
         assert len(svm.predict(X[:3])) == 3
-        st = svm.state_
-        assert np.all(np.isfinite(st.theta))
+        assert np.all(np.isfinite(svm.state_.w))
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             svm.set_params(warm_start=True, max_passes=1).fit(X, Y)
         assert svm.stopped_ == "max_passes"
 
 
-# ============================================================ estimator, prediction, options
+# ============================================================ estimator, prediction, options, path
 def test_estimator_predicts_with_the_kernel_expansion_and_traces_the_test_loss():
     X, Y, model = small_chain(n=30)
     Xt, Yt = X[20:], Y[20:]
@@ -454,15 +520,37 @@ def test_sparse_positions_give_the_dense_iterates():
 
 def test_options_table_clone_and_registration():
     assert SOLVER_NAMES["kernel-bcfw"] is KernelBCFW
-    solver = KernelBCFW(kernel="poly", gamma=0.5, degree=2)
+    solver = KernelBCFW(kernel="poly", gamma=0.5, degree=2, multi_plane=True, minibatch=2)
     assert solver.get_params()["degree"] == 2
+    assert set(BCFW().get_params()) < set(solver.get_params())  # every engine option
     est = sf.StructuredSVM(ChainModel(3, 2), solver=solver)
     c = clone(est)
     assert c.solver.get_params() == solver.get_params() and c.solver is not solver
     est.set_params(solver__gamma=0.25)
     assert est.solver.gamma == 0.25
-    assert "kernel_cache_mb=1024.0" in repr(KernelBCFW())
+    assert "kernel_tol=1e-10" in repr(KernelBCFW())
     assert KernelBCFW(step="pairwise", averaging="weighted").label == "kernel-BCPFW-rbf-wavg"
+    assert KernelBCFW(multi_plane=True, sampling="gap").label == "kernel-MP-BCFW-rbf-gap"
+    with pytest.raises(ValueError, match="cache=True and multi_plane=True"):
+        KernelBCFW(cache=True, multi_plane=True)
+
+
+def test_the_regularisation_path_runs_on_the_maps_linear_problem():
+    """Osokin et al.'s eps-approximate path with a kernel: the path of the linear problem on the map's
+    inputs; at any lam its w, as an expansion, is eps-approximate for the kernel problem (its primal by
+    enumeration with kappa against the exact kernel QP)."""
+    X, Y, model = tiny_chain(seed=6)
+    spec = ("rbf", 0.5)
+    kmap = KernelMap(model, X, ("rbf", 0.5, 3, 1.0))
+    eps = 0.05
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = sf.regularization_path(kmap.linear_model(), kmap.inputs(), Y, eps=eps, min_lam=0.05, random_state=0)
+    assert len(path) >= 2
+    for lam in (path.breakpoints[0], 0.5 * (path.breakpoints[0] + path.breakpoints[-1]), 0.06):
+        exp = kmap.expansion(path.coef_at(lam))
+        Pstar = exact_kernel_dual(X, Y, 3, lam, spec)
+        assert expansion_primal(exp, X, Y, 3, lam, spec) - Pstar <= eps + 1e-9
 
 
 def test_rbf_separates_what_a_linear_multiclass_model_cannot():

@@ -37,7 +37,7 @@ FAMILIES = {
                                   ("structfw.oracles.potts", "alpha_expansion")),
     "matching oracle": (("structfw.oracles.matching", "matching_scores_dense"),),
     "chain marginals (online-EG)": (("structfw.oracles.marginals", "chain_expectation_dense"),),
-    "kernel BCFW": (("structfw.solvers.kernel_bcfw", "kernel_block_step"),),
+    "kernel BCFW": (("structfw.oracles.kernel_chain", "rbf_from_dots"),),
     "kernel SVM": (("structfw.svm._solver", "_iterate"),),
 }
 
@@ -45,7 +45,7 @@ FAMILIES = {
 #: whatever its model, so only the families with their own entry point are named)
 _MODULE_FAMILY = (
     ("structfw.svm", "the kernel SVM"),
-    ("structfw.solvers.kernel_bcfw", "kernel BCFW"),
+    ("structfw.oracles.kernel_chain", "kernel BCFW"),
 )
 
 FIRST_RUN_MESSAGE = ("compiling numba kernels (first use on this machine only: later runs load them from the "

@@ -39,7 +39,6 @@ from ..oracles.chain import chain_phi_diff_csr, chain_unary_csr, hamming_loss
 from ..oracles.compiled import chain_psi_entries
 from ..solvers._fastpass import fw_block_step
 from ..solvers._kernels import NO_CORNER, block_step, step_along
-from ..solvers.kernel_bcfw import _unary_terms
 from ..solvers.rows import SparseRows, row_room
 from ._common import environment, pyplot, write_json
 
@@ -164,10 +163,30 @@ def _factored_direction(A_i, T_i, yt, ys, inv_ln):
     return D, dT
 
 
+@njit(cache=True, nogil=True)
+def _unary_terms(dB, U, Kii):
+    """(<d, w>, ||d||^2) of the unary part: sum dB * U and sum_c dB[:, c]^T K_ii dB[:, c]."""
+    T, K = dB.shape
+    wd = 0.0
+    for t in range(T):
+        for c in range(K):
+            wd += dB[t, c] * U[t, c]
+    nrm = 0.0
+    for t in range(T):
+        for s in range(T):
+            kts = Kii[t, s]
+            if kts != 0.0:
+                acc = 0.0
+                for c in range(K):
+                    acc += dB[t, c] * dB[s, c]
+                nrm += kts * acc
+    return wd, nrm
+
+
 @njit(cache=True)
 def _factored_terms(D, dT, U, G, w_tr):
     """(<w, d>, ||d||^2) of the factored direction: the unary part is kernel BCFW's with the
-    linear kernel, whose Gram matrix G is (`kernel_bcfw._unary_terms`), plus <dT, W_tr> and
+    linear kernel, whose Gram matrix G is (`_unary_terms`), plus <dT, W_tr> and
     ||dT||^2."""
     L, K = D.shape
     wd, nrm = _unary_terms(D, U, G.reshape(L, L))

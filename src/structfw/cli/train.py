@@ -166,7 +166,7 @@ def _announce_large_fit(solver, model, X):
         N, F, K, n, chain = fit_shape(model, X)
     except ValueError:
         return False  # a model it cannot kernelize: the fit says so
-    msg = large_fit_message(estimate_fit_size(N, F, K, n, solver.kernel_cache_mb, chain), N, F)
+    msg = large_fit_message(estimate_fit_size(N, F, K, n, solver.kernel_rank, chain), N, F)
     if msg is not None:
         click.echo(f"Warning: {msg}", err=True)
     return msg is not None

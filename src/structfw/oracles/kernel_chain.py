@@ -10,10 +10,10 @@ E(y) in R^{K x K} counts the transitions a -> b of y (the transition indicator f
 of `ChainModel`, kept linear).  With kappa linear this is exactly
 <phi(x, y), phi(x', y')> of ChainModel.  A weight vector w = A alpha is then implicit:
 
-    unary score of label c at a position x_t = sum_p kappa(x_t, x_p) beta[p, c]
+    unary score of label c at a position x_t = sum_p kappa(x_t, x_p) coef[p, c]
 
-over the training positions p, with the dual coefficients beta of the solver
-(`structfw.solvers.kernel_bcfw`), and explicit transition weights P (K x K).
+over support positions p (the pivots of `structfw.solvers.kernel_bcfw.KernelMap`), with explicit
+transition weights P (K x K).
 
 Everything here is numba-compiled (``cache=True``, ``nogil=True``) or a BLAS product.
 Layering: this module imports only `structfw.oracles.chain`.
@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .chain import hamming_loss, loss_augmented_viterbi, viterbi
+from .chain import viterbi
 
 #: kernels kappa on the features of one position
 KERNELS = ("linear", "rbf", "poly")
@@ -84,78 +84,7 @@ def poly_from_dots(G, gamma, coef0, degree):
 
 # ------------------------------------------------------------------ decoding
 @njit(cache=True, nogil=True)
-def labelling_score(U, P, y):
-    """<w, phi(x, y)> = sum_t U[t, y_t] + sum_t P[y_t, y_{t+1}] from unary scores U (T, K)."""
-    s = 0.0
-    T = y.shape[0]
-    for t in range(T):
-        s += U[t, y[t]]
-    for t in range(T - 1):
-        s += P[y[t], y[t + 1]]
-    return s
-
-
-@njit(cache=True, nogil=True)
-def chain_max_oracle(U, P, y_true):
-    """Loss-augmented decoding from unary scores: (y*, H_i(y*; w)).
-
-    y* = argmax_y Delta(y_i, y) + <w, phi(x_i, y)> (Viterbi on U + [y_t != y_i,t]/T, the
-    normalised Hamming loss), and H_i(y*) = Delta(y_i, y*) - <w, phi(x_i, y_i) - phi(x_i, y*)>,
-    the loss-augmented score (eq. (2) of the BCFW paper)."""
-    y, _ = loss_augmented_viterbi(U, P, y_true)
-    H = hamming_loss(y_true, y) + labelling_score(U, P, y) - labelling_score(U, P, y_true)
-    return y, H
-
-
-@njit(cache=True, nogil=True)
 def chain_decode(U, P):
     """argmax_y <w, phi(x, y)> from unary scores U (T, K) and transition weights P (K, K)."""
     y, _ = viterbi(U, P)
     return y
-
-
-# ------------------------------------------------------------------ dual coefficients
-@njit(cache=True, nogil=True)
-def block_coefficients(Ys, weights, y_true, K, inv_ln):
-    """(beta rows (T, K), transition part (K, K), sum of alpha-weighted losses) of one block.
-
-    w_i = A alpha_[i] for the explicit sparse alpha_i given as labellings ``Ys`` (m, T)
-    with ``weights`` (m,):
-
-        beta_i[t, c] = inv_ln * sum_y alpha_i(y) ([y_i,t == c] - [y_t == c]),
-        P_i          = inv_ln * sum_y alpha_i(y) (E(y_i) - E(y)),
-        L            = sum_y alpha_i(y) Delta(y_i, y)
-
-    with inv_ln = 1/(lam n).  Positions where y agrees with y_i are skipped (their
-    contribution is exactly zero), so a position no labelling of alpha_i gets wrong keeps
-    an exactly zero row: it is not a support position of the expansion."""
-    m, T = Ys.shape
-    B = np.zeros((T, K))
-    Pi = np.zeros((K, K))
-    loss = 0.0
-    for j in range(m):
-        a = weights[j]
-        if a == 0.0:
-            continue
-        y = Ys[j]
-        wrong = 0
-        for t in range(T):
-            if y[t] != y_true[t]:
-                B[t, y_true[t]] += a
-                B[t, y[t]] -= a
-                wrong += 1
-        if wrong == 0:
-            continue
-        for t in range(T - 1):
-            a0, b0, a1, b1 = y_true[t], y_true[t + 1], y[t], y[t + 1]
-            if a0 != a1 or b0 != b1:
-                Pi[a0, b0] += a
-                Pi[a1, b1] -= a
-        loss += a * wrong / T
-    for t in range(T):
-        for c in range(K):
-            B[t, c] *= inv_ln
-    for a0 in range(K):
-        for b0 in range(K):
-            Pi[a0, b0] *= inv_ln
-    return B, Pi, loss

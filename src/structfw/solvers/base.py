@@ -14,7 +14,7 @@ import math
 import numbers
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, TypeAlias, TypeVar, cast
@@ -140,6 +140,9 @@ class Monitor:
         self.best: _Best | None = None  # (primal, w copy, gap, dual, certified gap or None)
         self.certified_gap: float | None = None  # of the last checkpoint, when the model bounds its oracle
         self.interrupted = False
+        # how a solver's w is presented to the trace, the test loss and `best` (KernelBCFW: the
+        # kernel expansion of w in the map's coordinates); None: as it is
+        self.present: Callable[[npt.NDArray[np.float64]], Any] | None = None
         from .. import _compile
 
         # otherwise a first fit sits silent (or its bar at 0 % with a false ETA) while numba compiles
@@ -193,6 +196,8 @@ class Monitor:
     def record(self, w: npt.NDArray[np.float64] | KernelExpansion, passes: float, oracle_calls: float, primal: float,
                dual: float, gap: float, **extra: float) -> None:
         """Append a checkpoint row (call inside ``monitoring()``)."""
+        if self.present is not None and isinstance(w, np.ndarray):
+            w = self.present(w)
         row = dict(passes=passes, oracle_calls=oracle_calls, time_s=self.opt_time(),
                    primal=primal, dual=dual, gap=gap, monitor_calls=self.monitor_calls)
         tl = self.test_loss(w)
