@@ -45,6 +45,7 @@ from ._linalg import dot
 from .solvers.base import Monitor, StopRule
 from ._interrupt import deferred_sigint
 from .solvers.bcfw import BCFW, BCFWState
+from .solvers.kernel_bcfw import KernelBCFW
 from .solvers.problem import LAM_FLOOR, OracleCorner, Problem
 
 if TYPE_CHECKING:
@@ -730,6 +731,11 @@ def _regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[A
     if not isinstance(solver, BCFW):
         raise ValueError(f"solver must be a structfw.solvers.BCFW engine (any options but averaging); "
                          f"got {solver!r}")
+    if isinstance(solver, KernelBCFW):
+        raise ValueError("solver must be a linear BCFW engine: the path of a kernel problem is the path of its "
+                         "map's linear problem (kmap = KernelMap(model, X, (kernel, gamma, degree, coef0)); "
+                         "regularization_path(kmap.linear_model(), kmap.inputs(), Y, ...); kmap.expansion(w) "
+                         "predicts; docs/guide/kernel-bcfw.md)")
     if solver.averaging is not None:
         raise ValueError(f"solver must not average its iterates (averaging={solver.averaging!r}): the path "
                          "needs the dual variables of the returned w; use averaging=None")

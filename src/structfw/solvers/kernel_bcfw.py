@@ -136,7 +136,7 @@ def large_fit_message(est: dict[str, float], n_positions: int, n_features: int) 
     if est["memory_bytes"] <= LARGE_FIT_BYTES and est["flops_per_pass"] <= LARGE_FIT_FLOPS_PER_PASS:
         return None
     gb = 2.0 ** 30
-    return (f"kernel-bcfw on {n_positions:,} training positions ({n_features} features each): up to "
+    return (f"kernel-bcfw on {n_positions:,} training positions ({n_features} features each): about "
             f"{est['memory_bytes'] / gb:.1f} GB (Gram matrix {est['gram_bytes'] / gb:.1f} GB while it is factored, "
             f"coordinates {est['coords_bytes'] / gb:.1f} GB for rank {int(est['rank']):,}, block rows "
             f"{est['rows_bytes'] / gb:.1f} GB) and {est['flops_per_pass']:.1e} multiply-adds a pass. Smaller and "
