@@ -462,7 +462,7 @@ KERNEL_PARAMS: tuple[Param, ...] = (
           help="Kernel-BCFW: the factorisation of the Gram matrix stops at a residual diagonal <= this times "
                "the largest kappa(x, x)."),
     Param("kernel_rank", None, "int", low=1, none_ok=True,
-          help="Kernel-BCFW: at most this many pivots (Nystrom's approximation of kappa); None (CLI: never): "
+          help="Kernel-BCFW: at most this many pivots (Nystrom's approximation of kappa); None (CLI: none): "
                "as many as the tolerance needs, an exact factorisation."),
 )
 
