@@ -68,7 +68,10 @@ def pack_chain_dense(X, Y, n_states, n_features):
         nonzero = Xc != 0.0
         row_ptr = np.zeros(N + 1, np.int64)
         np.cumsum(nonzero.sum(axis=1), out=row_ptr[1:])
-        nz_f, nz_x = np.nonzero(nonzero)[1], Xc[nonzero]
+        # flat positions, then their columns in place: one index array, where np.nonzero makes two
+        nz_f = np.flatnonzero(nonzero)
+        nz_x = Xc.reshape(-1)[nz_f]
+        np.remainder(nz_f, F, out=nz_f)
     return CHAIN_DENSE, (Xc, _i(_word_starts(X)), _i(np.concatenate(Y)), np.int64(n_states), np.int64(n_features),
                          row_ptr, _i(nz_f), _f(nz_x))
 
