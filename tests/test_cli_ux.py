@@ -221,12 +221,14 @@ def test_a_resumed_trace_continues_the_pass_count_and_time():
 
 # ------------------------------------------------------------------ a large kernelized fit
 def test_the_size_estimate_on_small_inputs():
-    est = estimate_fit_size(100, 5, 3, 20)
+    est = estimate_fit_size(100, 5, 3, 20)  # factored w_i: a row of label weights per position
     assert est["rank"] == 100 and est["gram_bytes"] == 8 * 100 * 100 and est["coords_bytes"] == 8 * 100 * 100
-    assert est["rows_bytes"] == 8 * 20 * (100 * 3 + 9)
-    assert est["memory_bytes"] == max(2 * 8 * 100 * 100, 2 * 8 * 100 * 100 + 8 * 20 * (100 * 3 + 9))
-    assert est["flops_per_pass"] == 100 * 100 * 3
-    capped = estimate_fit_size(100, 5, 3, 20, kernel_rank=10, n_edges=False)
+    assert est["rows_bytes"] == 8 * (100 * 3 + 20 * 9)
+    rows = estimate_fit_size(100, 5, 3, 20, rows=True)
+    assert rows["rows_bytes"] == 8 * 20 * (100 * 3 + 9)
+    assert rows["memory_bytes"] == max(2 * 8 * 100 * 100, 2 * 8 * 100 * 100 + 8 * 20 * (100 * 3 + 9))
+    assert est["flops_per_pass"] == rows["flops_per_pass"] == 100 * 100 * 3
+    capped = estimate_fit_size(100, 5, 3, 20, kernel_rank=10, n_edges=False, rows=True)
     assert capped["gram_bytes"] == 0.0 and capped["coords_bytes"] == 8 * 100 * 10
     assert capped["rows_bytes"] == 8 * 20 * 10 * 3 and capped["flops_per_pass"] == 100 * 10 * 3
     with warnings.catch_warnings():

@@ -37,7 +37,7 @@ def _option_reads(path):
 
 
 @pytest.mark.parametrize("name", ["bcfw.py", "passes.py", "parts.py", "block_state.py", "corners.py",
-                                  "_fastpass.py", "averaging.py", "sampling.py"])
+                                  "_fastpass.py", "_factored.py", "averaging.py", "sampling.py", "kernel_bcfw.py"])
 def test_no_option_is_read_outside_the_plan(name):
     reads = _option_reads(SOLVERS / name)
     assert reads == [], f"{name} reads engine options outside solvers/plan.py: {reads}"

@@ -577,9 +577,11 @@ def test_rbf_beats_the_linear_model_on_an_ocr_subset():
     X, Y = [X[i] for i in idx], [Y[i] for i in idx]
     model = ChainModel(26, 128)
     lin = sf.StructuredSVM(model, solver=BCFW(), lam=0.01, max_passes=20, tol=None, random_state=0).fit(X, Y)
-    with pytest.warns(LargeFitWarning, match="7,558 training positions"):  # 2.3 GB estimated: said first
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LargeFitWarning)  # factored w_i: 0.9 GB estimated, under the 1 GB warning
         rbf = sf.StructuredSVM(model, solver=KernelBCFW(kernel="rbf", gamma=0.05), lam=0.01, max_passes=20,
                                tol=None, random_state=0).fit(X, Y)
+    assert rbf.state_.storage == "factored"
     err_lin, err_rbf = 1 - lin.score(Xt, Yt), 1 - rbf.score(Xt, Yt)
     assert err_rbf < 0.75 * err_lin
     assert rbf.gap_ < lin.gap_

@@ -37,6 +37,7 @@ from numba import njit
 from .._linalg import sparse_dot_dense, sparse_dot_sparse
 from ..oracles.chain import chain_phi_diff_csr, chain_unary_csr, hamming_loss
 from ..oracles.compiled import chain_psi_entries
+from ..solvers._factored import _direction, _terms
 from ..solvers._fastpass import fw_block_step
 from ..solvers._kernels import NO_CORNER, block_step, step_along
 from ..solvers.rows import SparseRows, row_room
@@ -150,54 +151,6 @@ def replay_sparse_rows(pos, plan, B, w, li, lam, S, F):
 
 
 @njit(cache=True)
-def _factored_direction(A_i, T_i, yt, ys, inv_ln):
-    """D = a(w_s) - A_i and dT = T(w_s) - T_i: w_s = (phi(y_i) - phi(y*)) / (lam n)."""
-    D = -A_i
-    dT = -T_i
-    for t in range(yt.shape[0]):
-        D[t, yt[t]] += inv_ln
-        D[t, ys[t]] -= inv_ln
-    for t in range(yt.shape[0] - 1):
-        dT[yt[t], yt[t + 1]] += inv_ln
-        dT[ys[t], ys[t + 1]] -= inv_ln
-    return D, dT
-
-
-@njit(cache=True, nogil=True)
-def _unary_terms(dB, U, Kii):
-    """(<d, w>, ||d||^2) of the unary part: sum dB * U and sum_c dB[:, c]^T K_ii dB[:, c]."""
-    T, K = dB.shape
-    wd = 0.0
-    for t in range(T):
-        for c in range(K):
-            wd += dB[t, c] * U[t, c]
-    nrm = 0.0
-    for t in range(T):
-        for s in range(T):
-            kts = Kii[t, s]
-            if kts != 0.0:
-                acc = 0.0
-                for c in range(K):
-                    acc += dB[t, c] * dB[s, c]
-                nrm += kts * acc
-    return wd, nrm
-
-
-@njit(cache=True)
-def _factored_terms(D, dT, U, G, w_tr):
-    """(<w, d>, ||d||^2) of the factored direction: the unary part is kernel BCFW's with the
-    linear kernel, whose Gram matrix G is (`_unary_terms`), plus <dT, W_tr> and
-    ||dT||^2."""
-    L, K = D.shape
-    wd, nrm = _unary_terms(D, U, G.reshape(L, L))
-    for p in range(K):
-        for q in range(K):
-            wd += dT[p, q] * w_tr[p * K + q]
-            nrm += dT[p, q] * dT[p, q]
-    return wd, nrm
-
-
-@njit(cache=True)
 def _factored_move(w, ip, ix, vx, D, dT, gamma, S, F):
     """w += gamma d: every (feature, label) pair of the sequence with D[t, k] != 0, and the
     transitions."""
@@ -230,9 +183,9 @@ def replay_factored(pos, plan, fstate, w, li, lam, S, F):
         ys = cys[cofs[k]:cofs[k + 1]]
         U = chain_unary_csr(ip, ix, vx, w, S, F, yt, np.bool_(False))  # the oracle's scores at w
         a, b = starts[i], starts[i + 1]
-        D, dT = _factored_direction(A[a:b], T[i], yt, ys, inv_ln)
+        D, dT = _direction(A[a:b], T[i], yt, ys, inv_ln)
         dl = hamming_loss(yt, ys) / n - li[i]
-        wd, nrm = _factored_terms(D, dT, U, G[gofs[i]:gofs[i + 1]], w_tr)
+        wd, nrm = _terms(D, dT, U, G[gofs[i]:gofs[i + 1]], w_tr)
         gamma = step_along(lam * wd - dl, nrm, lam, 1.0, -1.0)
         if gamma > 0.0:
             _factored_move(w, ip, ix, vx, D, dT, gamma, S, F)

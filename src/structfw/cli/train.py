@@ -159,6 +159,7 @@ def _fit(kw, model, solver, X, Y, Xt, Yt):
 def _announce_large_fit(solver, model, X):
     """Say before a kernelized fit starts that it is large (its memory and work per pass); True if said."""
     from ..solvers.kernel_bcfw import KernelBCFW, estimate_fit_size, fit_shape, large_fit_message
+    from ..solvers.plan import keeps_rows
 
     if not isinstance(solver, KernelBCFW):
         return False
@@ -166,7 +167,7 @@ def _announce_large_fit(solver, model, X):
         N, F, K, n, chain = fit_shape(model, X)
     except ValueError:
         return False  # a model it cannot kernelize: the fit says so
-    msg = large_fit_message(estimate_fit_size(N, F, K, n, solver.kernel_rank, chain), N, F)
+    msg = large_fit_message(estimate_fit_size(N, F, K, n, solver.kernel_rank, chain, keeps_rows(solver)), N, F)
     if msg is not None:
         click.echo(f"Warning: {msg}", err=True)
     return msg is not None

@@ -29,6 +29,7 @@ from .._linalg import axpy
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
 from .block_state import BCFWState, ground_truth_corners
+from ._factored import block_w_dots
 from .corners import CornerStore
 from .parts import BlockContext, ExactOracle
 from .passes import run_pass
@@ -177,17 +178,22 @@ class BCFW(Solver):
         (docs/design.md, "Adding a corner source"); it then runs on the Python route."""
         return corner_source(self)
 
-    def plan(self, problem: Problem, dense: bool | None = None) -> BlockPlan:
-        """Every decision of a solve of ``problem``, resolved once (`structfw.solvers.plan.make_plan`)."""
-        return make_plan(self, problem, dense)
+    def plan(self, problem: Problem, storage: str | None = None) -> BlockPlan:
+        """Every decision of a solve of ``problem``, resolved once (`structfw.solvers.plan.make_plan`);
+        ``storage``: that of a state being continued."""
+        return make_plan(self, problem, storage)
 
     # ================================================================ state
     def new_state(self, problem: Problem, rng: int | np.random.Generator | None = None,
                   plan: BlockPlan | None = None) -> BCFWState:
         """A fresh state at alpha = e_{y_i} for every block (w = 0)."""
         plan = self.plan(problem) if plan is None else plan
+        factored = None
+        if plan.factored is not None:  # per-position label weights of the chain oracle's positions
+            data = cast("tuple[Any, Any]", plan.compiled)[1]
+            factored = (data[1], int(data[3]))
         st = BCFWState(problem, plan.dense, track_alpha=plan.track_alpha, keep_corners=plan.keep_corners,
-                       corner_capacity=plan.corner_capacity, lazy_rows=plan.lazy_rows)
+                       corner_capacity=plan.corner_capacity, lazy_rows=plan.lazy_rows, factored=factored)
         st.rng = np.random.default_rng(rng)
         st.sampler = BlockSampler(plan.sampling, problem.n, st.rng)
         _new_averages(plan, st)
@@ -207,7 +213,7 @@ class BCFW(Solver):
 
     def init_state(self, problem: Problem, state: object | None, rng: int | np.random.Generator | None) -> BCFWState:
         st = continue_or_restart(state, BCFWState, problem)
-        plan = self.plan(problem, None if st is None else st.dense_blocks)
+        plan = self.plan(problem, None if st is None else st.storage)
         if st is not None:
             st = _continue(plan, problem, st)
             if st is None:  # the previous state cannot serve this plan: afresh, storage from the options
@@ -240,8 +246,7 @@ class BCFW(Solver):
         primal = problem.primal(w, float(Hs.sum()))
         gaps = None
         if w is state.w:
-            wdots = np.array([state.block_w_dot(i, w) for i in range(problem.n)])
-            gaps = problem.lam * wdots - state.li + Hs / problem.n
+            gaps = problem.lam * _block_w_dots(problem, state) - state.li + Hs / problem.n
         return primal, gaps, res
 
     # ================================================================ skeleton parts
@@ -285,6 +290,14 @@ class BCFW(Solver):
     def run_pass(self, problem: Problem, st: BCFWState, flag: InterruptFlag) -> None:
         """n block iterations, or an outer iteration of MP-BCFW (`structfw.solvers.passes.run_pass`)."""
         run_pass(self._ctx, flag)
+
+
+def _block_w_dots(problem: Problem, st: BCFWState) -> npt.NDArray[np.float64]:
+    """<w_i, w> of every block: from the rows, or for factored w_i from the chain oracle's positions."""
+    if st.factored is not None:
+        Xc = cast("tuple[Any, Any]", problem.compiled_oracle())[1][0]
+        return block_w_dots(Xc, st.factored, st.w)
+    return np.array([st.block_w_dot(i, st.w) for i in range(problem.n)])
 
 
 def _reported_point(problem: Problem, st: BCFWState) -> tuple[npt.NDArray[np.float64], float]:
@@ -379,6 +392,11 @@ def _place_at_corners(problem: Problem, st: BCFWState, labellings: Sequence[Any]
 
 def _continue(plan: BlockPlan, problem: Problem, st: BCFWState) -> BCFWState | None:
     """Carry a previous state into this solve: rescale to a new lam, adapt it to the plan."""
+    if st.factored is not None and plan.factored is None:
+        warnings.warn("warm start: the previous state stores its w_i factored (per-position label weights), which "
+                      "only plain FW steps with the model's compiled chain oracle read; starting afresh",
+                      RuntimeWarning, stacklevel=4)
+        return None
     if plan.track_alpha and not st.track_alpha:
         warnings.warn(f"warm start: the previous state has no active sets, which step={plan.step_name!r} needs; "
                       "starting afresh", RuntimeWarning, stacklevel=4)

@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._linalg import SparseVector
+from ._factored import FactoredBlocks
 from ._kernels import projected_line_search
 from .averaging import LazyAverage
 from .corners import CornerStore, cs_away_and_weighted_score, cs_entries, cs_weighted_rows
@@ -66,9 +67,13 @@ class BCFWState:
 
     #: states saved before the flag existed kept their rows
     rows_stale = False
+    #: the factored w_i of a chain (`structfw.solvers._factored.FactoredBlocks`) instead of rows; set on
+    #: the instance only when used, so that states with rows are saved and read as before
+    factored: FactoredBlocks | None = None
 
     def __init__(self, problem: Problem, dense_blocks: bool, track_alpha: bool, keep_corners: bool,
-                 corner_capacity: int = 8, lazy_rows: bool = False) -> None:
+                 corner_capacity: int = 8, lazy_rows: bool = False,
+                 factored: tuple[npt.NDArray[np.int64], int] | None = None) -> None:
         n, d = problem.n, problem.d
         self.lam = problem.lam
         self.n, self.d = n, d
@@ -78,7 +83,11 @@ class BCFWState:
         self.v = np.zeros(d) if problem.constrained else self.w
         self.ell = 0.0
         self.dense_blocks = dense_blocks
-        if dense_blocks:
+        if factored is not None:  # (block starts, K): label weights per position, no rows
+            self.factored = FactoredBlocks(*factored)
+            self.dense_blocks = True
+            self.wi = np.zeros((n, 0))
+        elif dense_blocks:
             wi = np.zeros((n, d))
             if not lazy_rows:
                 wi.fill(0.0)  # touch the pages now: first-touch faults would otherwise slow the first pass
@@ -117,9 +126,23 @@ class BCFWState:
     wi_scaled: bool
 
     @property
+    def storage(self) -> str:
+        """How the w_i are stored: "dense" or "sparse" rows, or "factored"."""
+        if self.factored is not None:
+            return "factored"
+        return "dense" if self.dense_blocks else "sparse"
+
+    def _no_rows(self) -> None:
+        if self.factored is not None:
+            raise ValueError("this state stores its w_i factored (block_storage='factored': per-position label "
+                             "weights, no rows); continue it with plain FW steps, or fit with block_storage="
+                             "'dense' or 'sparse' for a state with rows")
+
+    @property
     def wi(self) -> npt.NDArray[np.float64] | list[SparseVector]:
         """w_i of every block, a new (n, d) array or list of n SparseVector when the rows are
         scaled or sparse.  To write w_i in place call `unscaled_blocks`."""
+        self._no_rows()
         self._rebuild_stale_rows()
         if isinstance(self._wi, SparseRows):
             return [self._wi.row(i) * float(self.wi_scale[i]) for i in range(self.n)]
@@ -151,6 +174,7 @@ class BCFWState:
         """The rows as the compiled block step takes them (`structfw.solvers.rows`): dense
         (scales, rows), sparse (scales, start, nnz, cap, idx, val, meta), or (scales,) for a
         pass that does not keep the rows (it marks them stale)."""
+        self._no_rows()
         rows, scales = self.scaled_blocks(stale_ok=not keep_rows)
         if not keep_rows:
             return (scales,)
@@ -193,6 +217,7 @@ class BCFWState:
     def unscaled_blocks(self) -> Any:
         """The stored w_i with the scales folded into the rows (all 1 afterwards): for code that
         writes w_i itself.  Folding rounds, so a fit that continues another is not folded."""
+        self._no_rows()
         self._rebuild_stale_rows()
         if self.wi_scaled:
             scaled = np.flatnonzero(self.wi_scale != 1.0)
@@ -222,6 +247,8 @@ class BCFWState:
             self.v *= r  # Pi(r v) = r Pi(v) for r > 0
         self.wi_scale *= r
         self.wi_scaled = True
+        if self.factored is not None:
+            self.factored.rescale(r)
         for avg in (self.avg, self.avg2):  # avg2: MP-BCFW's average over approximate steps
             if avg is not None:
                 avg.u *= r
@@ -279,7 +306,9 @@ class BCFWState:
 
     def block_w_dot(self, i: int, w: npt.NDArray[np.float64]) -> float:
         """<w_i, w> (without rescaling the stored rows; from the tracked weights, the sum of
-        alpha_i(y) <psi_i(y), w> / (lam n), while the rows are stale)."""
+        alpha_i(y) <psi_i(y), w> / (lam n), while the rows are stale).  Factored w_i are read with
+        the data (`structfw.solvers._factored.block_w_dots`)."""
+        self._no_rows()
         if self.rows_stale:
             # stale rows are dense rows of a state that tracks its corners' weights
             corners = cast(CornerStore, self.corners)

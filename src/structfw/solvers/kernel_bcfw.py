@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
@@ -45,7 +44,7 @@ from scipy.linalg import lapack, solve_triangular
 from ..oracles.kernel_chain import KERNELS, chain_decode, gram, squared_norms
 from .base import Monitor, Param, continue_or_restart
 from .bcfw import BCFW
-from .plan import ENGINE_PARAMS, check_combination, engine_label
+from .plan import ENGINE_PARAMS, check_combination, engine_label, keeps_rows
 from .problem import Problem
 
 if TYPE_CHECKING:
@@ -95,13 +94,14 @@ class LargeFitWarning(RuntimeWarning):
 
 
 def estimate_fit_size(n_positions: int, n_features: int, n_states: int, n_examples: int,
-                      kernel_rank: int | None = None, n_edges: bool = True) -> dict[str, float]:
+                      kernel_rank: int | None = None, n_edges: bool = True, rows: bool = False) -> dict[str, float]:
     """Memory and work of a kernelized fit, before it starts (r = N: the worst case of the full map).
 
     Setting up, the full factorisation holds the N x N Gram matrix (8 N^2 bytes; none with a
-    ``kernel_rank``); the fit holds the coordinates Z (8 N r bytes, and as much again for the
-    compiled oracle's stacked copy) and the engine's block rows w_i, d = r K + K^2 coordinates
-    each (8 n d bytes when dense).  A pass computes the unary scores, N r K multiply-adds.
+    ``kernel_rank``); the fit holds the coordinates Z (8 N r bytes, and about as much again for the
+    compiled oracle's non-zeros) and the engine's w_i: factored, N K + n K^2 numbers, or as rows of
+    d = r K + K^2 coordinates (8 n d bytes when dense).  A pass computes the unary scores, N r K
+    multiply-adds.
 
     Parameters
     ----------
@@ -112,11 +112,13 @@ def estimate_fit_size(n_positions: int, n_features: int, n_states: int, n_exampl
         The solver's ``kernel_rank`` (None: r = N, the most the full factorisation can give).
     n_edges : bool
         Chains have K x K transition weights; multiclass has none.
+    rows : bool
+        The options store the w_i as rows (`structfw.solvers.plan.keeps_rows`), not factored.
 
     Returns
     -------
     dict
-        ``rank`` (r), ``gram_bytes``, ``coords_bytes`` (Z), ``rows_bytes`` (dense block rows),
+        ``rank`` (r), ``gram_bytes``, ``coords_bytes`` (Z), ``rows_bytes`` (the w_i: dense rows, or factored),
         ``memory_bytes`` (the larger of the set-up's and the fit's), ``flops_per_pass`` and
         ``setup_flops`` (N^2 F for G and N r^2 / 3 for the factor; N r F and N r^2 with a rank).
     """
@@ -124,10 +126,11 @@ def estimate_fit_size(n_positions: int, n_features: int, n_states: int, n_exampl
     r = N if kernel_rank is None else min(N, int(kernel_rank))
     gram_bytes = 8.0 * N * N if kernel_rank is None else 0.0
     coords = 8.0 * N * r
-    rows = 8.0 * n * (r * K + (K * K if n_edges else 0))
+    edges = K * K if n_edges else 0
+    w_i = 8.0 * n * (r * K + edges) if rows else 8.0 * (N * K + n * edges)
     setup = N * N * F + N * r * r / 3.0 if kernel_rank is None else N * r * F + N * r * r
-    return dict(rank=float(r), gram_bytes=gram_bytes, coords_bytes=coords, rows_bytes=rows,
-                memory_bytes=max(gram_bytes + coords, 2.0 * coords + rows), flops_per_pass=float(N) * r * K,
+    return dict(rank=float(r), gram_bytes=gram_bytes, coords_bytes=coords, rows_bytes=w_i,
+                memory_bytes=max(gram_bytes + coords, 2.0 * coords + w_i), flops_per_pass=float(N) * r * K,
                 setup_flops=float(setup))
 
 
@@ -138,18 +141,19 @@ def large_fit_message(est: dict[str, float], n_positions: int, n_features: int) 
     gb = 2.0 ** 30
     return (f"kernel-bcfw on {n_positions:,} training positions ({n_features} features each): about "
             f"{est['memory_bytes'] / gb:.1f} GB (Gram matrix {est['gram_bytes'] / gb:.1f} GB while it is factored, "
-            f"coordinates {est['coords_bytes'] / gb:.1f} GB for rank {int(est['rank']):,}, block rows "
+            f"coordinates {est['coords_bytes'] / gb:.1f} GB for rank {int(est['rank']):,}, the w_i "
             f"{est['rows_bytes'] / gb:.1f} GB) and {est['flops_per_pass']:.1e} multiply-adds a pass. Smaller and "
             "faster: cap the rank (kernel_rank, --kernel-rank: Nystrom's approximation of the kernel), train on a "
             "subsample, or use the linear BCFW (solver 'bcfw')")
 
 
 def warn_if_large(n_positions: int, n_features: int, n_states: int, n_examples: int,
-                  kernel_rank: int | None = None, n_edges: bool = True, stacklevel: int = 2) -> str | None:
+                  kernel_rank: int | None = None, n_edges: bool = True, stacklevel: int = 2,
+                  rows: bool = False) -> str | None:
     """Issue a `LargeFitWarning` when the fit is large (see `estimate_fit_size`); returns the message
     or None."""
     msg = large_fit_message(estimate_fit_size(n_positions, n_features, n_states, n_examples, kernel_rank,
-                                              n_edges), n_positions, n_features)
+                                              n_edges, rows), n_positions, n_features)
     if msg is not None:
         warnings.warn(msg, LargeFitWarning, stacklevel=stacklevel + 1)
     return msg
@@ -502,9 +506,9 @@ class KernelBCFW(BCFW):
     step_size, oracle_quality, sampling, step, cache, cache_F, cache_nu, cache_size, averaging, \
 gap_refresh, block_storage, max_dense_bytes, check_oracle, multi_plane, max_planes, max_approx_passes, \
 plane_timeout, approx_rule, oracle_work, minibatch, asynchronous
-        The engine's options (`BCFW`), on the kernel problem; ``block_storage`` defaults to
-        "dense" here (the coordinates of a block are dense in the labels it has taken, so sparse
-        rows only cost more).
+        The engine's options (`BCFW`), on the kernel problem.  ``block_storage="auto"`` stores the
+        w_i factored -- per-position label weights, no rows of r K coordinates -- for plain FW
+        steps on chains, and as dense rows otherwise.
 
     Notes
     -----
@@ -517,11 +521,12 @@ plane_timeout, approx_rule, oracle_work, minibatch, asynchronous
     """
 
     name = "kernel-bcfw"
-    #: dense block rows by default: a block's coordinates are dense in every label it has taken, so
-    #: sparse rows only add their indices and merges (1,000 OCR words, rbf: 1.24 against 0.42 s a
-    #: pass and 6.1 against 3.7 GB peak)
-    PARAMS = KERNEL_PARAMS + tuple(replace(p, default="dense") if p.name == "block_storage" else p
-                                   for p in ENGINE_PARAMS)
+    PARAMS = KERNEL_PARAMS + ENGINE_PARAMS
+    #: block_storage="auto" stores the w_i factored (per-position label weights) when the options
+    #: allow it, else as dense rows: in the map's coordinates a row has r K numbers, dense in every
+    #: label its block has taken, so sparse rows only add indices and merges (1,000 OCR words, rbf:
+    #: 1.24 against 0.42 s a pass and 6.1 against 3.7 GB peak)
+    prefers_factored = True
 
     kernel: str
     gamma: float
@@ -534,7 +539,7 @@ plane_timeout, approx_rule, oracle_work, minibatch, asynchronous
                  kernel_tol: float = 1e-10, kernel_rank: int | None = None, step_size: str = "linesearch",
                  sampling: str = "uniform", step: str = "fw", cache: bool = False, cache_F: float = 0.25,
                  cache_nu: float = 0.01, cache_size: int = 50, averaging: str | None = None,
-                 gap_refresh: int | None = 10, block_storage: str = "dense", max_dense_bytes: int = 2 * 1024 ** 3,
+                 gap_refresh: int | None = 10, block_storage: str = "auto", max_dense_bytes: int = 2 * 1024 ** 3,
                  check_oracle: bool = True, multi_plane: bool = False, max_planes: int = 1000,
                  max_approx_passes: int = 1000, plane_timeout: int = 10, approx_rule: str = "work",
                  oracle_work: float = 10.0, minibatch: int = 1, asynchronous: bool = False,
@@ -556,7 +561,7 @@ plane_timeout, approx_rule, oracle_work, minibatch, asynchronous
     def kernel_map(self, problem: Problem) -> KernelMap:
         """The map of ``problem``'s training positions under this solver's kernel."""
         N, F, K, n, chain = fit_shape(problem.model, problem.X)
-        warn_if_large(N, F, K, n, self.kernel_rank, chain, stacklevel=4)
+        warn_if_large(N, F, K, n, self.kernel_rank, chain, stacklevel=4, rows=keeps_rows(self))
         return KernelMap(problem.model, problem.X, self.spec, self.kernel_tol, self.kernel_rank)
 
     def solve(self, problem: Problem, stop: StopRule, state: object | None = None,

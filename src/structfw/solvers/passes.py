@@ -24,6 +24,7 @@ from .._compile import compile_leaves_in_background
 from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL, GAP, K, MAX_GAP, NEED, ORACLE_CALLS,
                         ORDER, PAIRWISE_STEP, general_chunk, plain_fw_chunk)
 from .._linalg import sparse_dot_dense
+from ._factored import factored_fw_chunk
 from ._kernels import NO_CORNER, block_step
 from .corners import CornerStore
 
@@ -133,7 +134,9 @@ def block_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = None, approx
     if order is None:
         st.sampler.start_pass()
     if plan.compiled is not None:
-        if plan.plain and plan.dense:
+        if plan.factored is not None:
+            compiled_factored_pass(ctx, flag)
+        elif plain_dense(plan):
             compiled_plain_pass(ctx, flag)
         else:
             compiled_general_pass(ctx, flag, order, approx, avg)
@@ -291,24 +294,53 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
         ctx.passes_done += 1
 
 
+def plain_dense(plan: Any) -> bool:
+    """The plain pass on dense rows: `plain_fw_chunk`, the specialisation kept for it."""
+    return bool(plan.plain and plan.dense)
+
+
 def compiled_plain_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
     """The (FW, exact oracle, dense) pass in numba chunks (`plain_fw_chunk`)."""
+    plan, problem = ctx.plan, ctx.problem
+    scratch = np.zeros(problem.d)
+    rows, scales = ctx.st.scaled_blocks()
+    compile_leaves_in_background(plan.compiled[0])
+
+    def chunk(m: int, sampler: tuple[Any, ...], rule: tuple[Any, ...], avg: tuple[Any, ...],
+              state: tuple[Any, ...]) -> tuple[int, int]:
+        return plain_fw_chunk(plan.compiled, m, sampler, ctx.st.w, (rows, scales, ctx.st.li), rule, avg, state,
+                              scratch, _EMPTY_V)
+
+    _plain_chunks(ctx, flag, chunk)
+
+
+def compiled_factored_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
+    """The plain FW pass on the factored storage (`structfw.solvers._factored.factored_fw_chunk`)."""
+    plan, st = ctx.plan, ctx.st
+    fb = st.factored
+    data = plan.compiled[1]
+
+    def chunk(m: int, sampler: tuple[Any, ...], rule: tuple[Any, ...], avg: tuple[Any, ...],
+              state: tuple[Any, ...]) -> tuple[int, int]:
+        return factored_fw_chunk(data, m, sampler, st.w, (fb.A, fb.T, st.li), plan.factored, rule, avg, state)
+
+    _plain_chunks(ctx, flag, chunk)
+
+
+def _plain_chunks(ctx: BlockContext, flag: InterruptFlag, chunk: Any) -> None:
+    """A plain FW pass in numba chunks of ``chunk``(m, sampler, rule, avg, state) -> (steps, bad example)."""
     plan, st, problem = ctx.plan, ctx.st, ctx.problem
     n, sampler, avg = problem.n, st.sampler, st.avg
     avg_kind = AVG_CODES[avg.kind if avg is not None else None]
     u = avg.u if avg is not None else _EMPTY_V
     it = np.array([st.k, avg.t if avg is not None else 0], np.int64)
     fl = np.array([st.ell, avg.c if avg is not None else 1.0, avg.lbar if avg is not None else 0.0])
-    scratch = np.zeros(problem.d)
-    rows, scales = st.scaled_blocks()
-    compile_leaves_in_background(plan.compiled[0])
     rule = (problem.lam, plan.nu_step, plan.check_oracle)
     done = 0
     while done < n and not flag.requested:
         m = min(COMPILED_CHUNK, n - done)
         kind, order, draws = chunk_plan(st, m)
-        steps, bad = plain_fw_chunk(plan.compiled, m, (kind, order, draws, sampler.estimates, sampler._tree), st.w,
-                                    (rows, scales, st.li), rule, (avg_kind, u), (it, fl), scratch, _EMPTY_V)
+        steps, bad = chunk(m, (kind, order, draws, sampler.estimates, sampler._tree), rule, (avg_kind, u), (it, fl))
         ctx.counters["oracle_calls"] += steps + (bad >= 0)
         if bad >= 0:  # the compiled oracle is not a maximiser: the checked Python call names the example
             problem.oracle(bad, st.w, validate=True)

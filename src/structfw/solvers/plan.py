@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..oracles.compiled import CHAIN_DENSE
+from ._factored import block_grams
 from ._fastpass import AWAY_STEP, DROP_INACTIVE, EVICT_OVER, EXPIRE, FW_STEP, PAIRWISE_STEP
 from .base import Param
 from .parts import STEP_PARTS, ExactOracle, GapCache, WorkingSet
@@ -42,7 +44,9 @@ ENGINE_PARAMS: tuple[Param, ...] = (
     Param("gap_refresh", 10, "int", low=1, none_ok=True,
           help="Passes between full gap passes (gap sampling, cache); None (CLI: never): only the first "
                "(Osokin et al. Fig. 1's 'Gap Inf')."),
-    Param("block_storage", "auto", "choice", ("auto", "dense", "sparse"), help="Storage of the w_i."),
+    Param("block_storage", "auto", "choice", ("auto", "dense", "sparse", "factored"),
+          help="Storage of the w_i: rows (dense, sparse), or per-position label weights of a dense chain "
+               "('factored': plain FW steps with the model's compiled oracle)."),
     Param("max_dense_bytes", 2 * 1024 ** 3, "int", low=0, help="Largest n*d*8 stored densely by 'auto'."),
     Param("check_oracle", True, "bool", help="Validate oracle outputs in the first pass and gap passes."),
     Param("multi_plane", False, "bool",
@@ -106,7 +110,10 @@ class BlockPlan:
         the algorithm (its oracle calls count); ``gap_refresh=None``: only the first, the gap
         estimates then come from the block steps alone.
     dense : bool
-        The w_i are rows of an (n, d) array (else one sparse vector per block).
+        The w_i are rows of an (n, d) array (else one sparse vector per block, or factored).
+    factored : tuple or None
+        (G, offsets), the blocks' Gram matrices, when the w_i are stored as per-position label
+        weights (`structfw.solvers._factored`); None for rows.
     track_alpha, keep_corners, corner_capacity, lazy_rows
         What the state keeps: the corners' dual weights (pairwise/away steps), corner sets at
         all, their initial capacity, and whether dense rows may stay stale (compiled pairwise
@@ -134,6 +141,7 @@ class BlockPlan:
     uses_gaps: bool
     gap_refresh: int | None
     dense: bool
+    factored: tuple[Any, Any] | None
     track_alpha: bool
     keep_corners: bool
     corner_capacity: int
@@ -194,16 +202,42 @@ def corner_source(o: Any) -> ExactOracle:
 
 
 def dense_storage(o: Any, problem: Problem) -> bool:
-    """Dense w_i rows: asked for, or "auto" and n*d*8 bytes within ``max_dense_bytes``."""
-    return bool(o.block_storage == "dense" or (
-        o.block_storage == "auto" and problem.n * problem.d * 8 <= o.max_dense_bytes))
+    """Dense w_i rows: asked for, or "auto" and n*d*8 bytes within ``max_dense_bytes`` (always for a
+    solver that prefers the factored storage: its rows are dense in every label they have taken)."""
+    return bool(o.block_storage == "dense" or (o.block_storage == "auto" and (
+        problem.n * problem.d * 8 <= o.max_dense_bytes or getattr(o, "prefers_factored", False))))
 
 
-def make_plan(o: Any, problem: Problem, dense: bool | None = None) -> BlockPlan:
+def keeps_rows(o: Any) -> bool:
+    """Will a solve with these options store its w_i as rows?  False when "auto" or "factored" can
+    store them factored: plain FW steps, one block at a time, and a solver that prefers it (or asks)."""
+    plain = o.step == "fw" and not o.cache and not o.multi_plane and o.minibatch == 1
+    wants = o.block_storage == "factored" or (o.block_storage == "auto" and getattr(o, "prefers_factored", False))
+    return not (plain and wants)
+
+
+def factored_storage(o: Any, plain: bool, compiled: tuple[Any, Any] | None, tau: int,
+                     storage: str | None = None) -> bool:
+    """Per-position label weights (`structfw.solvers._factored`): asked for (or the storage of a state
+    being continued), or "auto" for a solver that prefers them (`KernelBCFW`), when the solve allows
+    them -- plain FW steps, the model's compiled dense chain oracle, one block at a time; asked for
+    otherwise: ValueError naming the option (a continued state then starts afresh)."""
+    able = plain and compiled is not None and compiled[0] == CHAIN_DENSE and tau == 1
+    if storage is not None:
+        return able and storage == "factored"
+    if o.block_storage == "factored" and not able:
+        raise ValueError("block_storage='factored' keeps per-position label weights of a dense chain for plain FW "
+                         "steps (step='fw', no cache, no multi_plane, minibatch=1) with the model's compiled oracle "
+                         "(ChainModel on dense inputs, no positivity); use 'auto', 'dense' or 'sparse' here")
+    return able and (o.block_storage == "factored" or (
+        o.block_storage == "auto" and getattr(o, "prefers_factored", False)))
+
+
+def make_plan(o: Any, problem: Problem, storage: str | None = None) -> BlockPlan:
     """The plan of a solve of ``problem`` with the options of ``o`` (a `BCFW`).
 
-    ``dense``: the storage of a state being continued (None: from ``block_storage``)."""
-    dense = dense_storage(o, problem) if dense is None else bool(dense)
+    ``storage``: "dense", "sparse" or "factored", that of a state being continued (None: from
+    ``block_storage``)."""
     source = o.corner_source()
     # the compiled passes implement the three sources of the option table; a corner source of
     # one's own (docs/design.md, "Adding a corner source") runs on the Python route
@@ -212,19 +246,23 @@ def make_plan(o: Any, problem: Problem, dense: bool | None = None) -> BlockPlan:
     # minibatch (minibatches are for costly oracles, which are not compiled)
     compilable = not problem.approximate and not problem.constrained and o.minibatch == 1
     compiled = problem.compiled_oracle() if compilable and builtin else None
+    plain = o.step == "fw" and type(source) is ExactOracle
+    factored = factored_storage(o, plain, compiled, o.minibatch, storage)
+    dense = dense_storage(o, problem) if storage is None else storage == "dense"
+    grams = block_grams(compiled[1][0], compiled[1][1]) if factored and compiled is not None else None
     track = o.step in ("pairwise", "away")
     return BlockPlan(
         source=source, step=STEP_PARTS[o.step](), step_name=o.step, step_code=_STEP_CODES[o.step],
         predefined=o.step_size == "predefined",
         nu_step=float(o.oracle_quality) if o.step_size == "predefined" else 0.0, sampling=o.sampling, averaging=o.averaging,
         uses_gaps=o.sampling in ("gap", "max_gap") or bool(o.cache), gap_refresh=o.gap_refresh,
-        dense=dense, track_alpha=track,
+        dense=dense and not factored, factored=grams, track_alpha=track,
         keep_corners=track or bool(o.cache) or bool(o.multi_plane) or bool(source.keeps_corners),
         corner_capacity=o.cache_size + 2 if o.cache else 8,
         # compiled pairwise passes never read or write the rows (passes.compiled_general_pass)
         lazy_rows=o.step == "pairwise" and compiled is not None,
         tau=o.minibatch, asynchronous=bool(o.asynchronous), compilable=compilable, compiled=compiled,
-        plain=o.step == "fw" and type(source) is ExactOracle, check_oracle=bool(o.check_oracle),
+        plain=plain, check_oracle=bool(o.check_oracle),
         cache=bool(o.cache), cache_F=o.cache_F, cache_nu=o.cache_nu, cache_size=o.cache_size,
         multi_plane=bool(o.multi_plane), max_planes=o.max_planes, plane_timeout=o.plane_timeout,
         max_approx_passes=o.max_approx_passes, approx_rule=o.approx_rule, oracle_work=o.oracle_work)

@@ -1,0 +1,122 @@
+"""The factored block storage (solvers/_factored.py): per-position label weights of a dense chain
+instead of rows.  The same FW steps as dense rows (to rounding: ||d||^2 comes from the block's Gram
+matrix), every option it serves, exact warm starts, and the options it does not serve refused."""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import structfw as sf
+from structfw.models import ChainModel, MulticlassModel
+from structfw.solvers import BCFW, KernelBCFW
+
+LAM = 0.1
+
+
+def chain(seed=1, n=14, F=5, K=3, binary=False):
+    rng = np.random.default_rng(seed)
+    X = [rng.normal(size=(int(rng.integers(1, 7)), F)) for _ in range(n)]
+    if binary:  # OCR-like: many exact zeros among the features
+        X = [(x > 0.3).astype(float) for x in X]
+    Y = [rng.integers(0, K, len(x)) for x in X]
+    return X, Y, ChainModel(K, F)
+
+
+def fit(model, X, Y, solver, passes=8, seed=0, **kw):
+    return sf.StructuredSVM(model, solver=solver, lam=LAM, max_passes=passes, tol=None, check_every=1,
+                            random_state=seed, **kw).fit(X, Y)
+
+
+OPTIONS = [dict(), dict(sampling="perm"), dict(sampling="gap", gap_refresh=3), dict(sampling="max_gap"),
+           dict(step_size="predefined"), dict(step_size="predefined", oracle_quality=0.5),
+           dict(averaging="weighted"), dict(averaging="suffix", sampling="perm"), dict(gap_refresh=None, sampling="gap")]
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()) or "fw")
+@pytest.mark.parametrize("binary", [False, True], ids=["gaussian", "binary"])
+def test_factored_steps_are_the_dense_rows_steps(options, binary):
+    """The same blocks, labellings and steps: every checkpoint's primal, dual and gap, and w, agree
+    with the dense rows' to rounding."""
+    X, Y, model = chain(binary=binary)
+    rows = fit(model, X, Y, BCFW(block_storage="dense", **options))
+    fact = fit(model, X, Y, BCFW(block_storage="factored", **options))
+    assert fact.state_.storage == "factored" and rows.state_.storage == "dense"
+    for col in ("primal", "dual", "gap", "oracle_calls"):
+        np.testing.assert_allclose(fact.trace_[col], rows.trace_[col], rtol=0, atol=1e-10, err_msg=col)
+    np.testing.assert_allclose(fact.coef_, rows.coef_, rtol=0, atol=1e-10)
+    assert fact.state_.k == rows.state_.k
+
+
+def test_the_block_gaps_of_a_factored_state_sum_to_the_gap():
+    """A gap pass reads <w_i, w> from the label weights and the unary scores; the block gaps are
+    those of the rows and sum to P(w) - D(alpha) (eq. (7) of Osokin et al.)."""
+    X, Y, model = chain(seed=3)
+    svm = fit(model, X, Y, BCFW(block_storage="factored", sampling="gap", gap_refresh=1), passes=4)
+    ref = fit(model, X, Y, BCFW(block_storage="dense", sampling="gap", gap_refresh=1), passes=4)
+    np.testing.assert_allclose(svm.state_.sampler.estimates, ref.state_.sampler.estimates, rtol=0, atol=1e-12)
+    assert svm.state_.full_gap == pytest.approx(svm.trace_["gap"][-1], rel=1e-9, abs=1e-12)
+
+
+def test_factored_warm_starts_continue_exactly_and_rescale_to_a_new_lam():
+    X, Y, model = chain(seed=4)
+    once = fit(model, X, Y, BCFW(block_storage="factored", averaging="weighted"), passes=6, seed=2)
+    split = fit(model, X, Y, BCFW(block_storage="factored", averaging="weighted"), passes=3, seed=2,
+                warm_start=True)
+    split.fit(X, Y)
+    np.testing.assert_array_equal(split.coef_, once.coef_)
+    assert split.dual_ == once.dual_ and split.state_.k == once.state_.k
+    # a new lam keeps alpha: w_i (the label weights) rescale with w, as rows do
+    a = fit(model, X, Y, BCFW(block_storage="factored"), passes=4, warm_start=True)
+    b = fit(model, X, Y, BCFW(block_storage="dense"), passes=4, warm_start=True)
+    a.set_params(lam=0.03, max_passes=4).fit(X, Y)
+    b.set_params(lam=0.03, max_passes=4).fit(X, Y)
+    np.testing.assert_allclose(a.trace_["dual"], b.trace_["dual"], rtol=0, atol=1e-10)
+
+
+def test_a_factored_state_has_no_rows_and_is_not_written_to_files(tmp_path):
+    X, Y, model = chain()
+    svm = fit(model, X, Y, BCFW(block_storage="factored"), passes=2)
+    with pytest.raises(ValueError, match="stores its w_i factored"):
+        svm.state_.wi
+    with pytest.raises(ValueError, match="state=True.*cannot be written"):
+        svm.save(tmp_path / "m", state=True)
+    sf.StructuredSVM.load(svm.save(tmp_path / "m"))  # the model itself is saved
+
+
+def test_options_that_need_rows_continue_a_factored_state_afresh():
+    X, Y, model = chain()
+    svm = fit(model, X, Y, BCFW(block_storage="factored"), passes=2, warm_start=True)
+    svm.set_params(solver=BCFW(step="pairwise"))
+    with pytest.warns(RuntimeWarning, match="stores its w_i factored.*starting afresh"):
+        svm.fit(X, Y)
+    assert svm.state_.storage == "dense"
+
+
+@pytest.mark.parametrize("options", [dict(step="pairwise"), dict(step="away"), dict(cache=True), dict(multi_plane=True),
+                                     dict(minibatch=2)], ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_factored_storage_refuses_the_options_it_does_not_serve(options):
+    X, Y, model = chain()
+    with pytest.raises(ValueError, match="block_storage='factored'"):
+        fit(model, X, Y, BCFW(block_storage="factored", **options), passes=1)
+
+
+def test_factored_storage_refuses_models_without_a_dense_chain_oracle():
+    X, Y, model = chain()
+    with pytest.raises(ValueError, match="block_storage='factored'"):
+        fit(model, [sp.csr_matrix(x) for x in X], Y, BCFW(block_storage="factored"), passes=1)
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="block_storage='factored'"):
+        fit(MulticlassModel(3, 4), list(rng.normal(size=(8, 4))), [int(v) for v in rng.integers(0, 3, 8)],
+            BCFW(block_storage="factored"), passes=1)
+
+
+def test_kernel_bcfw_stores_factored_when_it_can_and_rows_when_it_cannot():
+    X, Y, model = chain()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = fit(model, X, Y, KernelBCFW(gamma=0.5), passes=3)
+        pairwise = fit(model, X, Y, KernelBCFW(gamma=0.5, step="pairwise"), passes=3)
+    assert plain.state_.storage == "factored" and pairwise.state_.storage == "dense"
+    rows = fit(model, X, Y, KernelBCFW(gamma=0.5, block_storage="dense"), passes=3)
+    np.testing.assert_allclose(plain.trace_["dual"], rows.trace_["dual"], rtol=0, atol=1e-10)
