@@ -101,14 +101,13 @@ def test_factored_storage_refuses_the_options_it_does_not_serve(options):
         fit(model, X, Y, BCFW(block_storage="factored", **options), passes=1)
 
 
-def test_factored_storage_refuses_models_without_a_dense_chain_oracle():
+def test_factored_storage_refuses_models_without_a_dense_compiled_oracle():
     X, Y, model = chain()
     with pytest.raises(ValueError, match="block_storage='factored'"):
         fit(model, [sp.csr_matrix(x) for x in X], Y, BCFW(block_storage="factored"), passes=1)
-    rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="block_storage='factored'"):
-        fit(MulticlassModel(3, 4), list(rng.normal(size=(8, 4))), [int(v) for v in rng.integers(0, 3, 8)],
-            BCFW(block_storage="factored"), passes=1)
+    with pytest.raises(ValueError, match="block_storage='factored'"):  # a weighted loss has its own oracle
+        sf.StructuredSVM(model, solver=BCFW(block_storage="factored"), max_passes=1).fit(
+            X, Y, sample_weight=np.linspace(1.0, 2.0, len(X)))
 
 
 def test_kernel_bcfw_stores_factored_when_it_can_and_rows_when_it_cannot():
@@ -120,3 +119,20 @@ def test_kernel_bcfw_stores_factored_when_it_can_and_rows_when_it_cannot():
     assert plain.state_.storage == "factored" and pairwise.state_.storage == "dense"
     rows = fit(model, X, Y, KernelBCFW(gamma=0.5, block_storage="dense"), passes=3)
     np.testing.assert_allclose(plain.trace_["dual"], rows.trace_["dual"], rtol=0, atol=1e-10)
+
+
+def multiclass(seed=0, n=30, F=4, K=3):
+    rng = np.random.default_rng(seed)
+    return list(rng.normal(size=(n, F))), [int(v) for v in rng.integers(0, K, n)], MulticlassModel(K, F)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(sampling="gap"), dict(averaging="weighted", step_size="predefined")],
+                         ids=["fw", "gap", "wavg-predefined"])
+def test_multiclass_is_a_chain_of_length_one_without_transitions(options):
+    X, Y, model = multiclass()
+    rows = fit(model, X, Y, BCFW(block_storage="dense", **options))
+    fact = fit(model, X, Y, BCFW(block_storage="factored", **options))
+    assert fact.state_.storage == "factored" and fact.state_.factored.A.shape == (30, 3)
+    for col in ("primal", "dual", "gap"):
+        np.testing.assert_allclose(fact.trace_[col], rows.trace_[col], rtol=0, atol=1e-10, err_msg=col)
+    np.testing.assert_allclose(fact.coef_, rows.coef_, rtol=0, atol=1e-10)

@@ -76,9 +76,10 @@ def pack_chain_dense(X, Y, n_states, n_features):
                          row_ptr, _i(nz_f), _f(nz_x))
 
 
-def _stacked(X):
+def _stacked(X, rows=False):
     """The inputs' rows as one C-contiguous (N, F) array: their common base, uncopied, when they are
-    consecutive row blocks of it (`KernelMap.inputs`), else a stacked copy."""
+    consecutive row blocks of it (`KernelMap.inputs`), else a stacked copy.  ``rows``: the inputs are
+    single rows (1-D; multiclass examples), not blocks of rows."""
     base = getattr(X[0], "base", None)
     if isinstance(base, np.ndarray) and base.ndim == 2 and base.dtype == np.float64 and base.flags.c_contiguous:
         addr = start = base.__array_interface__["data"][0]
@@ -89,7 +90,7 @@ def _stacked(X):
         else:
             if addr == start + base.nbytes:
                 return base
-    return _f(np.concatenate(X, axis=0))
+    return _f(np.vstack(X) if rows else np.concatenate(X, axis=0))
 
 
 def pack_chain_csr(X, Y, n_states, n_features):
@@ -105,7 +106,7 @@ def pack_chain_csr(X, Y, n_states, n_features):
 
 def pack_multiclass_dense(X, Y, n_classes, n_features):
     """MULTICLASS_DENSE: (examples (n, F), labels (n,), K, F)."""
-    return MULTICLASS_DENSE, (_f(np.vstack(X)), _i(np.asarray(Y, np.int64)), np.int64(n_classes),
+    return MULTICLASS_DENSE, (_stacked(X, rows=True), _i(np.asarray(Y, np.int64)), np.int64(n_classes),
                               np.int64(n_features))
 
 

@@ -17,9 +17,10 @@ r ~ the number of training positions) are most of a fit's memory and of a pass's
 rows, to rounding (tests/test_factored.py); `structfw bench block-state` measured both on
 linear chains, where the rows are cheap.
 
-The storage serves the plain FW step with an exact compiled dense-chain oracle (any sampling,
-either step size, averaging); the options that keep corner sets (cache, pairwise and away steps,
-MP-BCFW) or batch the oracle calls keep rows (`structfw.solvers.plan.make_plan`).
+The storage serves the plain FW step with an exact compiled dense-chain oracle, or a multiclass
+one (a chain of length 1 without transitions), with any sampling, either step size and averaging;
+the options that keep corner sets (cache, pairwise and away steps, MP-BCFW) or batch the oracle
+calls keep rows (`structfw.solvers.plan.make_plan`).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from ..oracles.chain import chain_unary_dense, hamming_loss, loss_augmented_viterbi
+from ..oracles.compiled import CHAIN_DENSE, MULTICLASS_DENSE
 from ._fastpass import (_H_TOL, ELL, K, _avg_begin, _avg_end, _draw_block, _fixed_step, _record_gap)
 from ._kernels import step_along
 
@@ -49,6 +51,20 @@ class FactoredBlocks:
         self.T *= r
 
 
+#: the compiled oracles whose training sets the storage reads
+FACTORED_KINDS = (CHAIN_DENSE, MULTICLASS_DENSE)
+
+
+def positions(compiled: tuple[int, tuple[object, ...]]) -> tuple[object, ...]:
+    """(positions (N, F), block starts (n + 1,), labels (N,), K, F) of a dense chain's or a
+    multiclass model's packed training set (a multiclass example is one position)."""
+    kind, data = compiled
+    if kind == CHAIN_DENSE:
+        return data[:5]
+    Xc, labels, K, F = data
+    return (Xc, np.arange(len(labels) + 1, dtype=np.int64), labels, K, F)
+
+
 def block_grams(Xc: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(G, offsets): the Gram matrix x_t . x_s of each block's positions, flattened block after
     block (block i's T_i x T_i entries at offsets[i]:offsets[i+1])."""
@@ -63,14 +79,17 @@ def block_grams(Xc: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def block_w_dots(Xc: np.ndarray, fb: FactoredBlocks, w: np.ndarray) -> np.ndarray:
-    """<w_i, w> of every block: sum_t <a_t, U_t> + <T_i, W_tr>, with U = Xc W^T for all positions at once."""
+    """<w_i, w> of every block: sum_t <a_t, U_t> + <T_i, W_tr>, with U = Xc W^T for all positions at once
+    (no W_tr for multiclass)."""
     S = fb.A.shape[1]
     F = Xc.shape[1]
     U = Xc @ w[:S * F].reshape(S, F).T
     per_position = np.einsum("pk,pk->p", fb.A, U)
     sums = np.add.reduceat(per_position, fb.starts[:-1]) if per_position.shape[0] else np.zeros(0)
     sums[np.diff(fb.starts) == 0] = 0.0  # reduceat gives an empty block its next position
-    return sums + np.einsum("iab,ab->i", fb.T, w[S * F:].reshape(S, S))
+    if w.shape[0] > S * F:
+        sums += np.einsum("iab,ab->i", fb.T, w[S * F:].reshape(S, S))
+    return sums
 
 
 @njit(cache=True, nogil=True)
@@ -104,10 +123,11 @@ def _terms(D, dT, U, G_i, W_tr):
                 for c in range(S):
                     acc += D[t, c] * D[s, c]
                 nrm += g * acc
-    for a in range(S):
-        for b in range(S):
-            wd += dT[a, b] * W_tr[a * S + b]
-            nrm += dT[a, b] * dT[a, b]
+    if W_tr.shape[0] > 0:  # a chain's transitions (a multiclass model has none)
+        for a in range(S):
+            for b in range(S):
+                wd += dT[a, b] * W_tr[a * S + b]
+                nrm += dT[a, b] * dT[a, b]
     return wd, nrm
 
 
@@ -128,6 +148,8 @@ def _move(w, u, inv_c, x, D, dT, gamma, S, F):
                     if has_u:
                         u[base + f] -= inv_c * step
     off = S * F
+    if w.shape[0] == off:  # no transitions
+        return
     for a in range(S):
         for b in range(S):
             step = gamma * dT[a, b]
@@ -140,8 +162,8 @@ def _move(w, u, inv_c, x, D, dT, gamma, S, F):
 def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
     """m plain FW block iterations (Alg. 1 of Osokin et al. 2016) on the factored storage.
 
-    ``data`` is the dense chain oracle's packed training set (`oracles.compiled.pack_chain_dense`:
-    positions, word starts, labels, S, F); ``blocks`` = (A, T, li); ``grams`` = (G, offsets)
+    ``data`` = (positions, block starts, labels, S, F) (`positions`); ``blocks`` = (A, T, li);
+    ``grams`` = (G, offsets)
     (`block_grams`); ``sampler``, ``rule`` = (lam, nu_step, check), ``avg`` and ``state`` as in
     `structfw.solvers._fastpass.plain_fw_chunk`.  Returns (steps done, index of an example whose
     oracle did worse than its ground truth or -1)."""
@@ -154,7 +176,8 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
     n = li.shape[0]
     inv_ln = 1.0 / (lam * n)
     W_tr = w[S * F:]
-    P = W_tr.reshape(S, S)
+    # a multiclass model has no transitions: Viterbi on one position is the argmax, with P = 0
+    P = W_tr.reshape(S, S) if W_tr.shape[0] > 0 else np.zeros((S, S))
     for s in range(m):
         i = _draw_block(sampler, s, n)
         gfixed = _fixed_step(nu_step, it[K], n)
@@ -174,9 +197,10 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
             for t in range(a1 - a0):
                 for c in range(S):
                     wiw += A[a0 + t, c] * U[t, c]
-            for a in range(S):
-                for b in range(S):
-                    wiw += T[i, a, b] * W_tr[a * S + b]
+            if W_tr.shape[0] > 0:
+                for a in range(S):
+                    for b in range(S):
+                        wiw += T[i, a, b] * W_tr[a * S + b]
             H = L - (wd + wiw) / inv_ln
             if H < -_H_TOL * max(1.0, abs(H)):
                 return s, i

@@ -29,7 +29,7 @@ from .._linalg import axpy
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
 from .block_state import BCFWState, ground_truth_corners
-from ._factored import block_w_dots
+from ._factored import block_w_dots, positions
 from .corners import CornerStore
 from .parts import BlockContext, ExactOracle
 from .passes import run_pass
@@ -189,9 +189,9 @@ class BCFW(Solver):
         """A fresh state at alpha = e_{y_i} for every block (w = 0)."""
         plan = self.plan(problem) if plan is None else plan
         factored = None
-        if plan.factored is not None:  # per-position label weights of the chain oracle's positions
-            data = cast("tuple[Any, Any]", plan.compiled)[1]
-            factored = (data[1], int(data[3]))
+        if plan.factored is not None:  # per-position label weights of the oracle's positions
+            pos = positions(cast("tuple[Any, Any]", plan.compiled))
+            factored = (pos[1], int(pos[3]))
         st = BCFWState(problem, plan.dense, track_alpha=plan.track_alpha, keep_corners=plan.keep_corners,
                        corner_capacity=plan.corner_capacity, lazy_rows=plan.lazy_rows, factored=factored)
         st.rng = np.random.default_rng(rng)
@@ -295,7 +295,7 @@ class BCFW(Solver):
 def _block_w_dots(problem: Problem, st: BCFWState) -> npt.NDArray[np.float64]:
     """<w_i, w> of every block: from the rows, or for factored w_i from the chain oracle's positions."""
     if st.factored is not None:
-        Xc = cast("tuple[Any, Any]", problem.compiled_oracle())[1][0]
+        Xc = positions(cast("tuple[Any, Any]", problem.compiled_oracle()))[0]
         return block_w_dots(Xc, st.factored, st.w)
     return np.array([st.block_w_dot(i, st.w) for i in range(problem.n)])
 

@@ -24,7 +24,7 @@ from .._compile import compile_leaves_in_background
 from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL, GAP, K, MAX_GAP, NEED, ORACLE_CALLS,
                         ORDER, PAIRWISE_STEP, general_chunk, plain_fw_chunk)
 from .._linalg import sparse_dot_dense
-from ._factored import factored_fw_chunk
+from ._factored import factored_fw_chunk, positions
 from ._kernels import NO_CORNER, block_step
 from .corners import CornerStore
 
@@ -318,7 +318,7 @@ def compiled_factored_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
     """The plain FW pass on the factored storage (`structfw.solvers._factored.factored_fw_chunk`)."""
     plan, st = ctx.plan, ctx.st
     fb = st.factored
-    data = plan.compiled[1]
+    data = positions(plan.compiled)
 
     def chunk(m: int, sampler: tuple[Any, ...], rule: tuple[Any, ...], avg: tuple[Any, ...],
               state: tuple[Any, ...]) -> tuple[int, int]:

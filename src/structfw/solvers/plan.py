@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..oracles.compiled import CHAIN_DENSE
-from ._factored import block_grams
+from ._factored import FACTORED_KINDS, block_grams, positions
 from ._fastpass import AWAY_STEP, DROP_INACTIVE, EVICT_OVER, EXPIRE, FW_STEP, PAIRWISE_STEP
 from .base import Param
 from .parts import STEP_PARTS, ExactOracle, GapCache, WorkingSet
@@ -222,13 +221,14 @@ def factored_storage(o: Any, plain: bool, compiled: tuple[Any, Any] | None, tau:
     being continued), or "auto" for a solver that prefers them (`KernelBCFW`), when the solve allows
     them -- plain FW steps, the model's compiled dense chain oracle, one block at a time; asked for
     otherwise: ValueError naming the option (a continued state then starts afresh)."""
-    able = plain and compiled is not None and compiled[0] == CHAIN_DENSE and tau == 1
+    able = plain and compiled is not None and compiled[0] in FACTORED_KINDS and tau == 1
     if storage is not None:
         return able and storage == "factored"
     if o.block_storage == "factored" and not able:
-        raise ValueError("block_storage='factored' keeps per-position label weights of a dense chain for plain FW "
-                         "steps (step='fw', no cache, no multi_plane, minibatch=1) with the model's compiled oracle "
-                         "(ChainModel on dense inputs, no positivity); use 'auto', 'dense' or 'sparse' here")
+        raise ValueError("block_storage='factored' keeps per-position label weights of a dense chain (or multiclass "
+                         "model) for plain FW steps (step='fw', no cache, no multi_plane, minibatch=1) with the model's "
+                         "compiled oracle (ChainModel or MulticlassModel on dense inputs, no positivity, no weights); "
+                         "use 'auto', 'dense' or 'sparse' here")
     return able and (o.block_storage == "factored" or (
         o.block_storage == "auto" and getattr(o, "prefers_factored", False)))
 
@@ -249,7 +249,10 @@ def make_plan(o: Any, problem: Problem, storage: str | None = None) -> BlockPlan
     plain = o.step == "fw" and type(source) is ExactOracle
     factored = factored_storage(o, plain, compiled, o.minibatch, storage)
     dense = dense_storage(o, problem) if storage is None else storage == "dense"
-    grams = block_grams(compiled[1][0], compiled[1][1]) if factored and compiled is not None else None
+    grams = None
+    if factored and compiled is not None:
+        pos = positions(compiled)
+        grams = block_grams(pos[0], pos[1])
     track = o.step in ("pairwise", "away")
     return BlockPlan(
         source=source, step=STEP_PARTS[o.step](), step_name=o.step, step_code=_STEP_CODES[o.step],
