@@ -585,3 +585,17 @@ def test_rbf_beats_the_linear_model_on_an_ocr_subset():
     err_lin, err_rbf = 1 - lin.score(Xt, Yt), 1 - rbf.score(Xt, Yt)
     assert err_rbf < 0.75 * err_lin
     assert rbf.gap_ < lin.gap_
+
+
+def test_degenerate_spans_fit_and_predict():
+    """Inputs a kernel cannot tell apart: all-zero positions under the linear kernel span {0} (only the
+    transitions can score), identical positions under rbf span one direction; a rank cap above N is N."""
+    Y = [np.array([0, 1]), np.array([2])]
+    zero = fit(ChainModel(3, 4), [np.zeros((2, 4)), np.zeros((1, 4))], Y, KernelBCFW(kernel="linear"), passes=5)
+    assert zero.trace_.meta["kernel_map_rank"] == 0 and zero.kernel_expansion_.n_support == 0
+    assert [p.shape for p in zero.predict([np.zeros((3, 4))])] == [(3,)]
+    same = fit(ChainModel(3, 4), [np.ones((2, 4)), np.ones((1, 4))], Y, KernelBCFW(gamma=0.5), passes=5)
+    assert same.trace_.meta["kernel_map_rank"] == 1
+    X, Y, model = tiny_chain()
+    capped = fit(model, X, Y, KernelBCFW(gamma=0.5, kernel_rank=1000), passes=2)
+    assert capped.trace_.meta["kernel_map_rank"] == sum(len(x) for x in X)

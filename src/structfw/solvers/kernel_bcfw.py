@@ -394,6 +394,10 @@ class KernelMap:
             self.Z, self.pivots = _greedy_factor(self.positions, sq, spec, diag, floor, int(max_rank))
         self.residual = float(np.max(diag - np.einsum("pr,pr->p", self.Z, self.Z), initial=0.0))
         self._L = np.ascontiguousarray(self.Z[self.pivots])
+        if self.Z.shape[1] == 0:
+            # kappa vanishes on every training position (all-zero inputs under a linear kernel): the
+            # span is {0}; one zero coordinate keeps the linear model well-formed, and scores nothing
+            self.Z = np.zeros((N, 1))
         support = self.positions[self.pivots]
         self.support = sp.csr_matrix(support) if sp.issparse(support) else _frozen(support)
 
@@ -425,6 +429,8 @@ class KernelMap:
     def transform(self, positions: Positions) -> npt.NDArray[np.float64]:
         """z(x) = L_S^{-1} kappa(x_S, x) of every row: the coordinates of the projection of phi(x)
         on the span (of phi(x) itself for a training position)."""
+        if self.pivots.shape[0] == 0:
+            return np.zeros((positions.shape[0], self.rank))
         kx = gram(positions, squared_norms(positions), self.support, squared_norms(self.support), *self.spec)
         return np.ascontiguousarray(solve_triangular(self._L, kx.T, lower=True, check_finite=False).T)
 
@@ -432,7 +438,8 @@ class KernelMap:
         """The predictor of a w in coordinates (the linear model's layout): coef = L_S^{-T} W."""
         K, r = self.K, self.rank
         W = np.asarray(w, dtype=np.float64)[:K * r].reshape(K, r).T
-        coef = solve_triangular(self._L, W, lower=True, trans="T", check_finite=False) if r else np.zeros((0, K))
+        m = self.pivots.shape[0]  # = r, but for a span {0}
+        coef = solve_triangular(self._L, W, lower=True, trans="T", check_finite=False) if m else np.zeros((0, K))
         P = np.asarray(w, dtype=np.float64)[K * r:].reshape(K, K) if self.kind == "chain" else np.zeros((K, K))
         return KernelExpansion(self.support, coef, P, self.spec, self.kind)
 
@@ -585,7 +592,7 @@ plane_timeout, approx_rule, oracle_work, minibatch, asynchronous
         finally:
             monitor.present = None
             del self._kmap
-        res.trace.meta["kernel_map_rank"] = kmap.rank
+        res.trace.meta["kernel_map_rank"] = int(kmap.pivots.shape[0])
         res.trace.meta["kernel_residual"] = kmap.residual
         continued = prev is not None and res.state is prev.engine
         res.state = prev if continued else KernelState(res.state, kmap, problem)
