@@ -136,3 +136,9 @@ def test_multiclass_is_a_chain_of_length_one_without_transitions(options):
     for col in ("primal", "dual", "gap"):
         np.testing.assert_allclose(fact.trace_[col], rows.trace_[col], rtol=0, atol=1e-10, err_msg=col)
     np.testing.assert_allclose(fact.coef_, rows.coef_, rtol=0, atol=1e-10)
+
+
+def test_the_regularisation_path_asks_for_rows():
+    X, Y, model = chain()
+    with pytest.raises(ValueError, match="block_storage='factored'"):
+        sf.regularization_path(model, X, Y, eps=0.1, solver=BCFW(block_storage="factored"), min_lam=0.05)

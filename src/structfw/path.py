@@ -736,6 +736,9 @@ def _regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[A
                          "map's linear problem (kmap = KernelMap(model, X, (kernel, gamma, degree, coef0)); "
                          "regularization_path(kmap.linear_model(), kmap.inputs(), Y, ...); kmap.expansion(w) "
                          "predicts; docs/guide/kernel-bcfw.md)")
+    if solver.block_storage == "factored":
+        raise ValueError("solver must store its w_i as rows (block_storage 'auto', 'dense' or 'sparse'): the path "
+                         "starts from the oracle's corners at w = 0 written into the rows; got block_storage='factored'")
     if solver.averaging is not None:
         raise ValueError(f"solver must not average its iterates (averaging={solver.averaging!r}): the path "
                          "needs the dual variables of the returned w; use averaging=None")

@@ -136,7 +136,7 @@ def block_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = None, approx
     if plan.compiled is not None:
         if plan.factored is not None:
             compiled_factored_pass(ctx, flag)
-        elif plain_dense(plan):
+        elif plan.plain and plan.dense:
             compiled_plain_pass(ctx, flag)
         else:
             compiled_general_pass(ctx, flag, order, approx, avg)
@@ -292,11 +292,6 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
     if done == n and not approx:
         st.passes += 1
         ctx.passes_done += 1
-
-
-def plain_dense(plan: Any) -> bool:
-    """The plain pass on dense rows: `plain_fw_chunk`, the specialisation kept for it."""
-    return bool(plan.plain and plan.dense)
 
 
 def compiled_plain_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
