@@ -37,7 +37,8 @@ FAMILIES = {
                                   ("structfw.oracles.potts", "alpha_expansion")),
     "matching oracle": (("structfw.oracles.matching", "matching_scores_dense"),),
     "chain marginals (online-EG)": (("structfw.oracles.marginals", "chain_expectation_dense"),),
-    "kernel BCFW": (("structfw.oracles.kernel_chain", "rbf_from_dots"),),
+    "kernel BCFW": (("structfw.oracles.kernel_chain", "rbf_from_dots"),
+                    ("structfw.solvers._factored", "factored_fw_chunk")),
     "kernel SVM": (("structfw.svm._solver", "_iterate"),),
 }
 

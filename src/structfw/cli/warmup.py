@@ -167,7 +167,7 @@ FAMILIES = {
                               "dense and sparse chains", _engine_chain),
     "kernel SVM": ("FrankWolfeSVC, float64 and float32 kernel columns", _kernel_svm),
     "multiclass oracle": ("dense and sparse rows", _multiclass),
-    "kernel BCFW": ("chains and multiclass", _kernel_bcfw),
+    "kernel BCFW": ("chains and multiclass, the factored pass", _kernel_bcfw),
     "graph cut + Potts oracles": ("min cut, alpha expansion", _graph_cut_potts),
     "grid oracle": ("loopy belief propagation", _grid),
     "graph CRFs": ("tree max-product and marginals, TRW-S, QPBO", _graph_crf),

@@ -24,6 +24,8 @@ calls keep rows (`structfw.solvers.plan.make_plan`).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -55,7 +57,7 @@ class FactoredBlocks:
 FACTORED_KINDS = (CHAIN_DENSE, MULTICLASS_DENSE)
 
 
-def positions(compiled: tuple[int, tuple[object, ...]]) -> tuple[object, ...]:
+def positions(compiled: tuple[Any, Any]) -> tuple[Any, ...]:
     """(positions (N, F), block starts (n + 1,), labels (N,), K, F) of a dense chain's or a
     multiclass model's packed training set (a multiclass example is one position)."""
     kind, data = compiled
