@@ -330,3 +330,32 @@ def test_gaps_conll_scale_runs(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert "BCFW-gap-cache" in res.output and "BCPFW" not in res.output
     assert (tmp_path / "c" / "gaps_conll-scale.json").exists()
+
+
+# ---- structfw bench kernel: each point in a child process; no timing assertions
+def test_kernel_bench_measures_every_storage(tmp_path):
+    from structfw.bench.kernel import bench_kernel
+
+    args = ["--words", "25", "--letters", "40", "--passes", "2", "--out", str(tmp_path)]
+    res = CliRunner().invoke(bench_kernel, args)
+    assert res.exit_code == 0, res.output
+    doc = _check_outputs(tmp_path, "kernel")
+    assert [(p["kind"], p["size"], p["storage"]) for p in doc["points"]] == [
+        ("chain", 25, "factored"), ("chain", 25, "dense"), ("multiclass", 40, "factored"), ("multiclass", 40, "dense")]
+    for p in doc["points"]:
+        assert p["status"] == "measured", p
+        assert p["s_per_pass"] > 0 and p["peak_rss_mb"] >= p["baseline_rss_mb"] > 0 and p["rank"] > 0
+    # the two storages take the same steps: the same fit, to rounding
+    for kind in ("chain", "multiclass"):
+        a, b = (p for p in doc["points"] if p["kind"] == kind)
+        assert a["gap"] == pytest.approx(b["gap"], rel=1e-6) and a["test_error"] == pytest.approx(b["test_error"])
+
+
+def test_kernel_bench_bad_options_are_usage_errors(tmp_path):
+    from structfw.bench.kernel import bench_kernel
+
+    for args, option in ((["--storages", "sparse"], "--storages"), (["--words", "5"], "--words"),
+                         (["--gamma", "0"], "--gamma")):
+        res = CliRunner().invoke(bench_kernel, args + ["--out", str(tmp_path / "x")])
+        assert res.exit_code == 2 and option in res.output, res.output
+    assert not (tmp_path / "x").exists()

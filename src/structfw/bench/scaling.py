@@ -223,15 +223,18 @@ def _child(spec_path, out_path):
     write_json(out_path, measure_point(spec))
 
 
-def run_point(spec, timeout):
+def run_point(spec, timeout, child="structfw.bench.scaling"):
     """Measure one point in a child process of its own.
 
     Parameters
     ----------
     spec : dict
-        As `measure_point` takes it.
+        As `measure_point` takes it (or the ``child`` module's own ``_child``).
     timeout : float
         Seconds after which the child is stopped.
+    child : str
+        The module whose ``_child(spec_path, out_path)`` measures the point (`structfw.bench.kernel`
+        uses this runner too).
 
     Returns
     -------
@@ -248,7 +251,7 @@ def run_point(spec, timeout):
     with tempfile.TemporaryDirectory(prefix="structfw-scaling-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
         spec_path.write_text(json.dumps(spec))
-        code = f"from structfw.bench.scaling import _child; _child({str(spec_path)!r}, {str(out_path)!r})"
+        code = f"from {child} import _child; _child({str(spec_path)!r}, {str(out_path)!r})"
         t = time.perf_counter()
         try:
             proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

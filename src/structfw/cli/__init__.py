@@ -43,6 +43,8 @@ BENCH_COMMANDS = {
                 "Seconds per pass and peak memory against n, d and sequence length, with fitted slopes."),
     "block-state": ("..bench.block_state", "bench_block_state",
                     "Block state storages: the engine's scaled rows against a factored chain state, per FW step."),
+    "kernel": ("..bench.kernel", "bench_kernel",
+               "Kernel BCFW on OCR subsets: seconds per pass and peak memory by block storage."),
 }
 
 
