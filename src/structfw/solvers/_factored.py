@@ -31,7 +31,7 @@ from numba import njit
 
 from ..oracles.chain import chain_unary_dense, hamming_loss, loss_augmented_viterbi
 from ..oracles.compiled import CHAIN_DENSE, MULTICLASS_DENSE
-from ._fastpass import (_H_TOL, ELL, K, _avg_begin, _avg_end, _draw_block, _fixed_step, _record_gap)
+from ._fastpass import _H_TOL, K, _avg_begin, _close_step, _draw_block, _fixed_step
 from ._kernels import step_along
 
 
@@ -212,9 +212,5 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
             _move(w, u, inv_c, x, D, dT, gamma, S, F)
             A[a0:a1] += gamma * D
             T[i] += gamma * dT
-        li[i] += gamma * dl
-        fl[ELL] += gamma * dl
-        _record_gap(sampler, i, -slope)
-        it[K] += 1
-        _avg_end(avg_kind, rho, u, fl)
+        _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state)
     return m, -1

@@ -131,6 +131,18 @@ def _avg_end(avg_kind, rho, u, fl):
     fl[AVG_LBAR] = (1.0 - rho) * fl[AVG_LBAR] + rho * fl[ELL]
 
 
+@njit(cache=True, nogil=True)
+def _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state):
+    """The end of a plain FW step on block i: l_i and l move with gamma, the sampler gets the block
+    gap -slope, the step counter and the lazy average (``avg`` = (kind, u)) advance."""
+    it, fl = state
+    li[i] += gamma * dl
+    fl[ELL] += gamma * dl
+    _record_gap(sampler, i, -slope)
+    it[K] += 1
+    _avg_end(avg[0], rho, avg[1], fl)
+
+
 # ===================================================================== plain
 @njit(cache=True, nogil=True)
 def fw_block_step(w, vi, ci, s, dl, rule, avg, scratch):
@@ -236,11 +248,7 @@ def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hin
         dl = L / n - li[i]
         gamma, slope, wi_scale[i] = fw_block_step(w, wi[i], wi_scale[i], (idx, val, inv_ln, pw), dl,
                                                   (lam, gfixed), (u, inv_c), scratch)
-        li[i] += gamma * dl
-        fl[ELL] += gamma * dl
-        _record_gap(sampler, i, -slope)
-        it[K] += 1
-        _avg_end(avg_kind, rho, u, fl)
+        _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state)
     return m, -1
 
 
