@@ -60,18 +60,13 @@ def pack_chain_dense(X, Y, n_states, n_features):
     mispredicted branch per feature, ~0.6 us of a ~7.5 us corner)."""
     Xc = _stacked(X)
     N, F = Xc.shape
-    if np.count_nonzero(Xc) == Xc.size:
-        # no zeros (a kernel map's coordinates): the non-zeros are the rows themselves, a view;
-        # building them through a mask would hold three more copies of the positions
-        row_ptr, nz_f, nz_x = np.arange(0, N * F + 1, F, dtype=np.int64), np.tile(np.arange(F), N), Xc.reshape(-1)
-    else:
-        nonzero = Xc != 0.0
-        row_ptr = np.zeros(N + 1, np.int64)
-        np.cumsum(nonzero.sum(axis=1), out=row_ptr[1:])
-        # flat positions, then their columns in place: one index array, where np.nonzero makes two
-        nz_f = np.flatnonzero(nonzero)
-        nz_x = Xc.reshape(-1)[nz_f]
-        np.remainder(nz_f, F, out=nz_f)
+    nonzero = Xc != 0.0
+    row_ptr = np.zeros(N + 1, np.int64)
+    np.cumsum(nonzero.sum(axis=1), out=row_ptr[1:])
+    # flat positions, then their columns in place: one index array, where np.nonzero makes two
+    nz_f = np.flatnonzero(nonzero)
+    nz_x = Xc.reshape(-1)[nz_f]
+    np.remainder(nz_f, F, out=nz_f)
     return CHAIN_DENSE, (Xc, _i(_word_starts(X)), _i(np.concatenate(Y)), np.int64(n_states), np.int64(n_features),
                          row_ptr, _i(nz_f), _f(nz_x))
 
