@@ -207,12 +207,16 @@ def dense_storage(o: Any, problem: Problem) -> bool:
         problem.n * problem.d * 8 <= o.max_dense_bytes or getattr(o, "prefers_factored", False))))
 
 
+def _wants_factored(o: Any) -> bool:
+    """``block_storage`` asks for the factored storage, or leaves it to a solver that prefers it."""
+    return bool(o.block_storage == "factored" or (o.block_storage == "auto" and getattr(o, "prefers_factored", False)))
+
+
 def keeps_rows(o: Any) -> bool:
     """Will a solve with these options store its w_i as rows?  False when "auto" or "factored" can
     store them factored: plain FW steps, one block at a time, and a solver that prefers it (or asks)."""
     plain = o.step == "fw" and not o.cache and not o.multi_plane and o.minibatch == 1
-    wants = o.block_storage == "factored" or (o.block_storage == "auto" and getattr(o, "prefers_factored", False))
-    return not (plain and wants)
+    return not (plain and _wants_factored(o))
 
 
 def factored_storage(o: Any, plain: bool, compiled: tuple[Any, Any] | None, tau: int,
@@ -229,8 +233,7 @@ def factored_storage(o: Any, plain: bool, compiled: tuple[Any, Any] | None, tau:
                          "model) for plain FW steps (step='fw', no cache, no multi_plane, minibatch=1) with the model's "
                          "compiled oracle (ChainModel or MulticlassModel on dense inputs, no positivity, no weights); "
                          "use 'auto', 'dense' or 'sparse' here")
-    return able and (o.block_storage == "factored" or (
-        o.block_storage == "auto" and getattr(o, "prefers_factored", False)))
+    return able and _wants_factored(o)
 
 
 def make_plan(o: Any, problem: Problem, storage: str | None = None) -> BlockPlan:
