@@ -343,7 +343,7 @@ def _greedy_factor(positions: Positions, sq: npt.NDArray[np.float64], spec: Kern
         Z[:, j] = z
         d -= z * z
         pivots.append(p)
-        d[pivots] = 0.0
+        d[p] = 0.0  # exactly (the earlier pivots' stay 0: z is 0 there)
     r = len(pivots)
     return np.ascontiguousarray(Z[:, :r]), np.array(pivots, np.int64)
 
