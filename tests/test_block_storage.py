@@ -257,7 +257,8 @@ def ocr30():
 
 def test_the_state_reads_w_i_through_the_scales(ocr30):
     X, Y = ocr30
-    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), lam=0.1, max_passes=3, random_state=0).fit(X, Y)
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(block_storage="dense"), lam=0.1,
+                           max_passes=3, random_state=0).fit(X, Y)
     st = svm.state_
     assert st.wi_scaled and np.any(st.wi_scale != 1.0)
     wi = st.wi
@@ -275,7 +276,8 @@ def test_a_state_file_with_bad_scales_is_refused(ocr30, tmp_path):
     from structfw.solvers.state_file import check_state
 
     X, Y = ocr30
-    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), lam=0.1, max_passes=2, random_state=0).fit(X, Y)
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(block_storage="dense"), lam=0.1,
+                           max_passes=2, random_state=0).fit(X, Y)
     st = svm.state_
     check_state(st)
     good = st.wi_scale.copy()

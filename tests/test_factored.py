@@ -74,21 +74,82 @@ def test_factored_warm_starts_continue_exactly_and_rescale_to_a_new_lam():
     np.testing.assert_allclose(a.trace_["dual"], b.trace_["dual"], rtol=0, atol=1e-10)
 
 
-def test_a_factored_state_has_no_rows_and_is_not_written_to_files(tmp_path):
+def test_a_factored_state_has_no_rows_and_round_trips_through_a_file(tmp_path):
+    """Saved with state=True, read back and continued, a factored fit goes on exactly as one fit."""
     X, Y, model = chain()
-    svm = fit(model, X, Y, BCFW(block_storage="factored"), passes=2)
+    once = fit(model, X, Y, BCFW(averaging="weighted"), passes=6, seed=2)
+    half = fit(model, X, Y, BCFW(averaging="weighted"), passes=3, seed=2, warm_start=True)
     with pytest.raises(ValueError, match="stores its w_i factored"):
-        svm.state_.wi
-    with pytest.raises(ValueError, match="state=True.*cannot be written"):
-        svm.save(tmp_path / "m", state=True)
-    sf.StructuredSVM.load(svm.save(tmp_path / "m"))  # the model itself is saved
+        half.state_.wi
+    loaded = sf.load(half.save(tmp_path / "m", state=True))
+    assert loaded.state_.storage == "factored"
+    loaded.fit(X, Y)
+    np.testing.assert_array_equal(loaded.coef_, once.coef_)
+    assert loaded.dual_ == once.dual_
 
 
-def test_options_that_need_rows_continue_a_factored_state_afresh():
+def _forged(tmp_path, edit):
     X, Y, model = chain()
-    svm = fit(model, X, Y, BCFW(block_storage="factored"), passes=2, warm_start=True)
+    svm = fit(model, X, Y, BCFW(), passes=2, warm_start=True)
+    edit(svm.state_.factored)
+    path = svm.save(tmp_path / "m", state=True)
+    return X, Y, path
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda fb: setattr(fb, "A", fb.A[:-1]), r"factored\.A"),
+    (lambda fb: setattr(fb, "T", fb.T[:, :2]), r"factored\.T"),
+    (lambda fb: fb.starts.__setitem__(slice(1, None), fb.starts[1:][::-1].copy()), r"factored\.starts"),
+    (lambda fb: fb.A.__setitem__((0, 0), np.nan), r"factored\.A.*NaN"),
+], ids=["A-rows", "T-shape", "starts-order", "A-nan"])
+def test_a_forged_factored_state_is_refused_when_read(tmp_path, edit, match):
+    _, _, path = _forged(tmp_path, edit)
+    with pytest.raises(ValueError, match=match):
+        sf.load(path)
+
+
+def test_factored_weights_that_do_not_sum_to_w_are_refused_when_continued(tmp_path):
+    X, Y, path = _forged(tmp_path, lambda fb: fb.A.__setitem__((0, 0), fb.A[0, 0] + 1.0))
+    svm = sf.load(path)
+    with pytest.raises(ValueError, match="factored' does not sum to w"):
+        svm.fit(X, Y)
+
+
+def test_auto_stores_plain_fw_factored_and_the_other_options_as_rows():
+    X, Y, model = chain()
+    assert fit(model, X, Y, BCFW(), passes=1).state_.storage == "factored"
+    assert fit(model, X, Y, BCFW(cache=True), passes=1).state_.storage == "dense"
+    assert fit(model, X, Y, BCFW(block_storage="dense"), passes=1).state_.storage == "dense"
+    assert fit(model, [sp.csr_matrix(x) for x in X], Y, BCFW(), passes=1).state_.storage == "dense"
+
+
+@pytest.mark.parametrize("storage", ["dense", "sparse"])
+def test_options_that_need_rows_continue_a_factored_state_as_rows(storage):
+    """A plain fit continued with the cache: the factored w_i become rows, and the fit goes on as the
+    same fit stored as rows from the start does (to rounding)."""
+    X, Y, model = chain()
+    fact = fit(model, X, Y, BCFW(), passes=3, warm_start=True)
+    rows = fit(model, X, Y, BCFW(block_storage=storage), passes=3, warm_start=True)
+    for svm in (fact, rows):
+        svm.set_params(solver=BCFW(cache=True, block_storage=storage))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            svm.fit(X, Y)
+    assert fact.state_.storage == storage and fact.state_.factored is None
+
+    def as_rows(wi):
+        return np.array([v.toarray() for v in wi]) if storage == "sparse" else np.asarray(wi)
+
+    np.testing.assert_allclose(as_rows(fact.state_.wi), as_rows(rows.state_.wi), rtol=0, atol=1e-10)
+    for col in ("primal", "dual", "gap"):
+        np.testing.assert_allclose(fact.trace_[col], rows.trace_[col], rtol=0, atol=1e-10, err_msg=col)
+
+
+def test_pairwise_steps_continue_a_factored_state_afresh_as_they_do_rows():
+    X, Y, model = chain()
+    svm = fit(model, X, Y, BCFW(), passes=2, warm_start=True)
     svm.set_params(solver=BCFW(step="pairwise"))
-    with pytest.warns(RuntimeWarning, match="stores its w_i factored.*starting afresh"):
+    with pytest.warns(RuntimeWarning, match="no active sets.*starting afresh"):
         svm.fit(X, Y)
     assert svm.state_.storage == "dense"
 

@@ -37,7 +37,8 @@ from numba import njit
 from .._linalg import sparse_dot_dense, sparse_dot_sparse
 from ..oracles.chain import chain_phi_diff_csr, chain_unary_csr, hamming_loss
 from ..oracles.compiled import chain_psi_entries
-from ..solvers._factored import _direction, _terms
+from ..solvers._factored import (_clear_transitions, _label_direction, _move_transitions, _scatter_transitions,
+                                 _transition_terms, _unary_terms)
 from ..solvers._fastpass import fw_block_step
 from ..solvers._kernels import NO_CORNER, block_step, step_along
 from ..solvers.rows import SparseRows, row_room
@@ -151,31 +152,34 @@ def replay_sparse_rows(pos, plan, B, w, li, lam, S, F):
 
 
 @njit(cache=True)
-def _factored_move(w, ip, ix, vx, D, dT, gamma, S, F):
-    """w += gamma d: every (feature, label) pair of the sequence with D[t, k] != 0, and the
-    transitions."""
+def _factored_move(w, ip, ix, vx, D, gamma, S, F):
+    """w += gamma d's unary part: every (feature, label) pair of the sequence with D[t, k] != 0
+    (the transitions: `structfw.solvers._factored._move_transitions`)."""
     for t in range(D.shape[0]):
         for p in range(ip[t], ip[t + 1]):
             f, x = ix[p], vx[p]
             for k in range(S):
                 if D[t, k] != 0.0:
                     w[k * F + f] += gamma * D[t, k] * x
-    off = S * F
-    for p in range(S):
-        for q in range(S):
-            w[off + p * S + q] += gamma * dT[p, q]
 
 
 @njit(cache=True)
 def replay_factored(pos, plan, fstate, w, li, lam, S, F):
     """The same FW steps on the factored state ``fstate`` = (A, T, G, gofs): A (positions, K)
-    the label weights, T (n, K, K) the transition parts, G/gofs the Gram matrices.  Returns l."""
+    the label weights, T (n, K, K) the transition parts, G/gofs the Gram matrices; the direction,
+    its terms and the transitions' move are the engine's (solvers/_factored.py).  Returns l."""
     blocks, cofs, cys = plan
     A, T, G, gofs = fstate
     starts = pos[3]
     n = li.shape[0]
     inv_ln = 1.0 / (lam * n)
     w_tr = w[S * F:]
+    no_average = np.zeros(0)
+    longest = 0
+    for i in range(n):
+        longest = max(longest, starts[i + 1] - starts[i])
+    D = np.empty((longest, S))
+    E = np.zeros(S * S)
     ell = 0.0
     for k in range(blocks.shape[0]):
         i = blocks[k]
@@ -183,14 +187,19 @@ def replay_factored(pos, plan, fstate, w, li, lam, S, F):
         ys = cys[cofs[k]:cofs[k + 1]]
         U = chain_unary_csr(ip, ix, vx, w, S, F, yt, np.bool_(False))  # the oracle's scores at w
         a, b = starts[i], starts[i + 1]
-        D, dT = _direction(A[a:b], T[i], yt, ys, inv_ln)
+        Di = D[:b - a]
+        _label_direction(A[a:b], yt, ys, inv_ln, Di)
         dl = hamming_loss(yt, ys) / n - li[i]
-        wd, nrm = _terms(D, dT, U, G[gofs[i]:gofs[i + 1]], w_tr)
-        gamma = step_along(lam * wd - dl, nrm, lam, 1.0, -1.0)
+        wd, nrm = _unary_terms(Di, U, G[gofs[i]:gofs[i + 1]])
+        T_i = T[i].reshape(S * S)
+        _scatter_transitions(E, yt, ys, inv_ln)
+        wd_tr, nrm_tr = _transition_terms(T_i, E, w_tr)
+        gamma = step_along(lam * (wd + wd_tr) - dl, nrm + nrm_tr, lam, 1.0, -1.0)
         if gamma > 0.0:
-            _factored_move(w, ip, ix, vx, D, dT, gamma, S, F)
-            A[a:b] += gamma * D
-            T[i] += gamma * dT
+            _factored_move(w, ip, ix, vx, Di, gamma, S, F)
+            A[a:b] += gamma * Di
+            _move_transitions(w_tr, no_average, 0.0, T_i, E, gamma)
+        _clear_transitions(E, yt, ys)
         li[i] += gamma * dl
         ell += gamma * dl
     return ell

@@ -53,6 +53,39 @@ class FactoredBlocks:
         self.T *= r
 
 
+    def row(self, Xc: np.ndarray, i: int, d: int) -> np.ndarray:
+        """Block i's w_i as a d-row in the model's layout: sum_t x_t (x) a_t, then T_i."""
+        S = self.A.shape[1]
+        a0, a1 = self.starts[i], self.starts[i + 1]
+        row = np.zeros(d)
+        SF = S * Xc.shape[1]
+        row[:SF] = (self.A[a0:a1].T @ Xc[a0:a1]).ravel()
+        if d > SF:
+            row[SF:] = self.T[i].ravel()
+        return row
+
+    def check_layout(self, pos: tuple[Any, ...], w: np.ndarray) -> None:
+        """ValueError unless the label weights belong to these positions ((positions, starts, labels,
+        K, F) of `positions`) and the blocks sum to w (a state read from a file could claim either)."""
+        Xc, starts, _, S, F = pos
+        n = starts.shape[0] - 1
+        if not np.array_equal(self.starts, starts):
+            raise ValueError("field 'BCFWState.factored.starts' does not match the training set's sequences: "
+                             "expected the block starts of the data the state was fitted on")
+        if self.A.shape != (int(starts[-1]), int(S)) or self.T.shape != (n, int(S), int(S)):
+            raise ValueError(f"fields 'BCFWState.factored.A/T' have shapes {self.A.shape}/{self.T.shape}: expected "
+                             f"({int(starts[-1])}, {int(S)}) and ({n}, {int(S)}, {int(S)})")
+        SF = int(S) * int(F)
+        total = np.empty_like(w)
+        total[:SF] = (self.A.T @ Xc).ravel()
+        if w.shape[0] > SF:
+            total[SF:] = self.T.sum(axis=0).ravel()
+        scale = float(np.abs(self.A).sum(axis=1) @ np.abs(Xc).sum(axis=1) + np.abs(self.T).sum()) + 1.0
+        if not np.allclose(total, w, rtol=0.0, atol=1e-9 * scale):
+            raise ValueError("field 'BCFWState.factored' does not sum to w: expected label weights whose blocks "
+                             "sum to the state's w")
+
+
 #: the compiled oracles whose training sets the storage reads
 FACTORED_KINDS = (CHAIN_DENSE, MULTICLASS_DENSE)
 
@@ -95,69 +128,112 @@ def block_w_dots(Xc: np.ndarray, fb: FactoredBlocks, w: np.ndarray) -> np.ndarra
 
 
 @njit(cache=True, nogil=True)
-def _direction(A_i, T_i, yt, ys, inv_ln):
-    """D = a(w_s) - A_i and dT = T(w_s) - T_i, with w_s = (phi(y_i) - phi(y*)) / (lam n)."""
-    D = -A_i
-    dT = -T_i
-    for t in range(yt.shape[0]):
+def _label_direction(A_i, yt, ys, inv_ln, D):
+    """D[:T] = a(w_s) - A_i, the label weights of d = w_s - w_i, with w_s = (phi(y_i) - phi(y*)) / (lam n);
+    D is the chunk's scratch, written in place (no allocation per step)."""
+    for t in range(A_i.shape[0]):
+        for c in range(A_i.shape[1]):
+            D[t, c] = -A_i[t, c]
         D[t, yt[t]] += inv_ln
         D[t, ys[t]] -= inv_ln
-    for t in range(yt.shape[0] - 1):
-        dT[yt[t], yt[t + 1]] += inv_ln
-        dT[ys[t], ys[t + 1]] -= inv_ln
-    return D, dT
 
 
-@njit(cache=True, nogil=True)
-def _terms(D, dT, U, G_i, W_tr):
-    """(<d, w>, ||d||^2): sum D * U + <dT, W_tr> and sum_c D[:, c]^T G_i D[:, c] + ||dT||^2."""
-    T, S = D.shape
+@njit(cache=True, fastmath=True, nogil=True)
+def _unary_terms(D, U, G_i):
+    """(<d, w>, ||d||^2) of d's unary part: sum D * U and sum_{t,s} G_i[t, s] <D_t, D_s>, the
+    symmetric Gram sum taken over t <= s (each label row D_t a contiguous vector of K)."""
+    T, S = U.shape
     wd = 0.0
     for t in range(T):
         for c in range(S):
             wd += D[t, c] * U[t, c]
     nrm = 0.0
     for t in range(T):
-        for s in range(T):
+        for s in range(t, T):
             g = G_i[t * T + s]
             if g != 0.0:
                 acc = 0.0
                 for c in range(S):
                     acc += D[t, c] * D[s, c]
-                nrm += g * acc
-    if W_tr.shape[0] > 0:  # a chain's transitions (a multiclass model has none)
-        for a in range(S):
-            for b in range(S):
-                wd += dT[a, b] * W_tr[a * S + b]
-                nrm += dT[a, b] * dT[a, b]
+                nrm += g * acc if s == t else 2.0 * g * acc
     return wd, nrm
 
 
 @njit(cache=True, nogil=True)
-def _move(w, u, inv_c, x, D, dT, gamma, S, F):
-    """w += gamma d (the lazy average's buffer u gets -inv_c times the change): gamma D[t, c] x_t
-    into label c's weights for every label with D[t, c] != 0, and gamma dT into the transitions."""
+def _scatter_transitions(E, yt, ys, inv_ln):
+    """E += the transitions of w_s (+inv_ln on y_i's pairs, -inv_ln on y*'s), E flat (K*K) and zero on entry."""
+    S = int(np.sqrt(E.shape[0]) + 0.5)
+    for t in range(yt.shape[0] - 1):
+        E[yt[t] * S + yt[t + 1]] += inv_ln
+        E[ys[t] * S + ys[t + 1]] -= inv_ln
+
+
+@njit(cache=True, nogil=True)
+def _clear_transitions(E, yt, ys):
+    """E back to zeros: only the entries `_scatter_transitions` touched."""
+    S = int(np.sqrt(E.shape[0]) + 0.5)
+    for t in range(yt.shape[0] - 1):
+        E[yt[t] * S + yt[t + 1]] = 0.0
+        E[ys[t] * S + ys[t + 1]] = 0.0
+
+
+@njit(cache=True, fastmath=True, nogil=True)
+def _transition_terms(T_i, E, W_tr):
+    """(<dT, W_tr>, ||dT||^2) for dT = E - T_i in one sweep over the K*K transitions."""
+    wd = 0.0
+    nrm = 0.0
+    for ab in range(T_i.shape[0]):
+        dab = E[ab] - T_i[ab]
+        wd += dab * W_tr[ab]
+        nrm += dab * dab
+    return wd, nrm
+
+
+@njit(cache=True, nogil=True)
+def _move_unary(w, u, inv_c, x, D, gamma, F):
+    """w += gamma D[t, c] x_t for every label c of every position t with D[t, c] != 0 (the lazy
+    average's buffer u, if any, gets -inv_c times the change); A_i += gamma D is the caller's."""
     has_u = u.shape[0] > 0
-    for t in range(D.shape[0]):
+    for t in range(x.shape[0]):
         xt = x[t]
-        for c in range(S):
+        for c in range(D.shape[1]):
             coef = gamma * D[t, c]
             if coef != 0.0:
                 base = c * F
-                for f in range(F):
-                    step = coef * xt[f]
-                    w[base + f] += step
-                    if has_u:
-                        u[base + f] -= inv_c * step
-    off = S * F
-    if w.shape[0] == off:  # no transitions
-        return
-    for a in range(S):
-        for b in range(S):
-            step = gamma * dT[a, b]
-            w[off + a * S + b] += step
-            if has_u:
-                u[off + a * S + b] -= inv_c * step
+                if has_u:
+                    cu = -inv_c * coef
+                    for f in range(F):
+                        w[base + f] += coef * xt[f]
+                        u[base + f] += cu * xt[f]
+                else:
+                    for f in range(F):
+                        w[base + f] += coef * xt[f]
+
+
+@njit(cache=True, nogil=True)
+def _move_transitions(W_tr, u_tr, inv_c, T_i, E, gamma):
+    """W_tr += gamma (E - T_i) and T_i += gamma (E - T_i) in one sweep (u_tr, if any, gets -inv_c
+    times W_tr's change)."""
+    has_u = u_tr.shape[0] > 0
+    for ab in range(T_i.shape[0]):
+        step = gamma * (E[ab] - T_i[ab])
+        W_tr[ab] += step
+        T_i[ab] += step
+        if has_u:
+            u_tr[ab] -= inv_c * step
+
+
+@njit(cache=True, nogil=True)
+def _labelled_score(U, W_tr, ya, yb):
+    """<phi(x, ya) - phi(x, yb), w> from the unary scores and the transition weights."""
+    S = U.shape[1]
+    pw = 0.0
+    for t in range(ya.shape[0]):
+        pw += U[t, ya[t]] - U[t, yb[t]]
+    if W_tr.shape[0] > 0:
+        for t in range(ya.shape[0] - 1):
+            pw += W_tr[ya[t] * S + ya[t + 1]] - W_tr[yb[t] * S + yb[t + 1]]
+    return pw
 
 
 @njit(cache=True, nogil=True)
@@ -168,7 +244,12 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
     ``grams`` = (G, offsets)
     (`block_grams`); ``sampler``, ``rule`` = (lam, nu_step, check), ``avg`` and ``state`` as in
     `structfw.solvers._fastpass.plain_fw_chunk`.  Returns (steps done, index of an example whose
-    oracle did worse than its ground truth or -1)."""
+    oracle did worse than its ground truth or -1).
+
+    A step reads the block's L x K label weights, its K x K transitions and L x L Gram matrix, not a
+    d-row: <d, w> comes from the unary scores the oracle computed, ||d||^2 from the Gram matrix, and
+    the move adds x_t to the weights of the labels position t has taken.  Scratch (D, E) is the
+    chunk's: a step allocates only the oracle's arrays."""
     Xc, starts, Yc, S, F = data[0], data[1], data[2], data[3], data[4]
     A, T, li = blocks
     G, gofs = grams
@@ -178,8 +259,15 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
     n = li.shape[0]
     inv_ln = 1.0 / (lam * n)
     W_tr = w[S * F:]
-    # a multiclass model has no transitions: Viterbi on one position is the argmax, with P = 0
-    P = W_tr.reshape(S, S) if W_tr.shape[0] > 0 else np.zeros((S, S))
+    u_tr = u[S * F:] if u.shape[0] > 0 else u
+    chain = W_tr.shape[0] > 0  # a multiclass model has no transitions
+    # Viterbi on one position is the argmax, with P = 0
+    P = W_tr.reshape(S, S) if chain else np.zeros((S, S))
+    longest = 0
+    for i in range(n):
+        longest = max(longest, starts[i + 1] - starts[i])
+    D = np.empty((longest, S))
+    E = np.zeros(S * S if chain else 0)
     for s in range(m):
         i = _draw_block(sampler, s, n)
         gfixed = _fixed_step(nu_step, it[K], n)
@@ -190,27 +278,28 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
         U = chain_unary_dense(x, w, S, F, yt, False)
         ys, _ = loss_augmented_viterbi(U, P, yt)
         L = hamming_loss(yt, ys)
-        D, dT = _direction(A[a0:a1], T[i], yt, ys, inv_ln)
-        wd, nrm = _terms(D, dT, U, G[gofs[i]:gofs[i + 1]], W_tr)
-        dl = L / n - li[i]
         if check:
-            # H_i(y*) = L - <psi, w>, where <w_s, w> = <psi, w> / (lam n) = wd + <w_i, w>
-            wiw = 0.0
-            for t in range(a1 - a0):
-                for c in range(S):
-                    wiw += A[a0 + t, c] * U[t, c]
-            if W_tr.shape[0] > 0:
-                for a in range(S):
-                    for b in range(S):
-                        wiw += T[i, a, b] * W_tr[a * S + b]
-            H = L - (wd + wiw) / inv_ln
+            H = L - _labelled_score(U, W_tr, yt, ys)
             if H < -_H_TOL * max(1.0, abs(H)):
                 return s, i
+        Di = D[:a1 - a0]
+        _label_direction(A[a0:a1], yt, ys, inv_ln, Di)
+        wd, nrm = _unary_terms(Di, U, G[gofs[i]:gofs[i + 1]])
+        T_i = T[i].reshape(S * S) if chain else E
+        if chain:
+            _scatter_transitions(E, yt, ys, inv_ln)
+            wd_tr, nrm_tr = _transition_terms(T_i, E, W_tr)
+            wd += wd_tr
+            nrm += nrm_tr
+        dl = L / n - li[i]
         slope = lam * wd - dl
         gamma = step_along(slope, nrm, lam, 1.0, gfixed)
         if gamma > 0.0:
-            _move(w, u, inv_c, x, D, dT, gamma, S, F)
-            A[a0:a1] += gamma * D
-            T[i] += gamma * dT
+            _move_unary(w, u, inv_c, x, Di, gamma, F)
+            A[a0:a1] += gamma * Di
+            if chain:
+                _move_transitions(W_tr, u_tr, inv_c, T_i, E, gamma)
+        if chain:
+            _clear_transitions(E, yt, ys)
         _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state)
     return m, -1

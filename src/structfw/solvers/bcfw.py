@@ -29,7 +29,7 @@ from .._linalg import axpy
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
 from .block_state import BCFWState, ground_truth_corners
-from ._factored import block_w_dots, positions
+from ._factored import FACTORED_KINDS, block_w_dots, positions
 from .corners import CornerStore
 from .parts import BlockContext, ExactOracle
 from .passes import run_pass
@@ -88,10 +88,13 @@ class BCFW(Solver):
         Passes between the full gap passes of gap sampling and the cache; None: the first
         gap pass only, after which the estimates come from the block steps alone (the
         "Gap Inf" arm of Osokin et al. 2016, Fig. 1).
-    block_storage : {"auto", "dense", "sparse"}
+    block_storage : {"auto", "dense", "sparse", "factored"}
         How the n block parts w_i are stored: an (n, d) array (fast for small
-        d) or one sparse vector per block (CoNLL-size sparse problems).
-        "auto" picks dense when n*d*8 bytes <= ``max_dense_bytes``.
+        d), one sparse vector per block (CoNLL-size sparse problems), or factored
+        as per-position label weights of a dense chain or multiclass model
+        (docs/design.md, "The factored storage"; plain FW steps with the model's
+        compiled oracle).  "auto" takes the factored storage where it serves, else
+        dense rows when n*d*8 bytes <= ``max_dense_bytes``, else sparse rows.
     max_dense_bytes : int
         The largest dense block storage "auto" picks, in bytes (default 2 GiB).
     check_oracle : bool
@@ -392,11 +395,17 @@ def _place_at_corners(problem: Problem, st: BCFWState, labellings: Sequence[Any]
 
 def _continue(plan: BlockPlan, problem: Problem, st: BCFWState) -> BCFWState | None:
     """Carry a previous state into this solve: rescale to a new lam, adapt it to the plan."""
-    if st.factored is not None and plan.factored is None:
-        warnings.warn("warm start: the previous state stores its w_i factored (per-position label weights), which "
-                      "only plain FW steps with the model's compiled chain oracle read; starting afresh",
-                      RuntimeWarning, stacklevel=4)
-        return None
+    if st.factored is not None:
+        compiled = problem.compiled_oracle()
+        if compiled is None or compiled[0] not in FACTORED_KINDS:
+            warnings.warn("warm start: the previous state stores its w_i factored (per-position label weights of "
+                          "the compiled chain oracle's positions), which this problem's model does not compile; "
+                          "starting afresh", RuntimeWarning, stacklevel=4)
+            return None
+        pos = positions(compiled)
+        st.factored.check_layout(pos, st.v)
+        if plan.factored is None:  # options that need rows: the same w_i as rows
+            st.unfactor(pos[0], plan.dense)
     if plan.track_alpha and not st.track_alpha:
         warnings.warn(f"warm start: the previous state has no active sets, which step={plan.step_name!r} needs; "
                       "starting afresh", RuntimeWarning, stacklevel=4)

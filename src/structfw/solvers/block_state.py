@@ -138,6 +138,25 @@ class BCFWState:
                              "weights, no rows); continue it with plain FW steps, or fit with block_storage="
                              "'dense' or 'sparse' for a state with rows")
 
+    def unfactor(self, Xc: npt.NDArray[np.float64], dense: bool) -> None:
+        """Store the factored w_i as rows (dense, or sparse), for options that need rows: the same
+        w_i, to rounding, in the model's layout (`FactoredBlocks.row`)."""
+        fb = cast(FactoredBlocks, self.factored)
+        if dense:
+            rows: Any = np.empty((self.n, self.d))
+            for i in range(self.n):
+                rows[i] = fb.row(Xc, i, self.d)
+        else:
+            rows = SparseRows(self.n, self.d)
+            for i in range(self.n):
+                r = fb.row(Xc, i, self.d)
+                nz = np.flatnonzero(r)
+                rows.set_row(i, SparseVector(nz, r[nz], self.d))
+        del self.factored  # the class default (None): a state with rows again
+        self.dense_blocks = dense
+        self.wi = rows
+        self.rows_stale = False
+
     @property
     def wi(self) -> npt.NDArray[np.float64] | list[SparseVector]:
         """w_i of every block, a new (n, d) array or list of n SparseVector when the rows are

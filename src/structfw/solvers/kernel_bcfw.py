@@ -529,11 +529,11 @@ plane_timeout, approx_rule, oracle_work, minibatch, asynchronous
 
     name = "kernel-bcfw"
     PARAMS = KERNEL_PARAMS + ENGINE_PARAMS
-    #: block_storage="auto" stores the w_i factored (per-position label weights) when the options
-    #: allow it, else as dense rows: in the map's coordinates a row has r K numbers, dense in every
-    #: label its block has taken, so sparse rows only add indices and merges (1,000 OCR words, rbf:
-    #: 1.24 against 0.42 s a pass and 6.1 against 3.7 GB peak)
-    prefers_factored = True
+    #: when the options need rows, block_storage="auto" stores them dense: in the map's coordinates a
+    #: row has r K numbers, dense in every label its block has taken, so sparse rows only add indices
+    #: and merges (1,000 OCR words, rbf: 1.24 against 0.42 s a pass and 6.1 against 3.7 GB peak);
+    #: plain FW steps store the w_i factored, as for every `BCFW`
+    dense_rows = True
 
     kernel: str
     gamma: float

@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from .._linalg import SparseVector
+from ._factored import FactoredBlocks
 from ._kernels import fenwick_build
 from .averaging import AVERAGINGS, LazyAverage
 from .block_state import BCFWState
@@ -42,7 +43,7 @@ from .ssg import SSGState
 #: the classes a file may name, by their qualified names
 STATE_CLASSES = {f"{c.__module__}.{c.__qualname__}": c for c in (
     BCFWState, CornerStore, BlockSampler, LazyAverage, SparseVector, FWState, SSGState, CuttingPlaneState,
-    OnlineEGState, SparseRows)}
+    OnlineEGState, SparseRows, FactoredBlocks)}
 #: the engine's state class lived in solvers/bcfw.py until the plan split it out: files saved
 #: before name it there
 STATE_CLASSES["structfw.solvers.bcfw.BCFWState"] = BCFWState
@@ -329,7 +330,7 @@ _BCFW_REQUIRED = ("lam", "n", "d", "w", "v", "ell", "dense_blocks", "_wi", "wi_s
                   "track_alpha", "corners", "truth", "k", "passes", "rng", "sampler", "avg", "oracle_gaps",
                   "full_gap", "needs_refresh", "fingerprint")
 # fields a state written before they existed lacks, with the value that state behaved as
-_BCFW_DEFAULTS = {"rows_stale": False, "avg2": None, "mp_iter": 0, "mp_approx_passes": 0, "mp_work": 0.0,
+_BCFW_DEFAULTS = {"rows_stale": False, "factored": None, "avg2": None, "mp_iter": 0, "mp_approx_passes": 0, "mp_work": 0.0,
                   "mp_exact_dual": 0.0, "mp_exact_cost": 0.0}
 _CORNER_FIELDS = ("n", "d", "size", "key", "loss", "alpha", "last", "start", "nnz", "pidx", "pval", "meta")
 _SAMPLER_FIELDS = ("kind", "n", "rng", "estimates", "_tree", "_buffer", "_pos")
@@ -618,7 +619,9 @@ def _check_bcfw(st, path, n, d):
     elif track:
         raise ValueError(f"field '{path}.corners' is missing: expected the corner sets whose weights "
                          "track_alpha=true tracks")
-    if dense:
+    if st.factored is not None:
+        _check_factored(st, path, n, d, track or stale)
+    elif dense:
         wi = _finite(_array(st._wi, f"{path}._wi", (n, d), np.float64), f"{path}._wi")
         scale = _array(st.wi_scale, f"{path}.wi_scale", (n,), np.float64)
         _in_range(_finite(scale, f"{path}.wi_scale"), f"{path}.wi_scale", lo=np.nextafter(0.0, 1.0),
@@ -664,6 +667,28 @@ def _check_bcfw(st, path, n, d):
         raise ValueError(f"field '{path}.full_gap' = -inf: expected a gap (inf: none measured yet)")
     _bool(st.needs_refresh, f"{path}.needs_refresh")
     _str(st.fingerprint, f"{path}.fingerprint")
+
+
+def _check_factored(st, path, n, d, rows_needed):
+    """A factored state (`structfw.solvers._factored.FactoredBlocks`): block starts, label weights and
+    transitions of consistent shapes, finite, and no rows.  That they belong to the training set and
+    sum to w is checked when the state is continued (`FactoredBlocks.check_layout`): it needs the data."""
+    fb, p = st.factored, f"{path}.factored"
+    if type(fb) is not FactoredBlocks:
+        raise ValueError(f"field {p!r} is {_desc(fb)}: expected FactoredBlocks or None")
+    _expect_fields(fb, p, ("starts", "A", "T"))
+    starts = _array(fb.starts, f"{p}.starts", (n + 1,), np.int64)
+    if starts[0] != 0 or np.any(np.diff(starts) < 0):
+        raise ValueError(f"field '{p}.starts' is not a run of block starts: expected 0 = starts[0] <= starts[1] <= ...")
+    A = _finite(_array(fb.A, f"{p}.A", (int(starts[-1]), None), np.float64), f"{p}.A")
+    K = A.shape[1]
+    if K < 1 or K * K > d:
+        raise ValueError(f"field '{p}.A' has {K} labels: expected 1 <= K and K*K <= d = {d}")
+    _finite(_array(fb.T, f"{p}.T", (n, K, K), np.float64), f"{p}.T")
+    _array(st._wi, f"{path}._wi", (n, 0), np.float64)
+    if rows_needed or not st.dense_blocks:
+        raise ValueError(f"field {p!r} is set with track_alpha, rows_stale or sparse blocks: expected a factored "
+                         "state of plain FW steps (dense_blocks true, the others false)")
 
 
 def _check_sparse(x, path, d):
