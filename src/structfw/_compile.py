@@ -18,9 +18,11 @@ from __future__ import annotations
 import os
 import sys
 
-#: (module, kernel) pairs every fit on the bundled data compiles: the engine's plain pass and
-#: general pass, and the chain oracle they call
+#: (module, kernel) pairs every fit on the bundled data compiles: the engine's plain passes
+#: (factored storage, the default for dense chains, and rows) and general pass, and the chain
+#: oracle they call
 KEY_KERNELS = (
+    ("structfw.solvers._factored", "factored_fw_chunk"),
     ("structfw.solvers._fastpass", "plain_fw_chunk"),
     ("structfw.solvers._fastpass", "general_chunk"),
     ("structfw.oracles.chain", "chain_oracle_dense"),

@@ -49,7 +49,9 @@ def _engine_chain():
 
     chain = models.ChainModel(n_states=3, n_features=4)
     X, Y = _chain_data()
+    # plain FW stores a dense chain's w_i factored; dense rows are the other plain pass
     for solver in (solvers.BCFW(averaging="weighted"), solvers.BCFW(sampling="gap"),
+                   solvers.BCFW(block_storage="dense", averaging="weighted"),
                    solvers.BCFW(step="pairwise", cache=True), solvers.BCFW(step="away"),
                    solvers.MPBCFW(approx_rule="work"), solvers.FW(), solvers.SSG(), solvers.CuttingPlane()):
         _fit(chain, solver, X, Y)
@@ -163,8 +165,8 @@ def _kernel_svm():
 
 #: family -> (what it covers, its tiny fits); listed slowest first, so the workers finish together
 FAMILIES = {
-    "engine + chain oracle": ("BCFW (all steps, sampling, cache, averaging), MP-BCFW, FW, SSG, cutting plane, "
-                              "dense and sparse chains", _engine_chain),
+    "engine + chain oracle": ("BCFW (all steps, sampling, cache, averaging, factored and row storage), MP-BCFW, "
+                              "FW, SSG, cutting plane, dense and sparse chains", _engine_chain),
     "kernel SVM": ("FrankWolfeSVC, float64 and float32 kernel columns", _kernel_svm),
     "multiclass oracle": ("dense and sparse rows", _multiclass),
     "kernel BCFW": ("chains and multiclass, the factored pass", _kernel_bcfw),

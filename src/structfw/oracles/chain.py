@@ -125,26 +125,59 @@ def loss_augmented_viterbi(U, P, y_true):
 def chain_unary_dense(x, w, S, F, y_true, augment):
     """U[l, s] = <x_l, w[s*F:(s+1)*F]> (+ 1/L when s != y_true[l] and augment).
 
-    Two states per sweep over x_l: each load of x_l feeds two products, so the sweep is less
-    bound by loads (OCR: 2.3 µs a word against 3.0 µs for one state per sweep).
-    """
+    Two positions and four states per sweep over the features: each load of a position's
+    features feeds four products and each load of a state's weights two, so the sweep is less
+    bound by loads (OCR: 2.0 µs a word against 2.4 µs for one position and two states per sweep,
+    2.9 µs for one state; four positions by four states spill registers and take 13 µs).  An odd
+    L's last position, and the last states of an S that is not a multiple of four, are scored
+    twice: one loop nest, not a remainder loop for each."""
     L = x.shape[0]
     U = np.empty((L, S))
-    c = 1.0 / L if L > 0 else 0.0
-    for l in range(L):
+    for l in range(0, L, 2):
+        m = min(l + 1, L - 1)
         xl = x[l]
-        yl = y_true[l] if augment else -1
-        for s in range(0, S, 2):
-            t = min(s + 1, S - 1)  # an odd S's last state is scored twice: one loop nest, not two
+        xm = x[m]
+        for s in range(0, S, 4):
+            s1 = min(s + 1, S - 1)
+            s2 = min(s + 2, S - 1)
+            s3 = min(s + 3, S - 1)
             w0 = w[s * F:(s + 1) * F]
-            w1 = w[t * F:(t + 1) * F]
+            w1 = w[s1 * F:(s1 + 1) * F]
+            w2 = w[s2 * F:(s2 + 1) * F]
+            w3 = w[s3 * F:(s3 + 1) * F]
             a0 = 0.0
             a1 = 0.0
+            a2 = 0.0
+            a3 = 0.0
+            b0 = 0.0
+            b1 = 0.0
+            b2 = 0.0
+            b3 = 0.0
             for f in range(F):
-                a0 += xl[f] * w0[f]
-                a1 += xl[f] * w1[f]
-            U[l, s] = a0 + c if augment and s != yl else a0
-            U[l, t] = a1 + c if augment and t != yl else a1
+                p = xl[f]
+                q = xm[f]
+                a0 += p * w0[f]
+                a1 += p * w1[f]
+                a2 += p * w2[f]
+                a3 += p * w3[f]
+                b0 += q * w0[f]
+                b1 += q * w1[f]
+                b2 += q * w2[f]
+                b3 += q * w3[f]
+            U[l, s] = a0
+            U[l, s1] = a1
+            U[l, s2] = a2
+            U[l, s3] = a3
+            U[m, s] = b0
+            U[m, s1] = b1
+            U[m, s2] = b2
+            U[m, s3] = b3
+    if augment and L > 0:
+        c = 1.0 / L
+        for l in range(L):
+            for s in range(S):
+                if s != y_true[l]:
+                    U[l, s] += c
     return U
 
 

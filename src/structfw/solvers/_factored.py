@@ -107,10 +107,25 @@ def block_grams(Xc: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndar
     offsets = np.zeros(lengths.shape[0] + 1, np.int64)
     np.cumsum(lengths * lengths, out=offsets[1:])
     G = np.empty(int(offsets[-1]))
-    for i in range(lengths.shape[0]):
-        x = Xc[starts[i]:starts[i + 1]]
-        G[offsets[i]:offsets[i + 1]] = (x @ x.T).ravel()
+    _fill_grams(np.ascontiguousarray(Xc, np.float64), np.ascontiguousarray(starts, np.int64), offsets, G)
     return G, offsets
+
+
+@njit(cache=True, fastmath=True, nogil=True)
+def _fill_grams(Xc, starts, offsets, G):
+    """`block_grams`' loop, compiled: a solve builds them before its first pass (OCR: 6 against 25-33 ms
+    with one BLAS product per block called from Python)."""
+    for i in range(starts.shape[0] - 1):
+        a0 = starts[i]
+        T = starts[i + 1] - a0
+        off = offsets[i]
+        for t in range(T):
+            for s in range(t, T):
+                g = 0.0
+                for f in range(Xc.shape[1]):
+                    g += Xc[a0 + t, f] * Xc[a0 + s, f]
+                G[off + t * T + s] = g
+                G[off + s * T + t] = g
 
 
 def block_w_dots(Xc: np.ndarray, fb: FactoredBlocks, w: np.ndarray) -> np.ndarray:

@@ -92,7 +92,7 @@ class BCFW(Solver):
         How the n block parts w_i are stored: an (n, d) array (fast for small
         d), one sparse vector per block (CoNLL-size sparse problems), or factored
         as per-position label weights of a dense chain or multiclass model
-        (docs/design.md, "The factored storage"; plain FW steps with the model's
+        (docs/design.md, "The engine and its parts"; plain FW steps with the model's
         compiled oracle).  "auto" takes the factored storage where it serves, else
         dense rows when n*d*8 bytes <= ``max_dense_bytes``, else sparse rows.
     max_dense_bytes : int
