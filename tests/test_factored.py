@@ -203,3 +203,22 @@ def test_the_regularisation_path_asks_for_rows():
     X, Y, model = chain()
     with pytest.raises(ValueError, match="block_storage='factored'"):
         sf.regularization_path(model, X, Y, eps=0.1, solver=BCFW(block_storage="factored"), min_lam=0.05)
+
+
+@pytest.mark.parametrize("problem", ["chain", "multiclass"])
+def test_the_regularisation_path_starts_a_factored_state_at_the_oracles_corners(problem):
+    """The path places each block at its labelling's corner (Osokin et al. 2016, Sec. 4): the factored
+    state's label weights and transitions there give the rows' start (the first breakpoint and w
+    above it), and the path it follows is certified eps-approximate at every lam it covers (the steps
+    are the rows' to rounding, so the later breakpoints may differ by more than rounding)."""
+    X, Y, model = chain() if problem == "chain" else multiclass()
+    eps = 0.1
+    fact = sf.regularization_path(model, X, Y, eps=eps, min_lam=0.05, solver=BCFW(), random_state=0)
+    rows = sf.regularization_path(model, X, Y, eps=eps, min_lam=0.05, solver=BCFW(block_storage="dense"),
+                                  random_state=0)
+    assert fact.breakpoints[0] == pytest.approx(rows.breakpoints[0], rel=1e-12)
+    np.testing.assert_allclose(fact.coef_at(2 * fact.breakpoints[0]), rows.coef_at(2 * rows.breakpoints[0]),
+                               rtol=1e-12, atol=1e-15)
+    assert len(fact.breakpoints) >= 3 and np.all(np.diff(fact.breakpoints) < 0)
+    for lam in np.geomspace(fact.breakpoints[0], fact.breakpoints[-1], 9):
+        assert fact.gap_bound_at(lam) <= eps + 1e-9

@@ -64,6 +64,29 @@ class FactoredBlocks:
             row[SF:] = self.T[i].ravel()
         return row
 
+    def place(self, i: int, y_true: np.ndarray, y: np.ndarray, inv_ln: float, transitions: bool) -> None:
+        """Block i at the corner of labelling y: w_i = (phi(x_i, y_i) - phi(x_i, y)) / (lam n)."""
+        a0, a1 = self.starts[i], self.starts[i + 1]
+        A_i, T_i = self.A[a0:a1], self.T[i]
+        A_i[:] = 0.0
+        T_i[:] = 0.0
+        t = np.arange(a1 - a0)
+        np.add.at(A_i, (t, y_true), inv_ln)
+        np.add.at(A_i, (t, y), -inv_ln)
+        if transitions:
+            np.add.at(T_i, (y_true[:-1], y_true[1:]), inv_ln)
+            np.add.at(T_i, (y[:-1], y[1:]), -inv_ln)
+
+    def total(self, Xc: np.ndarray, d: int) -> np.ndarray:
+        """sum_i w_i in the model's layout: Xc^T A for the unary part, sum_i T_i for the transitions."""
+        S = self.A.shape[1]
+        SF = S * Xc.shape[1]
+        out = np.empty(d)
+        out[:SF] = (self.A.T @ Xc).ravel()
+        if d > SF:
+            out[SF:] = self.T.sum(axis=0).ravel()
+        return out
+
     def check_layout(self, pos: tuple[Any, ...], w: np.ndarray) -> None:
         """ValueError unless the label weights belong to these positions ((positions, starts, labels,
         K, F) of `positions`) and the blocks sum to w (a state read from a file could claim either)."""
@@ -75,11 +98,7 @@ class FactoredBlocks:
         if self.A.shape != (int(starts[-1]), int(S)) or self.T.shape != (n, int(S), int(S)):
             raise ValueError(f"fields 'BCFWState.factored.A/T' have shapes {self.A.shape}/{self.T.shape}: expected "
                              f"({int(starts[-1])}, {int(S)}) and ({n}, {int(S)}, {int(S)})")
-        SF = int(S) * int(F)
-        total = np.empty_like(w)
-        total[:SF] = (self.A.T @ Xc).ravel()
-        if w.shape[0] > SF:
-            total[SF:] = self.T.sum(axis=0).ravel()
+        total = self.total(Xc, w.shape[0])
         scale = float(np.abs(self.A).sum(axis=1) @ np.abs(Xc).sum(axis=1) + np.abs(self.T).sum()) + 1.0
         if not np.allclose(total, w, rtol=0.0, atol=1e-9 * scale):
             raise ValueError("field 'BCFWState.factored' does not sum to w: expected label weights whose blocks "

@@ -29,7 +29,7 @@ from .._linalg import axpy
 from .averaging import LazyAverage
 from .base import Param, Solver, continue_or_restart
 from .block_state import BCFWState, ground_truth_corners
-from ._factored import FACTORED_KINDS, block_w_dots, positions
+from ._factored import FACTORED_KINDS, FactoredBlocks, block_w_dots, positions
 from .corners import CornerStore
 from .parts import BlockContext, ExactOracle
 from .passes import run_pass
@@ -362,6 +362,9 @@ def _new_averages(plan: BlockPlan, st: BCFWState) -> None:
 def _place_at_corners(problem: Problem, st: BCFWState, labellings: Sequence[Any]) -> None:
     """Move a fresh state to alpha_i(y'_i) = 1: w_i = psi_i(y'_i)/(lam n), l_i = L_i(y'_i)/n."""
     inv = 1.0 / (problem.lam * problem.n)
+    if st.factored is not None:
+        _place_factored(problem, st, labellings, inv)
+        return
     # rows the state's passes never read stay stale (rebuilt from the weights if ever
     # read): writing them would fault in n*d*8 bytes (200 MB on OCR) for nothing
     lazy = st.rows_stale and st.track_alpha
@@ -388,6 +391,23 @@ def _place_at_corners(problem: Problem, st: BCFWState, labellings: Sequence[Any]
         if not st.dense_blocks:
             for v in st.wi:
                 axpy(1.0, v, st.v)
+    if st.v is not st.w:
+        problem.project(st.v, out=st.w)
+    st.ell = float(st.li.sum())
+
+
+def _place_factored(problem: Problem, st: BCFWState, labellings: Sequence[Any], inv: float) -> None:
+    """`_place_at_corners` for the factored storage: each block's label weights and transitions at its
+    labelling's corner, then w = sum_i w_i."""
+    fb = cast("FactoredBlocks", st.factored)
+    Xc, starts, labels, S, F = positions(cast("tuple[Any, Any]", problem.compiled_oracle()))
+    transitions = problem.d > S * F
+    for i, y in enumerate(labellings):
+        y, psi, L, _ = problem.oracle_corner(i, y, st.w, validate=True)  # checks the labelling, gives L
+        y_true = labels[starts[i]:starts[i + 1]]
+        fb.place(i, y_true, np.atleast_1d(np.asarray(y, np.int64)), inv, transitions)
+        st.li[i] = L / problem.n
+    st.v[:] = fb.total(Xc, problem.d)
     if st.v is not st.w:
         problem.project(st.v, out=st.w)
     st.ell = float(st.li.sum())
