@@ -109,15 +109,23 @@ def viterbi(U, P):
 @njit(cache=True, nogil=True)
 def loss_augmented_viterbi(U, P, y_true):
     """Viterbi on U + (1/L) [y != y_true] (normalised Hamming loss augmentation)."""
-    L, S = U.shape
     V = U.copy()
-    if L > 0:
-        c = 1.0 / L
-        for l in range(L):
-            for s in range(S):
-                if s != y_true[l]:
-                    V[l, s] += c
+    add_hamming_loss(V, y_true)
     return viterbi(V, P)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def add_hamming_loss(U, y_true):
+    """U[l, s] += 1/L for every state s != y_true[l], in place: the normalised Hamming loss as unary
+    terms (`add_node_loss_weights` with a_l = 1/L)."""
+    L, S = U.shape
+    if L == 0:
+        return
+    c = 1.0 / L
+    for l in range(L):
+        for s in range(S):
+            if s != y_true[l]:
+                U[l, s] += c
 
 
 # ------------------------------------------------ fused chain-model oracles
@@ -172,12 +180,8 @@ def chain_unary_dense(x, w, S, F, y_true, augment):
             U[m, s1] = b1
             U[m, s2] = b2
             U[m, s3] = b3
-    if augment and L > 0:
-        c = 1.0 / L
-        for l in range(L):
-            for s in range(S):
-                if s != y_true[l]:
-                    U[l, s] += c
+    if augment:
+        add_hamming_loss(U, y_true)
     return U
 
 
@@ -192,17 +196,14 @@ def chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment):
     to the bit."""
     L = indptr.shape[0] - 1
     U = np.zeros((L, S))
-    c = 1.0 / L if L > 0 else 0.0
     for l in range(L):
         for k in range(indptr[l], indptr[l + 1]):
             f = indices[k]
             v = data[k]
             for s in range(S):
                 U[l, s] += v * w[s * F + f]
-        if augment:
-            for s in range(S):
-                if s != y_true[l]:
-                    U[l, s] += c
+    if augment:
+        add_hamming_loss(U, y_true)
     return U
 
 
