@@ -6,21 +6,22 @@ with a_t in R^K the position's label weights and its transition part a K x K mat
 factored storage keeps A (one row a_t per training position) and T (n, K, K) instead of the d
 numbers of a row, and reads w_i only through
 
-    <w_i, w>   = sum_t <a_t, U_t> + <T_i, W_tr>          U = the unary scores x_t . W_c (the oracle's),
-    ||d||^2    = sum_c D[:, c]^T G_i D[:, c] + ||dT||^2   G_i = [<x_t, x_s>] the block's Gram matrix,
+    <w_i, w>   = sum_t <a_t, U_t> + <T_i, W_tr>              U = the unary scores x_t . W_c (the oracle's),
+    ||d||^2    = sum_{t,s} G_i[t, s] <D_t, D_s> + ||dT||^2   G_i = [<x_t, x_s>] the block's Gram matrix,
 
 for the FW direction d = w_s - w_i (D, dT its label weights and transitions).  w itself stays
 explicit: the step adds gamma D[t, c] x_t to label c's weights for the labels a position has
-taken.  What it saves is the rows: n d numbers, which for a kernel map's coordinates (d = r K,
-r ~ the number of training positions) are most of a fit's memory and of a pass's memory traffic
-(docs/results/engine.md, "Kernel BCFW as a storage of the engine").  The same steps as dense
-rows, to rounding (tests/test_factored.py); `structfw bench block-state` measured both on
-linear chains, where the rows are cheap.
+taken.  What it saves is the rows: n d numbers, read from memory at every step (OCR: 32 KB a
+step against 7 KB of label weights and transitions; a pass 0.62-0.80x of dense rows'), and for a
+kernel map's coordinates (d = r K, r ~ the number of training positions) most of a fit's memory
+(docs/results/engine.md, "The factored storage").  The same steps as dense rows, to rounding
+(tests/test_factored.py).
 
 The storage serves the plain FW step with an exact compiled dense-chain oracle, or a multiclass
 one (a chain of length 1 without transitions), with any sampling, either step size and averaging;
-the options that keep corner sets (cache, pairwise and away steps, MP-BCFW) or batch the oracle
-calls keep rows (`structfw.solvers.plan.make_plan`).
+``block_storage="auto"`` takes it there.  The options that keep corner sets (cache, pairwise and
+away steps, MP-BCFW) or batch the oracle calls keep rows (`structfw.solvers.plan.make_plan`), and a
+factored state they continue becomes rows (`structfw.solvers.block_state.BCFWState.unfactor`).
 """
 from __future__ import annotations
 
