@@ -16,13 +16,7 @@ from .._linalg import coalesce
 # ---------------------------------------------------------------- Viterbi
 @njit(cache=True, fastmath=True, nogil=True)
 def _viterbi_core(U, w, off, S):
-    """argmax_y sum_l U[l, y_l] + sum_l w[off + y_l*S + y_{l+1}]; returns (y, score).
-
-    The forward pass stores the max-marginal scores M[l, b] = U[l, b] + max_a (M[l-1, a] +
-    P[a, b]) (`_forward_max`).  The backtrack recomputes the argmax at the S candidates of each
-    position.  Ties go to the smallest state index.  A max is exact, so the scores and the
-    labelling do not depend on the order in which the candidates are compared.
-    """
+    """argmax_y sum_l U[l, y_l] + sum_l w[off + y_l*S + y_{l+1}]; returns (y, score) (`viterbi_into`)."""
     L = U.shape[0]
     y = np.empty(L, np.int64)
     if L == 0:
@@ -31,8 +25,23 @@ def _viterbi_core(U, w, off, S):
     for a in range(S):
         for b in range(S):
             P[a, b] = w[off + a * S + b]
-    M = np.empty((L, S))
-    cur = np.empty(S)
+    return y, viterbi_into(U, P, np.empty((L, S)), np.empty(S), y)
+
+
+@njit(cache=True, fastmath=True, nogil=True)
+def viterbi_into(U, P, M, cur, y):
+    """Max-sum Viterbi of U (L, S) and contiguous transitions P (S, S) into y (L,), with scratch M
+    (at least L x S) and cur (S); returns the labelling's score (0 for L = 0).
+
+    The forward pass stores the max-marginal scores M[l, b] = U[l, b] + max_a (M[l-1, a] +
+    P[a, b]) (`_forward_max`).  The backtrack recomputes the argmax at the S candidates of each
+    position.  Ties go to the smallest state index.  A max is exact, so the scores and the
+    labelling do not depend on the order in which the candidates are compared.  A caller with
+    scratch of its own (the factored pass) allocates nothing per call.
+    """
+    L, S = U.shape
+    if L == 0:
+        return 0.0
     for s in range(S):
         M[0, s] = U[0, s]
     for l in range(1, L):
@@ -55,7 +64,7 @@ def _viterbi_core(U, w, off, S):
                 bv = v
                 arg = a
         y[l - 1] = arg
-    return y, total
+    return total
 
 
 @njit(cache=True, fastmath=True, nogil=True)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..oracles.chain import chain_unary_dense, hamming_loss, loss_augmented_viterbi
+from ..oracles.chain import add_hamming_loss, chain_unary_dense, hamming_loss, viterbi_into
 from ..oracles.compiled import CHAIN_DENSE, MULTICLASS_DENSE
 from ._fastpass import _H_TOL, K, _avg_begin, _close_step, _draw_block, _fixed_step
 from ._kernels import step_along
@@ -307,6 +307,11 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
         longest = max(longest, starts[i + 1] - starts[i])
     D = np.empty((longest, S))
     E = np.zeros(S * S if chain else 0)
+    # the oracle's scratch: loss-augmented scores, Viterbi's max-marginals and labelling
+    Vs = np.empty((longest, S))
+    M = np.empty((longest, S))
+    cur = np.empty(S)
+    ys_buf = np.empty(longest, np.int64)
     for s in range(m):
         i = _draw_block(sampler, s, n)
         gfixed = _fixed_step(nu_step, it[K], n)
@@ -315,7 +320,11 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
         x = Xc[a0:a1]
         yt = Yc[a0:a1]
         U = chain_unary_dense(x, w, S, F, yt, False)
-        ys, _ = loss_augmented_viterbi(U, P, yt)
+        V = Vs[:a1 - a0]
+        V[:] = U
+        add_hamming_loss(V, yt)
+        ys = ys_buf[:a1 - a0]
+        viterbi_into(V, P, M, cur, ys)
         L = hamming_loss(yt, ys)
         if check:
             H = L - _labelled_score(U, W_tr, yt, ys)
