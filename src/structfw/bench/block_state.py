@@ -192,14 +192,14 @@ def replay_factored(pos, plan, fstate, w, li, lam, S, F):
         dl = hamming_loss(yt, ys) / n - li[i]
         wd, nrm = _unary_terms(Di, U, G[gofs[i]:gofs[i + 1]])
         T_i = T[i].reshape(S * S)
-        _scatter_transitions(E, yt, ys, inv_ln)
+        _scatter_transitions(E, yt, ys, inv_ln, S)
         wd_tr, nrm_tr = _transition_terms(T_i, E, w_tr)
         gamma = step_along(lam * (wd + wd_tr) - dl, nrm + nrm_tr, lam, 1.0, -1.0)
         if gamma > 0.0:
             _factored_move(w, ip, ix, vx, Di, gamma, S, F)
             A[a:b] += gamma * Di
             _move_transitions(w_tr, no_average, 0.0, T_i, E, gamma)
-        _clear_transitions(E, yt, ys)
+        _clear_transitions(E, yt, ys, S)
         li[i] += gamma * dl
         ell += gamma * dl
     return ell

@@ -57,7 +57,6 @@ class FactoredBlocks:
         self.A *= r
         self.T *= r
 
-
     def row(self, Xc: np.ndarray, i: int, d: int) -> np.ndarray:
         """Block i's w_i as a d-row in the model's layout: sum_t x_t (x) a_t, then T_i."""
         S = self.A.shape[1]
@@ -199,18 +198,16 @@ def _unary_terms(D, U, G_i):
 
 
 @njit(cache=True, nogil=True)
-def _scatter_transitions(E, yt, ys, inv_ln):
+def _scatter_transitions(E, yt, ys, inv_ln, S):
     """E += the transitions of w_s (+inv_ln on y_i's pairs, -inv_ln on y*'s), E flat (K*K) and zero on entry."""
-    S = int(np.sqrt(E.shape[0]) + 0.5)
     for t in range(yt.shape[0] - 1):
         E[yt[t] * S + yt[t + 1]] += inv_ln
         E[ys[t] * S + ys[t + 1]] -= inv_ln
 
 
 @njit(cache=True, nogil=True)
-def _clear_transitions(E, yt, ys):
+def _clear_transitions(E, yt, ys, S):
     """E back to zeros: only the entries `_scatter_transitions` touched."""
-    S = int(np.sqrt(E.shape[0]) + 0.5)
     for t in range(yt.shape[0] - 1):
         E[yt[t] * S + yt[t + 1]] = 0.0
         E[ys[t] * S + ys[t + 1]] = 0.0
@@ -229,15 +226,16 @@ def _transition_terms(T_i, E, W_tr):
 
 
 @njit(cache=True, nogil=True)
-def _move_unary(w, u, inv_c, x, D, gamma, F):
+def _move_unary(w, u, inv_c, x, D, A_i, gamma, F):
     """w += gamma D[t, c] x_t for every label c of every position t with D[t, c] != 0 (the lazy
-    average's buffer u, if any, gets -inv_c times the change); A_i += gamma D is the caller's."""
+    average's buffer u, if any, gets -inv_c times the change), and A_i += gamma D."""
     has_u = u.shape[0] > 0
     for t in range(x.shape[0]):
         xt = x[t]
         for c in range(D.shape[1]):
             coef = gamma * D[t, c]
             if coef != 0.0:
+                A_i[t, c] += coef
                 base = c * F
                 if has_u:
                     cu = -inv_c * coef
@@ -287,8 +285,9 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
 
     A step reads the block's L x K label weights, its K x K transitions and L x L Gram matrix, not a
     d-row: <d, w> comes from the unary scores the oracle computed, ||d||^2 from the Gram matrix, and
-    the move adds x_t to the weights of the labels position t has taken.  Scratch (D, E) is the
-    chunk's: a step allocates only the oracle's arrays."""
+    the move adds x_t to the weights of the labels position t has taken.  The direction, the
+    transitions' scatter and the oracle's Viterbi are the chunk's scratch: a step allocates only the
+    unary scores."""
     Xc, starts, Yc, S, F = data[0], data[1], data[2], data[3], data[4]
     A, T, li = blocks
     G, gofs = grams
@@ -335,7 +334,7 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
         wd, nrm = _unary_terms(Di, U, G[gofs[i]:gofs[i + 1]])
         T_i = T[i].reshape(S * S) if chain else E
         if chain:
-            _scatter_transitions(E, yt, ys, inv_ln)
+            _scatter_transitions(E, yt, ys, inv_ln, S)
             wd_tr, nrm_tr = _transition_terms(T_i, E, W_tr)
             wd += wd_tr
             nrm += nrm_tr
@@ -343,11 +342,10 @@ def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
         slope = lam * wd - dl
         gamma = step_along(slope, nrm, lam, 1.0, gfixed)
         if gamma > 0.0:
-            _move_unary(w, u, inv_c, x, Di, gamma, F)
-            A[a0:a1] += gamma * Di
+            _move_unary(w, u, inv_c, x, Di, A[a0:a1], gamma, F)
             if chain:
                 _move_transitions(W_tr, u_tr, inv_c, T_i, E, gamma)
         if chain:
-            _clear_transitions(E, yt, ys)
+            _clear_transitions(E, yt, ys, S)
         _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state)
     return m, -1
