@@ -12,7 +12,7 @@ numbers of a row, and reads w_i only through
 for the FW direction d = w_s - w_i (D, dT its label weights and transitions).  w itself stays
 explicit: the step adds gamma D[t, c] x_t to label c's weights for the labels a position has
 taken.  What it saves is the rows: n d numbers, read from memory at every step (OCR: 32 KB a
-step against 7 KB of label weights and transitions; a pass 0.62-0.80x of dense rows'), and for a
+step against 7 KB of label weights and transitions; a pass 0.6-0.85x of dense rows'), and for a
 kernel map's coordinates (d = r K, r ~ the number of training positions) most of a fit's memory
 (docs/results/engine.md, "The factored storage").  The same steps as dense rows, to rounding
 (tests/test_factored.py).
