@@ -91,11 +91,18 @@ def fits(dataset):
     return arrays
 
 
+def child_prelude():
+    """The child process's first statement: this script's folder, and the folder of the structfw this
+    process runs (a checkout's src/ under the tests' conftest), first on sys.path -- not whichever copy
+    is installed, which may be older: the reference would then check that one."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(sf.__file__)))
+    return f"import sys; sys.path[:0] = [{os.path.dirname(os.path.abspath(__file__))!r}, {package_root!r}]; "
+
+
 def fits_in_reference_env(out):
     """Run the OCR fits in a child process under REFERENCE_ENV; they are written to ``out`` (npz)."""
     env = dict(os.environ, **REFERENCE_ENV)
-    code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-            f"import numpy as np, make_engine_reference as r; np.savez(sys.argv[1], **r.fits('ocr'))")
+    code = child_prelude() + "import numpy as np, make_engine_reference as r; np.savez(sys.argv[1], **r.fits('ocr'))"
     subprocess.run([sys.executable, "-c", code, str(out)], env=env, check=True)
     with np.load(out) as f:
         return dict(f)

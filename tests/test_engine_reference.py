@@ -91,3 +91,15 @@ def test_synthetic_data_has_no_near_ties(name, synth_data):
         values = sorted(model.score(x, np.array(c), w) + model.loss(y, np.array(c))
                         for c in itertools.product(range(4), repeat=len(y)))
         assert values[-1] - values[-2] > 1e-9 * max(1.0, abs(values[-1]))
+
+
+
+def test_the_reference_fits_run_the_structfw_under_test():
+    """The child process that records and checks the OCR fits imports this process's structfw (the
+    checkout's src/), not an installed copy that may be older."""
+    import os
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", ref.child_prelude() + "import structfw; print(structfw.__file__)"],
+                         env=dict(os.environ, **ref.REFERENCE_ENV), capture_output=True, text=True, check=True)
+    assert Path(out.stdout.strip()).resolve() == Path(ref.sf.__file__).resolve()
