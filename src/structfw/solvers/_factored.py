@@ -59,14 +59,8 @@ class FactoredBlocks:
 
     def row(self, Xc: np.ndarray, i: int, d: int) -> np.ndarray:
         """Block i's w_i as a d-row in the model's layout: sum_t x_t (x) a_t, then T_i."""
-        S = self.A.shape[1]
         a0, a1 = self.starts[i], self.starts[i + 1]
-        row = np.zeros(d)
-        SF = S * Xc.shape[1]
-        row[:SF] = (self.A[a0:a1].T @ Xc[a0:a1]).ravel()
-        if d > SF:
-            row[SF:] = self.T[i].ravel()
-        return row
+        return _model_layout(self.A[a0:a1], Xc[a0:a1], self.T[i], d)
 
     def place(self, i: int, y_true: np.ndarray, y: np.ndarray, inv_ln: float, transitions: bool) -> None:
         """Block i at the corner of labelling y: w_i = (phi(x_i, y_i) - phi(x_i, y)) / (lam n)."""
@@ -83,13 +77,7 @@ class FactoredBlocks:
 
     def total(self, Xc: np.ndarray, d: int) -> np.ndarray:
         """sum_i w_i in the model's layout: Xc^T A for the unary part, sum_i T_i for the transitions."""
-        S = self.A.shape[1]
-        SF = S * Xc.shape[1]
-        out = np.empty(d)
-        out[:SF] = (self.A.T @ Xc).ravel()
-        if d > SF:
-            out[SF:] = self.T.sum(axis=0).ravel()
-        return out
+        return _model_layout(self.A, Xc, self.T.sum(axis=0), d)
 
     def check_layout(self, pos: tuple[Any, ...], w: np.ndarray) -> None:
         """ValueError unless the label weights belong to these positions ((positions, starts, labels,
@@ -107,6 +95,17 @@ class FactoredBlocks:
         if not np.allclose(total, w, rtol=0.0, atol=1e-9 * scale):
             raise ValueError("field 'BCFWState.factored' does not sum to w: expected label weights whose blocks "
                              "sum to the state's w")
+
+
+def _model_layout(A: np.ndarray, X: np.ndarray, T: np.ndarray, d: int) -> np.ndarray:
+    """The d-vector of label weights A at positions X (sum_t x_t (x) a_t, label-major blocks of F) followed
+    by the transitions T (a chain's K x K; nothing for a multiclass model, d = K F)."""
+    SF = A.shape[1] * X.shape[1]
+    out = np.empty(d)
+    out[:SF] = (A.T @ X).ravel()
+    if d > SF:
+        out[SF:] = T.ravel()
+    return out
 
 
 #: the compiled oracles whose training sets the storage reads

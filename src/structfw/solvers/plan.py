@@ -226,7 +226,8 @@ def factored_storage(o: Any, plain: bool, compiled: tuple[Any, Any] | None, tau:
     """Per-position label weights (`structfw.solvers._factored`): asked for (or the storage of a state
     being continued), or "auto", when the solve allows them -- plain FW steps, the model's compiled
     dense chain or multiclass oracle, one block at a time; asked for
-    otherwise: ValueError naming the option (a continued state then starts afresh)."""
+    otherwise: ValueError naming the option (a continued factored state that the solve does not allow
+    becomes rows, `structfw.solvers.block_state.BCFWState.unfactor`)."""
     able = plain and compiled is not None and compiled[0] in FACTORED_KINDS and tau == 1
     if storage is not None:
         return able and storage == "factored"
