@@ -31,9 +31,13 @@ CONFIGS = {
     "bcfw-gap": lambda: solvers.BCFW(sampling="gap", gap_refresh=2),
     "bcfw-maxgap": lambda: solvers.BCFW(sampling="max_gap", gap_refresh=2),
     "bcfw-cache": lambda: solvers.BCFW(cache=True, gap_refresh=2),
-    "bcpfw": lambda: solvers.BCFW(step="pairwise"),
+    # pairwise steps pinned to the storage they were recorded on (dense rows): "auto" now stores them
+    # factored, where a tie that each pairwise line search leaves may break the other way
+    # (tests/test_factored.py checks that storage against the rows' optimum instead)
+    "bcpfw": lambda: solvers.BCFW(step="pairwise", block_storage="dense"),
     "bcafw": lambda: solvers.BCFW(step="away"),
-    "bcpfw-gap-cache": lambda: solvers.BCFW(step="pairwise", sampling="gap", cache=True, gap_refresh=2),
+    "bcpfw-gap-cache": lambda: solvers.BCFW(step="pairwise", sampling="gap", cache=True, gap_refresh=2,
+                                            block_storage="dense"),
     "bcafw-cache-wavg": lambda: solvers.BCFW(step="away", cache=True, averaging="weighted"),
     "bcpfw-sparse": lambda: solvers.BCFW(step="pairwise", block_storage="sparse"),
     "bcfw-sparse-gap-cache": lambda: solvers.BCFW(sampling="gap", cache=True, block_storage="sparse",

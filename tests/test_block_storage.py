@@ -295,7 +295,8 @@ def test_pairwise_passes_leave_the_rows_stale_and_reading_rebuilds_them(ocr30, t
 
     X, Y = ocr30
     lam = 0.1
-    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(step="pairwise"), lam=lam,
+    solver = sf.solvers.BCFW(step="pairwise", block_storage="dense")
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=solver, lam=lam,
                            max_passes=3, random_state=0).fit(X, Y)
     st = svm.state_
     assert st.rows_stale
@@ -331,7 +332,8 @@ def test_pairwise_passes_leave_the_rows_stale_and_reading_rebuilds_them(ocr30, t
 def test_a_warm_start_with_fw_steps_rebuilds_the_stale_rows_first(ocr30):
     """FW steps read w_i and stop tracking the weights: the rows are rebuilt while they still are."""
     X, Y = ocr30
-    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(step="pairwise"), lam=0.1,
+    solver = sf.solvers.BCFW(step="pairwise", block_storage="dense")
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=solver, lam=0.1,
                            max_passes=2, random_state=0, warm_start=True).fit(X, Y)
     assert svm.state_.rows_stale
     svm.set_params(solver__step="fw", solver__cache=True).fit(X, Y)
@@ -381,7 +383,8 @@ def test_the_active_sets_weighted_score_is_lam_n_w_i_dot_w(ocr30):
     its score is <psi_a, w> to rounding (a step along it reuses it)."""
     X, Y = ocr30
     lam = 0.1
-    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(step="pairwise"), lam=lam,
+    solver = sf.solvers.BCFW(step="pairwise", block_storage="dense")
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=solver, lam=lam,
                            max_passes=3, random_state=0).fit(X, Y)
     st = svm.state_
     S = st.corners.arrays
@@ -394,7 +397,7 @@ def test_the_active_sets_weighted_score_is_lam_n_w_i_dot_w(ocr30):
         best, H, best_score = corners.cs_best(S, i, st.w)
         assert best_score == pytest.approx(corners.cs_dot(S, i, best, st.w), **close)
         assert H == pytest.approx(max(S[2][i, k] - corners.cs_dot(S, i, k, st.w) for k in range(S[0][i])), **close)
-        scan = corners.cs_scan(S, i, st.w, True, True)
+        scan = corners.cs_scan(S, i, st.w, True, True, corners.NO_LABELS)
         assert (scan[0], scan[3]) == (best, away)
         assert scan[1:3] + scan[4:] == pytest.approx((H, best_score, score, away_score), **close)
         assert score == pytest.approx(lam * len(X) * st.block_w_dot(i, st.w), rel=1e-9, abs=1e-12)
@@ -402,7 +405,8 @@ def test_the_active_sets_weighted_score_is_lam_n_w_i_dot_w(ocr30):
 
 def test_a_state_file_keeps_only_the_used_part_of_the_corner_pool(ocr30, tmp_path):
     X, Y = ocr30
-    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(step="pairwise"), lam=0.1,
+    solver = sf.solvers.BCFW(step="pairwise", block_storage="dense")
+    svm = sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=solver, lam=0.1,
                            max_passes=2, random_state=0).fit(X, Y)
     store = svm.state_.corners
     top = int(store.meta[0])

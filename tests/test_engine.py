@@ -240,10 +240,12 @@ def test_compiled_corner_sets_give_the_python_parts_iterates(kw, ocr60, monkeypa
     # a tiny pool and two slots per block make the compiled pass stop, grow and resume often
     orig_init = corners.CornerStore.__init__
     monkeypatch.setattr(corners.CornerStore, "__init__",
-                        lambda self, n, d, capacity=8, pool=None: orig_init(self, n, d, 2, 64))
+                        lambda self, n, d, capacity=8, pool=None, labels=False: orig_init(self, n, d, 2, 64, labels))
     runs = []
     for model in (sf.models.ChainModel(26, 128), _PythonOracleChain(26, 128)):
-        svm = sf.StructuredSVM(model, solver=BCFW(**kw), lam=0.01, max_passes=4, tol=None, random_state=5)
+        # the compiled passes on rows (on the factored storage: tests/test_factored.py)
+        svm = sf.StructuredSVM(model, solver=BCFW(block_storage="dense", **kw), lam=0.01, max_passes=4, tol=None,
+                               random_state=5)
         runs.append(svm.fit(X, Y))
     np.testing.assert_allclose(runs[0].coef_, runs[1].coef_, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(runs[0].trace_["cache_hits"], runs[1].trace_["cache_hits"])

@@ -18,6 +18,13 @@ so its iterates are those of ``bcpfw`` to the bit (tested below).  The old traje
 ``bcpfw``'s at a near-tie (final primal 0.1741 against 0.1687 now); its synthetic reference,
 which has no ties, is unchanged.
 
+Since the factored storage took the corner sets (labellings), the other configurations run on it
+as "auto" picks it and still match the iterates recorded on rows; the two pairwise ones are pinned
+to dense rows, the storage they were recorded on: a pairwise line search leaves two corners at
+equal H, and the next away search meets a tie that the factored scores (from the unary scores)
+and the rows' (psi . w) may break either way (tests/test_factored.py checks that storage's
+pairwise steps against the rows' optimum).
+
 One synthetic entry was re-recorded, with the reason: ``bcpfw-gap-cache``.  The block step took a
 corner's ||psi||^2 from ``np.dot``, which numba hands to BLAS, and OpenBLAS sums in the order of
 the kernel it picks for the CPU: its Haswell/Zen and SkylakeX kernels differ in the last bit, and

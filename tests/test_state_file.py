@@ -171,7 +171,7 @@ def test_corner_keys_are_recomputed_on_load(ocr40):
     """The corners' keys are derived from their entries: a file whose keys were forged (or written
     by another hash) loads with the keys the engine computes, so its corners are found again."""
     X, Y, model = ocr40
-    est = _fit(model, S.BCFW(step="pairwise", cache=True), X, Y, 2)
+    est = _fit(model, S.BCFW(step="pairwise", cache=True, block_storage="dense"), X, Y, 2)
     tree, arrays = state_file.encode_state(est.state_)
     true_keys = est.state_.corners.key.copy()
     assert np.any(true_keys != 0)

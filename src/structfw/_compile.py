@@ -22,7 +22,7 @@ import sys
 #: (factored storage, the default for dense chains, and rows) and general pass, and the chain
 #: oracle they call
 KEY_KERNELS = (
-    ("structfw.solvers._factored", "factored_fw_chunk"),
+    ("structfw.solvers._fastpass", "factored_fw_chunk"),
     ("structfw.solvers._fastpass", "plain_fw_chunk"),
     ("structfw.solvers._fastpass", "general_chunk"),
     ("structfw.oracles.chain", "chain_oracle_dense"),
@@ -40,7 +40,7 @@ FAMILIES = {
     "matching oracle": (("structfw.oracles.matching", "matching_scores_dense"),),
     "chain marginals (online-EG)": (("structfw.oracles.marginals", "chain_expectation_dense"),),
     "kernel BCFW": (("structfw.oracles.kernel_chain", "rbf_from_dots"),
-                    ("structfw.solvers._factored", "factored_fw_chunk")),
+                    ("structfw.solvers._fastpass", "factored_fw_chunk")),
     "kernel SVM": (("structfw.svm._solver", "_iterate"),),
 }
 

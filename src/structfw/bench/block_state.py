@@ -179,7 +179,9 @@ def replay_factored(pos, plan, fstate, w, li, lam, S, F):
     for i in range(n):
         longest = max(longest, starts[i + 1] - starts[i])
     D = np.empty((longest, S))
+    live = np.empty(longest, np.bool_)
     E = np.zeros(S * S)
+    none = np.zeros(0, np.int64)  # the FW step's direction has one corner
     ell = 0.0
     for k in range(blocks.shape[0]):
         i = blocks[k]
@@ -188,18 +190,18 @@ def replay_factored(pos, plan, fstate, w, li, lam, S, F):
         U = chain_unary_csr(ip, ix, vx, w, S, F, yt, np.bool_(False))  # the oracle's scores at w
         a, b = starts[i], starts[i + 1]
         Di = D[:b - a]
-        _label_direction(A[a:b], yt, ys, inv_ln, Di)
+        _label_direction(A[a:b], yt, -1.0, ys, inv_ln, none, 0.0, Di, live)
         dl = hamming_loss(yt, ys) / n - li[i]
-        wd, nrm = _unary_terms(Di, U, G[gofs[i]:gofs[i + 1]])
+        wd, nrm = _unary_terms(Di, U, G[gofs[i]:gofs[i + 1]], live)
         T_i = T[i].reshape(S * S)
-        _scatter_transitions(E, yt, ys, inv_ln, S)
-        wd_tr, nrm_tr = _transition_terms(T_i, E, w_tr)
+        _scatter_transitions(E, yt, ys, inv_ln, none, 0.0, S)
+        wd_tr, nrm_tr = _transition_terms(T_i, -1.0, E, w_tr)
         gamma = step_along(lam * (wd + wd_tr) - dl, nrm + nrm_tr, lam, 1.0, -1.0)
         if gamma > 0.0:
             _factored_move(w, ip, ix, vx, Di, gamma, S, F)
             A[a:b] += gamma * Di
-            _move_transitions(w_tr, no_average, 0.0, T_i, E, gamma)
-        _clear_transitions(E, yt, ys, S)
+            _move_transitions(w_tr, no_average, 0.0, T_i, -1.0, E, gamma)
+        _clear_transitions(E, yt, ys, none, S)
         li[i] += gamma * dl
         ell += gamma * dl
     return ell

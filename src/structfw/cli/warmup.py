@@ -49,10 +49,11 @@ def _engine_chain():
 
     chain = models.ChainModel(n_states=3, n_features=4)
     X, Y = _chain_data()
-    # plain FW stores a dense chain's w_i factored; dense rows are the other plain pass
+    # a dense chain's w_i are stored factored (corner sets of labellings); dense rows are the other passes
     for solver in (solvers.BCFW(averaging="weighted"), solvers.BCFW(sampling="gap"),
                    solvers.BCFW(block_storage="dense", averaging="weighted"),
                    solvers.BCFW(step="pairwise", cache=True), solvers.BCFW(step="away"),
+                   solvers.BCFW(step="pairwise", cache=True, block_storage="dense"),
                    solvers.MPBCFW(approx_rule="work"), solvers.FW(), solvers.SSG(), solvers.CuttingPlane()):
         _fit(chain, solver, X, Y)
     Xs, Ys = _chain_data(sparse=True)

@@ -285,6 +285,20 @@ def weighted_hamming_loss(a, b, c):
     return t
 
 
+@njit(cache=True, nogil=True)
+def score_difference(U, W_tr, ya, yb):
+    """<phi(x, ya) - phi(x, yb), w> from a chain's unary scores U (L, S) and its flat transition weights
+    W_tr (S*S; empty for a multiclass model), position by position: <psi_i(y), w> with ya = y_i, yb = y."""
+    S = U.shape[1]
+    pw = 0.0
+    for t in range(ya.shape[0]):
+        pw += U[t, ya[t]] - U[t, yb[t]]
+    if W_tr.shape[0] > 0:
+        for t in range(ya.shape[0] - 1):
+            pw += W_tr[ya[t] * S + ya[t + 1]] - W_tr[yb[t] * S + yb[t + 1]]
+    return pw
+
+
 @njit(cache=True, nogil=True, inline="always")  # inlined, as chain_oracle_dense
 def hamming_loss(a, b):
     """Normalised Hamming loss mean_l [a_l != b_l] (0 for empty labellings)."""

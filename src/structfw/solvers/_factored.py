@@ -17,11 +17,13 @@ kernel map's coordinates (d = r K, r ~ the number of training positions) most of
 (docs/results/engine.md, "The factored storage").  The same steps as dense rows, to rounding
 (tests/test_factored.py).
 
-The storage serves the plain FW step with an exact compiled dense-chain oracle, or a multiclass
-one (a chain of length 1 without transitions), with any sampling, either step size and averaging;
-``block_storage="auto"`` takes it there.  The options that keep corner sets (cache, pairwise and
-away steps, MP-BCFW) or batch the oracle calls keep rows (`structfw.solvers.plan.make_plan`), and a
-factored state they continue becomes rows (`structfw.solvers.block_state.BCFWState.unfactor`).
+The storage serves every block step of the engine with an exact compiled dense-chain oracle, or a
+multiclass one (a chain of length 1 without transitions), one block at a time: FW, pairwise and away
+steps along d = a w_i + b1 psi(y1) + b2 psi(y2) (`factored_block_step`), any sampling, either step
+size, averaging, the cache and MP-BCFW, whose corner sets keep labellings scored from the unary
+scores (`structfw.solvers.corners`, ``labels``); ``block_storage="auto"`` takes it there.  Minibatches
+keep rows (`structfw.solvers.plan.make_plan`), and a factored state they continue becomes rows
+(`structfw.solvers.block_state.BCFWState.unfactor`).
 """
 from __future__ import annotations
 
@@ -30,10 +32,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..oracles.chain import add_hamming_loss, chain_unary_dense, hamming_loss, viterbi_into
+from ..oracles.chain import add_hamming_loss, chain_unary_dense, hamming_loss, score_difference, viterbi_into
 from ..oracles.compiled import CHAIN_DENSE, MULTICLASS_DENSE
-from ._fastpass import _H_TOL, K, _avg_begin, _close_step, _draw_block, _fixed_step
-from ._kernels import step_along
+from ._kernels import NO_CORNER, step_along
 
 
 class FactoredBlocks:
@@ -165,20 +166,29 @@ def block_w_dots(Xc: np.ndarray, fb: FactoredBlocks, w: np.ndarray) -> np.ndarra
 
 
 @njit(cache=True, nogil=True)
-def _label_direction(A_i, yt, ys, inv_ln, D):
-    """D[:T] = a(w_s) - A_i, the label weights of d = w_s - w_i, with w_s = (phi(y_i) - phi(y*)) / (lam n);
-    D is the chunk's scratch, written in place (no allocation per step)."""
+def _label_direction(A_i, yt, a, y1, b1, y2, b2, D, live):
+    """D[:T] = a A_i + b1 a(psi(y1)) + b2 a(psi(y2)), the label weights of the direction d = a w_i + b1 psi(y1)
+    + b2 psi(y2) (psi(y) = phi(y_i) - phi(y), whose label weights are e_{y_i,t} - e_{y_t}); y2 empty when the
+    step has one corner.  FW: a = -1, b1 = 1/(lam n); pairwise: a = 0, b2 = -b1; away: a = 1, y1 the away
+    corner, b1 = -1/(lam n).  D is the chunk's scratch, written in place (no allocation per step), and
+    live[t] says whether row t may be non-zero."""
+    two = y2.shape[0] > 0
     for t in range(A_i.shape[0]):
         for c in range(A_i.shape[1]):
-            D[t, c] = -A_i[t, c]
-        D[t, yt[t]] += inv_ln
-        D[t, ys[t]] -= inv_ln
+            D[t, c] = a * A_i[t, c]
+        D[t, yt[t]] += b1 + b2
+        D[t, y1[t]] -= b1
+        if two:
+            D[t, y2[t]] -= b2
+        # a row without a multiple of A_i is zero where the corners agree (b1 + b2 = 0 then)
+        live[t] = a != 0.0 or not two or y1[t] != y2[t] or b1 + b2 != 0.0
 
 
 @njit(cache=True, fastmath=True, nogil=True)
-def _unary_terms(D, U, G_i):
+def _unary_terms(D, U, G_i, live):
     """(<d, w>, ||d||^2) of d's unary part: sum D * U and sum_{t,s} G_i[t, s] <D_t, D_s>, the
-    symmetric Gram sum taken over t <= s (each label row D_t a contiguous vector of K)."""
+    symmetric Gram sum taken over t <= s (each label row D_t a contiguous vector of K) and over the
+    positions whose row may be non-zero (``live``: a pairwise step's corners differ in few)."""
     T, S = U.shape
     wd = 0.0
     for t in range(T):
@@ -186,7 +196,11 @@ def _unary_terms(D, U, G_i):
             wd += D[t, c] * U[t, c]
     nrm = 0.0
     for t in range(T):
+        if not live[t]:
+            continue
         for s in range(t, T):
+            if not live[s]:
+                continue
             g = G_i[t * T + s]
             if g != 0.0:
                 acc = 0.0
@@ -197,28 +211,35 @@ def _unary_terms(D, U, G_i):
 
 
 @njit(cache=True, nogil=True)
-def _scatter_transitions(E, yt, ys, inv_ln, S):
-    """E += the transitions of w_s (+inv_ln on y_i's pairs, -inv_ln on y*'s), E flat (K*K) and zero on entry."""
+def _scatter_transitions(E, yt, y1, b1, y2, b2, S):
+    """E += the transitions of b1 psi(y1) + b2 psi(y2) (+(b1 + b2) on y_i's pairs, -b1 on y1's, -b2 on y2's;
+    y2 empty for one corner), E flat (K*K) and zero on entry."""
+    two = y2.shape[0] > 0
     for t in range(yt.shape[0] - 1):
-        E[yt[t] * S + yt[t + 1]] += inv_ln
-        E[ys[t] * S + ys[t + 1]] -= inv_ln
+        E[yt[t] * S + yt[t + 1]] += b1 + b2
+        E[y1[t] * S + y1[t + 1]] -= b1
+        if two:
+            E[y2[t] * S + y2[t + 1]] -= b2
 
 
 @njit(cache=True, nogil=True)
-def _clear_transitions(E, yt, ys, S):
+def _clear_transitions(E, yt, y1, y2, S):
     """E back to zeros: only the entries `_scatter_transitions` touched."""
+    two = y2.shape[0] > 0
     for t in range(yt.shape[0] - 1):
         E[yt[t] * S + yt[t + 1]] = 0.0
-        E[ys[t] * S + ys[t + 1]] = 0.0
+        E[y1[t] * S + y1[t + 1]] = 0.0
+        if two:
+            E[y2[t] * S + y2[t + 1]] = 0.0
 
 
 @njit(cache=True, fastmath=True, nogil=True)
-def _transition_terms(T_i, E, W_tr):
-    """(<dT, W_tr>, ||dT||^2) for dT = E - T_i in one sweep over the K*K transitions."""
+def _transition_terms(T_i, a, E, W_tr):
+    """(<dT, W_tr>, ||dT||^2) for dT = a T_i + E in one sweep over the K*K transitions."""
     wd = 0.0
     nrm = 0.0
     for ab in range(T_i.shape[0]):
-        dab = E[ab] - T_i[ab]
+        dab = E[ab] + a * T_i[ab]
         wd += dab * W_tr[ab]
         nrm += dab * dab
     return wd, nrm
@@ -247,104 +268,133 @@ def _move_unary(w, u, inv_c, x, D, A_i, gamma, F):
 
 
 @njit(cache=True, nogil=True)
-def _move_transitions(W_tr, u_tr, inv_c, T_i, E, gamma):
-    """W_tr += gamma (E - T_i) and T_i += gamma (E - T_i) in one sweep (u_tr, if any, gets -inv_c
+def _move_transitions(W_tr, u_tr, inv_c, T_i, a, E, gamma):
+    """W_tr += gamma dT and T_i += gamma dT for dT = a T_i + E in one sweep (u_tr, if any, gets -inv_c
     times W_tr's change)."""
     has_u = u_tr.shape[0] > 0
     for ab in range(T_i.shape[0]):
-        step = gamma * (E[ab] - T_i[ab])
+        step = gamma * (E[ab] + a * T_i[ab])
         W_tr[ab] += step
         T_i[ab] += step
         if has_u:
             u_tr[ab] -= inv_c * step
 
 
-@njit(cache=True, nogil=True)
-def _labelled_score(U, W_tr, ya, yb):
-    """<phi(x, ya) - phi(x, yb), w> from the unary scores and the transition weights."""
-    S = U.shape[1]
-    pw = 0.0
-    for t in range(ya.shape[0]):
-        pw += U[t, ya[t]] - U[t, yb[t]]
-    if W_tr.shape[0] > 0:
-        for t in range(ya.shape[0] - 1):
-            pw += W_tr[ya[t] * S + ya[t + 1]] - W_tr[yb[t] * S + yb[t + 1]]
-    return pw
+def factored_arrays(compiled: tuple[Any, Any], fb: FactoredBlocks, grams: tuple[Any, Any]) -> tuple[Any, ...]:
+    """What the compiled passes take of a factored state: (True, positions, (A, T), grams, scratch)."""
+    data = positions(compiled)
+    return (True, data, (fb.A, fb.T), grams, factored_scratch(data[1], int(data[3]), compiled[0] == CHAIN_DENSE))
+
+
+def no_factored(d: int) -> tuple[Any, ...]:
+    """The same tuple's types for a pass on rows (its first field False; nothing else is read)."""
+    data = (np.zeros((0, 0)), np.zeros(1, np.int64), np.zeros(0, np.int64), 0, 0)
+    return (False, data, (np.zeros((0, 0)), np.zeros((0, 0, 0))), (np.zeros(0), np.zeros(1, np.int64)),
+            factored_scratch(data[1], 0, False))
 
 
 @njit(cache=True, nogil=True)
-def factored_fw_chunk(data, m, sampler, w, blocks, grams, rule, avg, state):
-    """m plain FW block iterations (Alg. 1 of Osokin et al. 2016) on the factored storage.
-
-    ``data`` = (positions, block starts, labels, S, F) (`positions`); ``blocks`` = (A, T, li);
-    ``grams`` = (G, offsets)
-    (`block_grams`); ``sampler``, ``rule`` = (lam, nu_step, check), ``avg`` and ``state`` as in
-    `structfw.solvers._fastpass.plain_fw_chunk`.  Returns (steps done, index of an example whose
-    oracle did worse than its ground truth or -1).
-
-    A step reads the block's L x K label weights, its K x K transitions and L x L Gram matrix, not a
-    d-row: <d, w> comes from the unary scores the oracle computed, ||d||^2 from the Gram matrix, and
-    the move adds x_t to the weights of the labels position t has taken.  The direction, the
-    transitions' scatter and the oracle's Viterbi are the chunk's scratch: a step allocates only the
-    unary scores."""
-    Xc, starts, Yc, S, F = data[0], data[1], data[2], data[3], data[4]
-    A, T, li = blocks
-    G, gofs = grams
-    lam, nu_step, check = rule
-    avg_kind, u = avg
-    it, fl = state
-    n = li.shape[0]
-    inv_ln = 1.0 / (lam * n)
-    W_tr = w[S * F:]
-    u_tr = u[S * F:] if u.shape[0] > 0 else u
-    chain = W_tr.shape[0] > 0  # a multiclass model has no transitions
-    # Viterbi on one position is the argmax, with P = 0
-    P = W_tr.reshape(S, S) if chain else np.zeros((S, S))
+def factored_scratch(starts, S, chain):
+    """A pass's scratch for the factored step and the oracle on unary scores: (direction D, transitions'
+    scatter E, loss-augmented scores V, Viterbi's max-marginals M, its column cur, labelling ys, zeros
+    (a labelling corner's values), the transitions of a multiclass model (zeros), the direction's
+    non-zero rows)."""
     longest = 0
-    for i in range(n):
+    for i in range(starts.shape[0] - 1):
         longest = max(longest, starts[i + 1] - starts[i])
-    D = np.empty((longest, S))
-    E = np.zeros(S * S if chain else 0)
-    # the oracle's scratch: loss-augmented scores, Viterbi's max-marginals and labelling
-    Vs = np.empty((longest, S))
-    M = np.empty((longest, S))
-    cur = np.empty(S)
-    ys_buf = np.empty(longest, np.int64)
-    for s in range(m):
-        i = _draw_block(sampler, s, n)
-        gfixed = _fixed_step(nu_step, it[K], n)
-        rho, inv_c = _avg_begin(avg_kind, it, fl)
-        a0, a1 = starts[i], starts[i + 1]
-        x = Xc[a0:a1]
-        yt = Yc[a0:a1]
-        U = chain_unary_dense(x, w, S, F, yt, False)
-        V = Vs[:a1 - a0]
-        V[:] = U
-        add_hamming_loss(V, yt)
-        ys = ys_buf[:a1 - a0]
-        viterbi_into(V, P, M, cur, ys)
-        L = hamming_loss(yt, ys)
-        if check:
-            H = L - _labelled_score(U, W_tr, yt, ys)
-            if H < -_H_TOL * max(1.0, abs(H)):
-                return s, i
-        Di = D[:a1 - a0]
-        _label_direction(A[a0:a1], yt, ys, inv_ln, Di)
-        wd, nrm = _unary_terms(Di, U, G[gofs[i]:gofs[i + 1]])
-        T_i = T[i].reshape(S * S) if chain else E
+    return (np.empty((longest, S)), np.zeros(S * S if chain else 0), np.empty((longest, S)),
+            np.empty((longest, S)), np.empty(S), np.empty(longest, np.int64), np.zeros(longest), np.zeros((S, S)),
+            np.empty(longest, np.bool_))
+
+
+@njit(cache=True, nogil=True)
+def block_unary(fac, i, w):
+    """The unary scores U (L_i, K) of block i's positions at w (the oracle's, which the step reads too)."""
+    Xc, starts, Yc, S, F = fac[1]
+    a0, a1 = starts[i], starts[i + 1]
+    return chain_unary_dense(Xc[a0:a1], w, S, F, Yc[a0:a1], False)
+
+
+@njit(cache=True, nogil=True)
+def labels_of(fac, i, U, w):
+    """(U, W_tr, y_i): what `structfw.solvers.corners.cs_scan` reads to score block i's labellings."""
+    Xc, starts, Yc, S, F = fac[1]
+    return U, w[S * F:], Yc[starts[i]:starts[i + 1]]
+
+
+@njit(cache=True, fastmath=True, nogil=True)
+def factored_w_dot(fac, i, U, w):
+    """<w_i, w> = sum_t <a_t, U_t> + <T_i, W_tr> of block i, from its unary scores U at w."""
+    Xc, starts, Yc, S, F = fac[1]
+    A, T = fac[2]
+    a0 = starts[i]
+    s = 0.0
+    for t in range(U.shape[0]):
+        for c in range(S):
+            s += A[a0 + t, c] * U[t, c]
+    if w.shape[0] > S * F:
+        T_i = T[i]
+        for a in range(S):
+            for b in range(S):
+                s += T_i[a, b] * w[S * F + a * S + b]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def unary_oracle(fac, i, U, w):
+    """The max oracle of block i from its unary scores U: (y*, zeros, L_i(y*), <psi_i(y*), w>), y* a view
+    of the scratch (the loss-augmented Viterbi of `structfw.oracles.chain`, Hamming loss)."""
+    Xc, starts, Yc, S, F = fac[1]
+    scr = fac[4]
+    Vs, M, cur, ys_buf, zeros, P0 = scr[2], scr[3], scr[4], scr[5], scr[6], scr[7]
+    a0, a1 = starts[i], starts[i + 1]
+    yt = Yc[a0:a1]
+    W_tr = w[S * F:]
+    V = Vs[:a1 - a0]
+    V[:] = U
+    add_hamming_loss(V, yt)
+    ys = ys_buf[:a1 - a0]
+    # Viterbi on one position is the argmax, with P = 0
+    viterbi_into(V, W_tr.reshape(S, S) if W_tr.shape[0] > 0 else P0, M, cur, ys)
+    return ys, zeros[:a1 - a0], hamming_loss(yt, ys), score_difference(U, W_tr, yt, ys)
+
+
+@njit(cache=True, nogil=True)
+def factored_block_step(w, fac, i, U, a, s1, s2, dl, rule, avg):
+    """`structfw.solvers._kernels.block_step` on the factored storage: the step along d = a w_i + b1 psi(y1)
+    + b2 psi(y2) (``s1``, ``s2`` = (labelling, -, b, -) corners, `NO_CORNER` for none), with ``rule`` =
+    (lam, gmax, gfixed) and ``avg`` = (u, inv_c) as there.  Returns (gamma, slope).
+
+    It reads the block's L x K label weights, its K x K transitions and L x L Gram matrix, not a d-row:
+    <d, w> comes from the unary scores U at w, ||d||^2 from the Gram matrix, and the move adds x_t to the
+    weights of the labels position t has taken (only the positions where the corners differ, for a
+    pairwise step)."""
+    Xc, starts, Yc, S, F = fac[1]
+    A, T = fac[2]
+    G, gofs = fac[3]
+    D, E, live = fac[4][0], fac[4][1], fac[4][8]
+    lam, gmax, gfixed = rule
+    u, inv_c = avg
+    a0, a1 = starts[i], starts[i + 1]
+    yt = Yc[a0:a1]
+    y1, b1, y2, b2 = s1[0], s1[2], s2[0], s2[2]
+    Di, live_i = D[:a1 - a0], live[:a1 - a0]
+    _label_direction(A[a0:a1], yt, a, y1, b1, y2, b2, Di, live_i)
+    wd, nrm = _unary_terms(Di, U, G[gofs[i]:gofs[i + 1]], live_i)
+    W_tr = w[S * F:]
+    chain = W_tr.shape[0] > 0  # a multiclass model has no transitions
+    T_i = T[i].reshape(S * S) if chain else E
+    if chain:
+        _scatter_transitions(E, yt, y1, b1, y2, b2, S)
+        wd_tr, nrm_tr = _transition_terms(T_i, a, E, W_tr)
+        wd += wd_tr
+        nrm += nrm_tr
+    slope = lam * wd - dl
+    gamma = step_along(slope, nrm, lam, gmax, gfixed)
+    if gamma > 0.0:
+        _move_unary(w, u, inv_c, Xc[a0:a1], Di, A[a0:a1], gamma, F)
         if chain:
-            _scatter_transitions(E, yt, ys, inv_ln, S)
-            wd_tr, nrm_tr = _transition_terms(T_i, E, W_tr)
-            wd += wd_tr
-            nrm += nrm_tr
-        dl = L / n - li[i]
-        slope = lam * wd - dl
-        gamma = step_along(slope, nrm, lam, 1.0, gfixed)
-        if gamma > 0.0:
-            _move_unary(w, u, inv_c, x, Di, A[a0:a1], gamma, F)
-            if chain:
-                _move_transitions(W_tr, u_tr, inv_c, T_i, E, gamma)
-        if chain:
-            _clear_transitions(E, yt, ys, S)
-        _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state)
-    return m, -1
+            _move_transitions(W_tr, u[S * F:] if u.shape[0] > 0 else u, inv_c, T_i, a, E, gamma)
+    if chain:
+        _clear_transitions(E, yt, y1, y2, S)
+    return gamma, slope

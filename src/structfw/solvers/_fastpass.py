@@ -17,8 +17,9 @@ from numba import njit
 from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
 from ..oracles.compiled import corner, corner_hinge
-from .corners import (ALPHA_EPS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire, cs_find,
-                      cs_put, cs_room, cs_scan)
+from .corners import (ALPHA_EPS, NO_LABELS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire,
+                      cs_find, cs_put, cs_room, cs_scan)
+from ._factored import block_unary, factored_block_step, factored_w_dot, labels_of, unary_oracle
 from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add, fenwick_find, fenwick_total,
                        first_argmax, step_along)
 from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
@@ -252,6 +253,39 @@ def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hin
     return m, -1
 
 
+@njit(cache=True, nogil=True)
+def factored_fw_chunk(fac, m, sampler, w, li, rule, avg, state):
+    """m plain FW block iterations (Alg. 1 of Osokin et al. 2016) on the factored storage.
+
+    ``fac`` = (True, positions, (A, T), grams, scratch) (`factored_arrays`); ``sampler``, ``rule`` =
+    (lam, nu_step, check), ``avg`` and ``state`` as in `structfw.solvers._fastpass.plain_fw_chunk`.
+    Returns (steps done, index of an example whose oracle did worse than its ground truth or -1).
+
+    The oracle is the loss-augmented Viterbi on the block's unary scores (`unary_oracle`), and the
+    step `factored_block_step` reads the same scores; the direction, the transitions' scatter and the
+    Viterbi run in the pass's scratch: a step allocates only the unary scores."""
+    lam, nu_step, check = rule
+    avg_kind, u = avg
+    it, fl = state
+    n = li.shape[0]
+    inv_ln = 1.0 / (lam * n)
+    for s in range(m):
+        i = _draw_block(sampler, s, n)
+        gfixed = _fixed_step(nu_step, it[K], n)
+        rho, inv_c = _avg_begin(avg_kind, it, fl)
+        U = block_unary(fac, i, w)
+        ys, zs, L, ss = unary_oracle(fac, i, U, w)
+        if check:
+            H = L - ss
+            if H < -_H_TOL * max(1.0, abs(H)):
+                return s, i
+        dl = L / n - li[i]
+        gamma, slope = factored_block_step(w, fac, i, U, -1.0, (ys, zs, inv_ln, ss), NO_CORNER, dl,
+                                           (lam, 1.0, gfixed), (u, inv_c))
+        _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state)
+    return m, -1
+
+
 # ===================================================================== general
 #: block steps understood by the general kernel
 FW_STEP, PAIRWISE_STEP, AWAY_STEP = 0, 1, 2
@@ -285,19 +319,31 @@ def _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
 
 
 @njit(cache=True, nogil=True)
-def _set_step(w, B, S, i, step_kind, slot, a, corner_s, losses, rule, avg, scratch):
+def _move_block(w, B, fac, i, U, a, s1, s2, dl, rule, avg, scratch):
+    """The block step along d = a w_i + b1 s1 + b2 s2 on the pass's storage: the factored w_i
+    (``fac[0]``, `structfw.solvers._factored.factored_block_step`, corners as labellings), or rows
+    (`block_step`; B = (scales,) when the pass does not keep them).  Returns gamma."""
+    if fac[0]:
+        return factored_block_step(w, fac, i, U, a, s1, s2, dl, rule, avg)[0]
+    return block_step(w, B, i, a, s1, s2, dl, rule, avg, scratch)[0]
+
+
+@njit(cache=True, nogil=True)
+def _set_step(w, storage, S, i, step_kind, slot, a, corner_s, losses, rule, avg, scratch):
     """FW, pairwise or away step of block i on its corner set (Osokin et al. Alg. 2): moves w_i,
-    w and the corner weights (when they are tracked).  ``corner_s`` = (idx, val, <psi, w>, L)
+    w and the corner weights (when they are tracked).  ``storage`` = (B, fac) (`_move_block`).  ``corner_s`` = (idx, val, <psi, w>, L)
     of the FW corner (slot ``slot``); ``a`` the away corner's slot and ``losses`` = (<psi_a, w>,
-    l_i, n); ``rule`` = (lam, gfixed, inv_ln, track_alpha, keep_rows).  Returns (gamma, d_l)."""
+    l_i, n, U) with U the block's unary scores on the factored storage; ``rule`` = (lam,
+    gfixed, inv_ln, track_alpha, keep_rows).  Returns (gamma, d_l)."""
+    B, fac = storage
     ps_i, ps_v, ss, L_s = corner_s
-    sa, li_i, n = losses
+    sa, li_i, n, U = losses
     lam, gfixed, inv_ln, track_alpha, keep_rows = rule
     alpha = S[3]
     if step_kind == FW_STEP:
         dl = L_s / n - li_i
-        gamma, _ = block_step(w, B, i, -1.0, (ps_i, ps_v, inv_ln, ss), NO_CORNER, dl, (lam, 1.0, gfixed), avg,
-                              scratch)
+        gamma = _move_block(w, B, fac, i, U, -1.0, (ps_i, ps_v, inv_ln, ss), NO_CORNER, dl, (lam, 1.0, gfixed), avg,
+                            scratch)
         if track_alpha and gamma > 0.0:
             _scale_alpha(S, i, 1.0 - gamma)
             alpha[i, slot] += gamma
@@ -309,9 +355,9 @@ def _set_step(w, B, S, i, step_kind, slot, a, corner_s, losses, rule, avg, scrat
         dl = (L_s - L_a) / n
         s1, s2, r = (ps_i, ps_v, inv_ln, ss), (pa_i, pa_v, -inv_ln, sa), (lam, alpha[i, a], gfixed)
         if keep_rows:
-            gamma, _ = block_step(w, B, i, 0.0, s1, s2, dl, r, avg, scratch)
+            gamma = _move_block(w, B, fac, i, U, 0.0, s1, s2, dl, r, avg, scratch)
         else:  # the rows are not kept: only the scales are passed
-            gamma, _ = block_step(w, (B[0],), i, 0.0, s1, s2, dl, r, avg, scratch)
+            gamma = _move_block(w, (B[0],), fac, i, U, 0.0, s1, s2, dl, r, avg, scratch)
         if gamma > 0.0:
             alpha[i, a] -= gamma
             alpha[i, slot] += gamma
@@ -319,8 +365,8 @@ def _set_step(w, B, S, i, step_kind, slot, a, corner_s, losses, rule, avg, scrat
         return gamma, dl
     dl = li_i - L_a / n
     gmax = alpha[i, a] / (1.0 - alpha[i, a])
-    gamma, _ = block_step(w, B, i, 1.0, (pa_i, pa_v, -inv_ln, sa), NO_CORNER, dl, (lam, gmax, gfixed), avg,
-                          scratch)
+    gamma = _move_block(w, B, fac, i, U, 1.0, (pa_i, pa_v, -inv_ln, sa), NO_CORNER, dl, (lam, gmax, gfixed), avg,
+                        scratch)
     if gamma > 0.0:
         _scale_alpha(S, i, 1.0 + gamma)
         alpha[i, a] -= gamma
@@ -342,21 +388,32 @@ def _tidy(S, i, tidy_kind, limit, keeps):
 
 
 @njit(cache=True, nogil=True)
-def _block_scan(S, B, i, w, wants, inv_ln, lam, li_i):
-    """One sweep over block i's corners, each scored once (~200 entries gathered from w): the
-    best corner (approximate pass, cache) and the away corner, as `corners.cs_scan`; and
-    lam <w_i, w> - l_i, the block gap's part from w_i, which the cache rule, the gap sampler and
-    the away test read -- with tracked weights the weighted score of the active corners from the
-    same sweep, else the dense dot over the block's row.  ``wants`` = (best, away, gap,
-    track_alpha).  Returns (scan, <w_i, w>, that part)."""
+def _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li_i):
+    """One sweep over block i's corners, each scored once (~200 entries gathered from w, or on
+    the factored storage O(L_i) from the block's unary scores U): the best corner (approximate
+    pass, cache) and the away corner, as `corners.cs_scan`; and lam <w_i, w> - l_i, the block
+    gap's part from w_i, which the cache rule, the gap sampler and the away test read -- with
+    tracked weights the weighted score of the active corners from the same sweep, else the
+    dot over the block's row or label weights.  ``wants`` = (best, away, gap, track_alpha).
+    Returns (scan, <w_i, w>, that part, U) (U empty on rows)."""
     want_best, want_away, want_gap, track_alpha = wants
     scan = (-1, 0.0, 0.0, -1, 0.0, 0.0)
+    U = np.empty((0, 0))
+    labels = NO_LABELS
+    if fac[0]:
+        U = block_unary(fac, i, w)
+        labels = labels_of(fac, i, U, w)
     if want_best or want_away:
-        scan = cs_scan(S, i, w, want_best, want_away)
+        scan = cs_scan(S, i, w, want_best, want_away, labels)
     wiw = 0.0
     if want_gap:
-        wiw = scan[4] * inv_ln if track_alpha else B[0][i] * row_dot(B, i, w)
-    return scan, wiw, lam * wiw - li_i
+        if track_alpha:
+            wiw = scan[4] * inv_ln
+        elif fac[0]:
+            wiw = factored_w_dot(fac, i, U, w)
+        else:
+            wiw = B[0][i] * row_dot(B, i, w)
+    return scan, wiw, lam * wiw - li_i, U
 
 
 @njit(cache=True, nogil=True)
@@ -395,7 +452,17 @@ def _record_corner(S, i, slot, hit, corner_s, mark, flags, g_i, oracle_gaps, it)
 
 
 @njit(cache=True, nogil=True)
-def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rule, avg, state):
+def _oracle_corner(oracle, fac, i, U, w):
+    """The max oracle's corner of block i, (entries, values, L_i(y*), <psi_i(y*), w>): its labelling from
+    the unary scores U on the factored storage, else the compiled model's merged psi."""
+    if fac[0]:
+        return unary_oracle(fac, i, U, w)
+    idx, val, L = corner(oracle[0], oracle[1], i, w, True)
+    return idx, val, L, sparse_dot_dense(idx, val, w)
+
+
+@njit(cache=True, nogil=True)
+def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rule, avg, state, fac):
     """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
 
     The iteration of the Python parts (`structfw.solvers.parts`): corner source
@@ -408,13 +475,15 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     ``cache_rule`` = (cache, F, nu, oracle_gaps); ``set_rule`` = (track_alpha, approx, stamp,
     tidy_kind, limit, keep_rows): without ``keep_rows`` (pairwise steps with tracked weights
     never read w_i) the rows are not written and the caller marks them stale; ``avg`` = (kind,
-    u); ``state`` = (it, fl), the integer and float state (slots K.., ELL..).
+    u); ``state`` = (it, fl), the integer and float state (slots K.., ELL..); ``fac`` the
+    factored storage (`structfw.solvers._factored.factored_arrays`, corners stored as
+    labellings and the oracle run on the unary scores the scan computed) or, first field
+    False, none (`no_factored`: rows, the model's compiled corner).
 
     Returns (s, status): 0 when the chunk is done; 1 (the pool) or 3 (a sparse row) when block
     ``it[BAD]`` needs room before step s (nothing of step s was done: grow and call again from
     s); 2 when the oracle did worse than the ground truth on example ``it[BAD]``.
     """
-    kind_oracle, data = oracle
     B, li = blocks
     lam, step_kind, nu_step, check = rule
     oracle_gaps = cache_rule[3]
@@ -431,7 +500,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
         k = it[K]
         wants = (approx or (cache_rule[0] and S[0][i] > 0), step_kind != FW_STEP or (track_alpha and needs_gap),
                  needs_gap, track_alpha)
-        scan, wiw, base = _block_scan(S, B, i, w, wants, inv_ln, lam, li[i])
+        scan, wiw, base, U = _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li[i])
         a, sa = scan[3], scan[5]
         # ---- corner source (nothing is changed until the room checks have passed)
         slot, g_i, ss = _cached_corner(S, i, scan, base, n, cache_rule, approx, fl[FULL_GAP])
@@ -441,8 +510,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
             ps_i, ps_v = cs_entries(S, i, slot)
             L_s = S[2][i, slot]
         else:
-            ps_i, ps_v, L_s = corner(kind_oracle, data, i, w, True)
-            ss = sparse_dot_dense(ps_i, ps_v, w)
+            ps_i, ps_v, L_s, ss = _oracle_corner(oracle, fac, i, U, w)
             if check and L_s - ss < -_H_TOL * max(1.0, abs(L_s - ss)):
                 it[BAD] = i
                 return s, 2
@@ -463,7 +531,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
             g_away = lam * (sa * inv_ln - wiw) + li[i] - S[2][i, a] / n
             if g_i >= g_away or S[3][i, a] >= 1.0 - ALPHA_EPS:
                 kind = FW_STEP
-        gamma, dl = _set_step(w, B, S, i, kind, slot, a, (ps_i, ps_v, ss, L_s), (sa, li[i], n),
+        gamma, dl = _set_step(w, (B, fac), S, i, kind, slot, a, (ps_i, ps_v, ss, L_s), (sa, li[i], n, U),
                               (lam, gfixed, inv_ln, track_alpha, keep_rows), (u, inv_c), scratch)
         li[i] += gamma * dl
         fl[ELL] += gamma * dl

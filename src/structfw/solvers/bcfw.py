@@ -92,9 +92,10 @@ class BCFW(Solver):
         How the n block parts w_i are stored: an (n, d) array (fast for small
         d), one sparse vector per block (CoNLL-size sparse problems), or factored
         as per-position label weights of a dense chain or multiclass model
-        (docs/design.md, "The engine and its parts"; plain FW steps with the model's
-        compiled oracle).  "auto" takes the factored storage where it serves, else
-        dense rows when n*d*8 bytes <= ``max_dense_bytes``, else sparse rows.
+        (docs/design.md, "The engine and its parts"; any step, cache or MP-BCFW with the
+        model's compiled oracle, one block at a time: corner sets then keep labellings).
+        "auto" takes the factored storage where it serves, else dense rows when
+        n*d*8 bytes <= ``max_dense_bytes``, else sparse rows.
     max_dense_bytes : int
         The largest dense block storage "auto" picks, in bytes (default 2 GiB).
     check_oracle : bool
@@ -405,8 +406,14 @@ def _place_factored(problem: Problem, st: BCFWState, labellings: Sequence[Any], 
     for i, y in enumerate(labellings):
         y, psi, L, _ = problem.oracle_corner(i, y, st.w, validate=True)  # checks the labelling, gives L
         y_true = labels[starts[i]:starts[i + 1]]
-        fb.place(i, y_true, np.atleast_1d(np.asarray(y, np.int64)), inv, transitions)
+        y = np.atleast_1d(np.asarray(y, np.int64))
+        fb.place(i, y_true, y, inv, transitions)
         st.li[i] = L / problem.n
+        if st.corners is not None:  # a store of labellings
+            slot = st.corners.add(i, None, L, 0.0, 0, y=y)
+            if st.track_alpha and slot != 0:  # slot 0 is the ground truth's corner
+                st.corners.alpha[i, :] = 0.0
+                st.corners.alpha[i, slot] = 1.0
     st.v[:] = fb.total(Xc, problem.d)
     if st.v is not st.w:
         problem.project(st.v, out=st.w)
@@ -424,8 +431,8 @@ def _continue(plan: BlockPlan, problem: Problem, st: BCFWState) -> BCFWState | N
             return None
         pos = positions(compiled)
         st.factored.check_layout(pos, st.v)
-        if plan.factored is None:  # options that need rows: the same w_i as rows
-            st.unfactor(pos[0], plan.dense)
+        if plan.factored is None:  # options that need rows: the same w_i (and corners) as rows
+            st.unfactor(pos[0], plan.dense, problem)
     if plan.track_alpha and not st.track_alpha:
         warnings.warn(f"warm start: the previous state has no active sets, which step={plan.step_name!r} needs; "
                       "starting afresh", RuntimeWarning, stacklevel=4)
@@ -433,7 +440,8 @@ def _continue(plan: BlockPlan, problem: Problem, st: BCFWState) -> BCFWState | N
     if st.lam != problem.lam:
         st.rescale_lam(problem.lam)
     if plan.keep_corners and st.corners is None:
-        st.corners = ground_truth_corners(problem.n, problem.d, 8, False)
+        st.corners = ground_truth_corners(problem.n, problem.d, 8, False,
+                                          problem.Y if st.factored is not None else None)
     if not plan.track_alpha:
         st._rebuild_stale_rows()  # while the weights the rows are rebuilt from are still tracked
     st.track_alpha = plan.track_alpha

@@ -23,14 +23,31 @@ if TYPE_CHECKING:
     from .sampling import BlockSampler
 
 
-def ground_truth_corners(n: int, d: int, capacity: int, weighted: bool) -> CornerStore:
+def ground_truth_corners(n: int, d: int, capacity: int, weighted: bool, truths: Any = None) -> CornerStore:
     """Corner sets holding only the ground truth's corner psi_i(y_i) = 0, L_i(y_i) = 0 (slot 0),
-    where alpha^(0) sits (weight 1 when the weights are tracked)."""
-    store = CornerStore(n, d, capacity=capacity)
+    where alpha^(0) sits (weight 1 when the weights are tracked).  With ``truths`` (the labellings
+    y_i) the sets keep labellings (the factored storage, `CornerStore`'s ``labels``)."""
+    store = CornerStore(n, d, capacity=capacity, labels=truths is not None)
     zero = SparseVector.zeros(d)
     for i in range(n):
-        store.add(i, zero, 0.0, alpha=1.0 if weighted else 0.0)
+        store.add(i, zero, 0.0, alpha=1.0 if weighted else 0.0, y=None if truths is None else truths[i])
     return store
+
+
+def psi_corners(store: CornerStore, problem: Problem) -> CornerStore:
+    """A store of labellings as a store of their corners (psi_i(y), L_i(y)), slot by slot: the same
+    losses, weights and stamps."""
+    out = CornerStore(store.n, store.d, capacity=store.key.shape[1])
+    for i in range(store.n):
+        scalar = np.ndim(problem.Y[i]) == 0  # a multiclass label, stored as a labelling of length 1
+        for k in range(int(store.size[i])):
+            y = store.labelling(i, k)
+            psi, _ = problem.corner(i, int(y[0]) if scalar else y)
+            before = int(out.size[i])
+            slot = out.add(i, psi, float(store.loss[i, k]), float(store.alpha[i, k]), int(store.last[i, k]))
+            if int(out.size[i]) == before:  # two labellings with one psi (equal positions): their weights add
+                out.alpha[i, slot] += float(store.alpha[i, k])
+    return out
 
 
 class BCFWState:
@@ -96,8 +113,10 @@ class BCFWState:
             self.wi = SparseRows(n, d)
         self.li = np.zeros(n)
         self.track_alpha = track_alpha
-        self.corners: CornerStore | None = (ground_truth_corners(n, d, corner_capacity, track_alpha) if keep_corners
-                                            else None)
+        # the factored storage's corner sets keep labellings (its steps score them from the unary scores)
+        truths = problem.Y if factored is not None else None
+        self.corners: CornerStore | None = (ground_truth_corners(n, d, corner_capacity, track_alpha, truths)
+                                            if keep_corners else None)
         self.truth = (problem.truth_keys, problem.Y)
         self.k = 0
         self.passes = 0
@@ -138,10 +157,13 @@ class BCFWState:
                              "weights, no rows); continue it with plain FW steps, or fit with block_storage="
                              "'dense' or 'sparse' for a state with rows")
 
-    def unfactor(self, Xc: npt.NDArray[np.float64], dense: bool) -> None:
+    def unfactor(self, Xc: npt.NDArray[np.float64], dense: bool, problem: Problem) -> None:
         """Store the factored w_i as rows (dense, or sparse), for options that need rows: the same
-        w_i, to rounding, in the model's layout (`FactoredBlocks.row`)."""
+        w_i, to rounding, in the model's layout (`FactoredBlocks.row`); corner sets of labellings
+        become sets of their psi (the same corners, weights and stamps)."""
         fb = cast(FactoredBlocks, self.factored)
+        if self.corners is not None and self.corners.labels:
+            self.corners = psi_corners(self.corners, problem)
         if dense:
             rows: Any = np.empty((self.n, self.d))
             for i in range(self.n):
@@ -289,7 +311,7 @@ class BCFWState:
             for i in range(self.n):
                 alpha = store.alpha[i, :store.size[i]]
                 alpha *= rho
-                gt = store.add(i, zero, 0.0, 0.0, self.k)  # the ground-truth corner, re-added if dropped
+                gt = store.add(i, zero, 0.0, 0.0, self.k, y=self.truth[1][i])  # the ground-truth corner, re-added if dropped
                 store.alpha[i, gt] += 1.0 - store.alpha[i, :store.size[i]].sum()
         self.lam = lam_new
         self.needs_refresh = True

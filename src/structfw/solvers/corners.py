@@ -15,6 +15,12 @@ use) and ``key`` (a 64-bit hash of the corner's content: two labellings with the
 inactive, best and away corner -- is a numba kernel over the tuple of arrays
 (`CornerStore.arrays`), so compiled passes use them without Python; the class
 only grows the arrays when a block or the pool is full.
+
+With the factored block storage of chains (`structfw.solvers._factored`) a store holds
+*labellings* instead (``labels=True``): corner k's entries are the labelling y itself (L_i
+states in ``pidx``, zeros in ``pval``), the key is its hash, and its score <psi_i(y), w> comes
+from the block's unary scores at w in O(L_i) (`cs_scan` with ``labels``), where a psi of ~L_i F
+entries is gathered from w: the same corners, a smaller pool, cheaper scans and no psi built.
 """
 from __future__ import annotations
 
@@ -22,9 +28,13 @@ import numpy as np
 from numba import njit
 
 from .._linalg import SparseVector
+from ..oracles.chain import score_difference
 
 #: weights below this are treated as zero (drop steps remove the corner)
 ALPHA_EPS = 1e-14
+
+#: the scorer of corner sets of psi vectors (`cs_scan`): no unary scores
+NO_LABELS = (np.empty((0, 0)), np.empty(0), np.empty(0, np.int64))
 
 #: odd 64-bit multipliers of the key's mixing (splitmix64's)
 _K1, _K2, _K3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
@@ -196,7 +206,7 @@ def cs_expire(S, i, oldest):
 def cs_best(S, i, w):
     """(slot, H, score) of argmax over block i's corners of H_i(y; w) = L_i(y) - <w, psi_i(y)>,
     with the corner's score <psi_i(y), w> (a block step along it needs it again)."""
-    r = cs_scan(S, i, w, True, False)
+    r = cs_scan(S, i, w, True, False, NO_LABELS)
     return r[0], r[1], r[2]
 
 
@@ -215,7 +225,7 @@ def cs_away_and_weighted_score(S, i, w):
     lam n <w_i, w>: the block gap's part from w_i without reading the dense row of w_i.
     The third is <psi_a, w>, which a pairwise or away step along psi_a needs again.
     Ties go to the first slot."""
-    r = cs_scan(S, i, w, False, True)
+    r = cs_scan(S, i, w, False, True, NO_LABELS)
     return r[3], r[4], r[5]
 
 
@@ -236,13 +246,26 @@ def cs_weighted_rows(S, rows, c):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def cs_scan(S, i, w, want_best, want_away):
+def _corner_score(S, i, k, w, labels):
+    """<psi_i(y_k), w>: a dot product with the corner's psi, or for a set of labellings (``labels`` =
+    (U, W_tr, y_i), the block's unary scores at w, the transition weights and its ground truth) the
+    labelling's score difference to the truth, O(L) instead of a gather of its psi's entries."""
+    U = labels[0]
+    if U.shape[1] == 0:
+        return cs_dot(S, i, k, w)
+    y, _ = cs_entries(S, i, k)
+    return score_difference(U, labels[1], labels[2], y)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def cs_scan(S, i, w, want_best, want_away, labels):
     """One sweep over block i's corners, each scored once: (best, H_best, <psi_best, w>, away,
     sum_k alpha_k <psi_k, w>, <psi_away, w>) -- the best corner over all corners (when
     ``want_best``), the away corner and the weighted score over the active ones (when
     ``want_away``; only the active corners are scored when the best is not wanted).  A step
     that needs both (cache or approximate pass with pairwise/away steps) scores each corner
-    once instead of twice."""
+    once instead of twice.  ``labels``: `NO_LABELS` for corners stored as psi, else what
+    `_corner_score` reads for corners stored as labellings."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     best = -1
     hb = 0.0
@@ -255,7 +278,7 @@ def cs_scan(S, i, w, want_best, want_away):
         active = alpha[i, k] > ALPHA_EPS
         if not (want_best or active):
             continue
-        score = cs_dot(S, i, k, w)
+        score = _corner_score(S, i, k, w, labels)
         h = loss[i, k] - score
         if want_best and (best < 0 or h > hb):
             best = k
@@ -324,10 +347,17 @@ class CornerStore:
     n, d : int
     capacity : int
         Initial slots per block (grows when a block fills up).
+    labels : bool
+        The corners are stored as labellings (the factored storage), not as psi vectors.
     """
 
-    def __init__(self, n, d, capacity=8, pool=None):
+    #: stores saved before labelling corners existed hold psi vectors
+    labels = False
+
+    def __init__(self, n, d, capacity=8, pool=None, labels=False):
         self.n, self.d = int(n), int(d)
+        if labels:
+            self.labels = True
         C = max(int(capacity), 2)
         P = int(pool) if pool is not None else max(1024, 16 * n)
         self.size = np.zeros(n, np.int64)
@@ -392,16 +422,30 @@ class CornerStore:
         self.pidx, self.pval = new_idx, new_val
 
     # ------------------------------------------------------------ operations
-    def add(self, i, psi, L, alpha=0.0, stamp=0):
-        """Slot of corner (psi, L) in block i (added if absent)."""
-        idx = np.ascontiguousarray(psi.indices, np.int64)
-        val = np.ascontiguousarray(psi.values, np.float64)
+    def add(self, i, psi, L, alpha=0.0, stamp=0, y=None):
+        """Slot of corner (psi, L) in block i (added if absent); a store of labellings keeps its
+        labelling ``y`` instead of psi."""
+        if self.labels:
+            idx = np.atleast_1d(np.asarray(y, np.int64)).ravel().copy()
+            val = np.zeros(idx.shape[0])
+        else:
+            idx = np.ascontiguousarray(psi.indices, np.int64)
+            val = np.ascontiguousarray(psi.values, np.float64)
         self.make_room(i, idx.shape[0])
         return int(cs_add(self.arrays, i, idx, val, float(L), float(alpha), int(stamp)))
 
     def psi(self, i, k):
+        if self.labels:
+            raise ValueError("this corner store keeps labellings (the factored block storage), not psi vectors: "
+                             "read them with labelling(i, k)")
         idx, val = cs_entries(self.arrays, i, k)
         return SparseVector(idx.copy(), val.copy(), self.d)
+
+    def labelling(self, i, k):
+        """The labelling of corner k of block i (a store of labellings)."""
+        if not self.labels:
+            raise ValueError("this corner store keeps psi vectors, not labellings: read them with psi(i, k)")
+        return cs_entries(self.arrays, i, k)[0].copy()
 
     def __len__(self):
         return self.n

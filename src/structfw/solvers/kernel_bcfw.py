@@ -113,7 +113,7 @@ def estimate_fit_size(n_positions: int, n_features: int, n_states: int, n_exampl
     n_edges : bool
         Chains have K x K transition weights; multiclass has none.
     rows : bool
-        The options store the w_i as rows (`structfw.solvers.plan.keeps_rows`), not factored.
+        The options store the w_i as rows (`structfw.solvers.plan.keeps_rows`: minibatches), not factored.
 
     Returns
     -------
@@ -514,8 +514,8 @@ class KernelBCFW(BCFW):
 gap_refresh, block_storage, max_dense_bytes, check_oracle, multi_plane, max_planes, max_approx_passes, \
 plane_timeout, approx_rule, oracle_work, minibatch, asynchronous
         The engine's options (`BCFW`), on the kernel problem.  ``block_storage="auto"`` stores the
-        w_i factored -- per-position label weights, no rows of r K coordinates -- for plain FW
-        steps on chains, and as dense rows otherwise.
+        w_i factored -- per-position label weights, no rows of r K coordinates, corner sets of
+        labellings -- one block at a time, and as dense rows for minibatches.
 
     Notes
     -----
@@ -532,7 +532,7 @@ plane_timeout, approx_rule, oracle_work, minibatch, asynchronous
     #: when the options need rows, block_storage="auto" stores them dense: in the map's coordinates a
     #: row has r K numbers, dense in every label its block has taken, so sparse rows only add indices
     #: and merges (1,000 OCR words, rbf: 1.24 against 0.42 s a pass and 6.1 against 3.7 GB peak);
-    #: plain FW steps store the w_i factored, as for every `BCFW`
+    #: one block at a time the w_i are stored factored, as for every `BCFW`
     dense_rows = True
 
     kernel: str

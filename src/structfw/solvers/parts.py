@@ -218,7 +218,7 @@ class GapCache(ExactOracle):
 
     def absorb_gap_pass(self, st, res, problem):
         for i, (y, psi, L, _) in enumerate(res):
-            st.corners.add(i, psi, L, 0.0, st.k)
+            st.corners.add(i, psi, L, 0.0, st.k, y=y)
             cs_evict(st.corners.arrays, i, self.limit)
 
 

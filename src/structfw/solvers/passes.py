@@ -5,8 +5,10 @@ docs/design.md, "The engine and its parts".  `run_pass` is one call of the solve
 and the exact pass that starts the next (Shah et al. 2015, Alg. 3; `mp_outer_iteration`).  A pass
 takes one of three routes, fixed by the `BlockPlan`:
 
-- compiled, plain: FW steps with the exact compiled oracle in numba chunks (`plain_fw_chunk`);
-- compiled, general: cache / pairwise / away / MP-BCFW on the flat corner sets (`general_chunk`);
+- compiled, plain: FW steps with the exact compiled oracle in numba chunks (`plain_fw_chunk`, or
+  `factored_fw_chunk` on the factored storage);
+- compiled, general: cache / pairwise / away / MP-BCFW on the flat corner sets (`general_chunk`, on
+  rows or on the factored storage with corners stored as labellings);
 - Python: the parts (`structfw.solvers.parts`) step by step, with minibatches, projections,
   sparse storage and models without a compiled oracle.
 
@@ -22,9 +24,9 @@ import numpy as np
 
 from .._compile import compile_leaves_in_background
 from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL, GAP, K, MAX_GAP, NEED, ORACLE_CALLS,
-                        ORDER, PAIRWISE_STEP, general_chunk, plain_fw_chunk)
+                        ORDER, PAIRWISE_STEP, factored_fw_chunk, general_chunk, plain_fw_chunk)
 from .._linalg import sparse_dot_dense
-from ._factored import factored_fw_chunk, positions
+from ._factored import factored_arrays, no_factored
 from ._kernels import NO_CORNER, block_step
 from .corners import CornerStore
 
@@ -134,7 +136,7 @@ def block_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = None, approx
     if order is None:
         st.sampler.start_pass()
     if plan.compiled is not None:
-        if plan.factored is not None:
+        if plan.factored is not None and plan.plain:
             compiled_factored_pass(ctx, flag)
         elif plan.plain and plan.dense:
             compiled_plain_pass(ctx, flag)
@@ -254,8 +256,13 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
     fl = np.array([st.ell, avg.c if avg is not None else 1.0, avg.lbar if avg is not None else 0.0,
                    st.full_gap])
     # pairwise steps with tracked weights never read w_i: the pass leaves the rows stale
-    keep_rows = not (plan.step_code == PAIRWISE_STEP and st.track_alpha)
-    B = st.layout(keep_rows)
+    keep_rows = not (plan.step_code == PAIRWISE_STEP and st.track_alpha) and st.factored is None
+    fac = no_factored(problem.d)
+    if st.factored is not None:  # no rows: the label weights, read and written by the factored step
+        fac = factored_arrays(plan.compiled, st.factored, plan.factored)
+        B: tuple[Any, ...] = (st.wi_scale,)
+    else:
+        B = st.layout(keep_rows)
     done = 0
     while done < n and not flag.requested:
         m = min(COMPILED_CHUNK, n - done)
@@ -270,8 +277,8 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
                                                       st.sampler._tree),
                 st.w, (B, st.li), (problem.lam, plan.step_code, plan.nu_step, plan.check_oracle),
                 (plan.cache, plan.cache_F, plan.cache_nu, st.oracle_gaps),
-                (st.track_alpha, approx, stamp, tidy_kind, limit, keep_rows), (avg_kind, u), (it, fl))
-            st.rows_stale = st.rows_stale or not keep_rows
+                (st.track_alpha, approx, stamp, tidy_kind, limit, keep_rows), (avg_kind, u), (it, fl), fac)
+            st.rows_stale = st.rows_stale or (not keep_rows and st.factored is None)
             if status == 0:
                 break
             if status == 2:  # not a maximiser: the checked Python call names the example
@@ -310,14 +317,13 @@ def compiled_plain_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
 
 
 def compiled_factored_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
-    """The plain FW pass on the factored storage (`structfw.solvers._factored.factored_fw_chunk`)."""
+    """The plain FW pass on the factored storage (`structfw.solvers._fastpass.factored_fw_chunk`)."""
     plan, st = ctx.plan, ctx.st
-    fb = st.factored
-    data = positions(plan.compiled)
+    fac = factored_arrays(plan.compiled, st.factored, plan.factored)
 
     def chunk(m: int, sampler: tuple[Any, ...], rule: tuple[Any, ...], avg: tuple[Any, ...],
               state: tuple[Any, ...]) -> tuple[int, int]:
-        return factored_fw_chunk(data, m, sampler, st.w, (fb.A, fb.T, st.li), plan.factored, rule, avg, state)
+        return factored_fw_chunk(fac, m, sampler, st.w, st.li, rule, avg, state)
 
     _plain_chunks(ctx, flag, chunk)
 

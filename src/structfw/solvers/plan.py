@@ -216,26 +216,26 @@ def _wants_factored(o: Any) -> bool:
 
 def keeps_rows(o: Any) -> bool:
     """Will a solve with these options store its w_i as rows?  False when "auto" or "factored" can
-    store them factored: plain FW steps, one block at a time."""
-    plain = o.step == "fw" and not o.cache and not o.multi_plane and o.minibatch == 1
-    return not (plain and _wants_factored(o))
+    store them factored: one block at a time (with the model's compiled dense chain or multiclass
+    oracle, which the options cannot tell)."""
+    return not (o.minibatch == 1 and _wants_factored(o))
 
 
-def factored_storage(o: Any, plain: bool, compiled: tuple[Any, Any] | None, tau: int,
-                     storage: str | None = None) -> bool:
+def factored_storage(o: Any, compiled: tuple[Any, Any] | None, tau: int, storage: str | None = None) -> bool:
     """Per-position label weights (`structfw.solvers._factored`): asked for (or the storage of a state
-    being continued), or "auto", when the solve allows them -- plain FW steps, the model's compiled
-    dense chain or multiclass oracle, one block at a time; asked for
-    otherwise: ValueError naming the option (a continued factored state that the solve does not allow
-    becomes rows, `structfw.solvers.block_state.BCFWState.unfactor`)."""
-    able = plain and compiled is not None and compiled[0] in FACTORED_KINDS and tau == 1
+    being continued), or "auto", when the solve allows them -- the model's compiled dense chain or
+    multiclass oracle (exact, no projection, no weights), one block at a time, with any step, sampling,
+    cache or MP-BCFW (their corner sets then keep labellings); asked for otherwise: ValueError naming
+    the option (a continued factored state that the solve does not allow becomes rows,
+    `structfw.solvers.block_state.BCFWState.unfactor`)."""
+    able = compiled is not None and compiled[0] in FACTORED_KINDS and tau == 1
     if storage is not None:
         return able and storage == "factored"
     if o.block_storage == "factored" and not able:
         raise ValueError("block_storage='factored' keeps per-position label weights of a dense chain (or multiclass "
-                         "model) for plain FW steps (step='fw', no cache, no multi_plane, minibatch=1) with the model's "
-                         "compiled oracle (ChainModel or MulticlassModel on dense inputs, no positivity, no weights); "
-                         "use 'auto', 'dense' or 'sparse' here")
+                         "model) with the model's compiled oracle (ChainModel or MulticlassModel on dense inputs, no "
+                         "positivity, no weights, no corner source of one's own) and minibatch=1; use 'auto', "
+                         "'dense' or 'sparse' here")
     return able and _wants_factored(o)
 
 
@@ -253,7 +253,7 @@ def make_plan(o: Any, problem: Problem, storage: str | None = None) -> BlockPlan
     compilable = not problem.approximate and not problem.constrained and o.minibatch == 1
     compiled = problem.compiled_oracle() if compilable and builtin else None
     plain = o.step == "fw" and type(source) is ExactOracle
-    factored = factored_storage(o, plain, compiled, o.minibatch, storage)
+    factored = factored_storage(o, compiled, o.minibatch, storage)
     # a factored state continued by options that need rows gets the rows "auto" would give
     dense = dense_storage(o, problem) if storage in (None, "factored") else storage == "dense"
     grams = None
@@ -270,7 +270,7 @@ def make_plan(o: Any, problem: Problem, storage: str | None = None) -> BlockPlan
         keep_corners=track or bool(o.cache) or bool(o.multi_plane) or bool(source.keeps_corners),
         corner_capacity=o.cache_size + 2 if o.cache else 8,
         # compiled pairwise passes never read or write the rows (passes.compiled_general_pass)
-        lazy_rows=o.step == "pairwise" and compiled is not None,
+        lazy_rows=o.step == "pairwise" and compiled is not None and not factored,
         tau=o.minibatch, asynchronous=bool(o.asynchronous), compilable=compilable, compiled=compiled,
         plain=plain, check_oracle=bool(o.check_oracle),
         cache=bool(o.cache), cache_F=o.cache_F, cache_nu=o.cache_nu, cache_size=o.cache_size,

@@ -616,11 +616,14 @@ def _check_bcfw(st, path, n, d):
     entries = None
     if st.corners is not None:
         entries = _check_corners(st.corners, f"{path}.corners", n, d, track)
+        if bool(st.corners.labels) != (st.factored is not None):
+            raise ValueError(f"field '{path}.corners.labels' is {st.corners.labels!r}: expected corner sets of "
+                             "labellings exactly when the state is factored (st.factored set)")
     elif track:
         raise ValueError(f"field '{path}.corners' is missing: expected the corner sets whose weights "
                          "track_alpha=true tracks")
     if st.factored is not None:
-        _check_factored(st, path, n, d, track or stale)
+        _check_factored(st, path, n, d, stale, entries)
     elif dense:
         wi = _finite(_array(st._wi, f"{path}._wi", (n, d), np.float64), f"{path}._wi")
         scale = _array(st.wi_scale, f"{path}.wi_scale", (n,), np.float64)
@@ -641,7 +644,9 @@ def _check_bcfw(st, path, n, d):
     if stale and not (track and st.corners is not None):
         raise ValueError(f"field '{path}.rows_stale' is true: expected tracked corner weights "
                          "to rebuild the rows from")
-    if track:
+    if track and st.factored is not None:
+        _check_labelling_identities(st, path, n, lam, entries)
+    elif track:
         _check_alpha_identities(st, path, n, d, lam, entries)
     _check_truth(st.truth, f"{path}.truth", n)
     _int(st.k, f"{path}.k")
@@ -669,10 +674,11 @@ def _check_bcfw(st, path, n, d):
     _str(st.fingerprint, f"{path}.fingerprint")
 
 
-def _check_factored(st, path, n, d, rows_needed):
+def _check_factored(st, path, n, d, rows_needed, entries):
     """A factored state (`structfw.solvers._factored.FactoredBlocks`): block starts, label weights and
-    transitions of consistent shapes, finite, and no rows.  That they belong to the training set and
-    sum to w is checked when the state is continued (`FactoredBlocks.check_layout`): it needs the data."""
+    transitions of consistent shapes, finite, and no rows; its corner sets' labellings (``entries``)
+    one state in [0, K) per position of their block.  That they belong to the training set and sum to
+    w is checked when the state is continued (`FactoredBlocks.check_layout`): it needs the data."""
     fb, p = st.factored, f"{path}.factored"
     if type(fb) is not FactoredBlocks:
         raise ValueError(f"field {p!r} is {_desc(fb)}: expected FactoredBlocks or None")
@@ -687,8 +693,18 @@ def _check_factored(st, path, n, d, rows_needed):
     _finite(_array(fb.T, f"{p}.T", (n, K, K), np.float64), f"{p}.T")
     _array(st._wi, f"{path}._wi", (n, 0), np.float64)
     if rows_needed or not st.dense_blocks:
-        raise ValueError(f"field {p!r} is set with track_alpha, rows_stale or sparse blocks: expected a factored "
-                         "state of plain FW steps (dense_blocks true, the others false)")
+        raise ValueError(f"field {p!r} is set with rows_stale or sparse blocks: expected a factored "
+                         "state (dense_blocks true, rows_stale false)")
+    if entries is not None:
+        cs, (labels, values, seg) = st.corners, entries
+        live = np.arange(cs.key.shape[1])[None, :] < cs.size[:, None]
+        lengths = np.diff(starts)[np.nonzero(live)[0]]
+        if not np.array_equal(cs.nnz[live], lengths):
+            raise ValueError(f"field '{path}.corners.nnz': expected each labelling to have its block's length "
+                             "(the factored state's block starts)")
+        _in_range(labels, f"{path}.corners.pidx", 0, K - 1, "labels")
+        if np.any(values != 0.0):
+            raise ValueError(f"field '{path}.corners.pval': expected zeros (a store of labellings)")
 
 
 def _check_sparse(x, path, d):
@@ -759,7 +775,8 @@ def _check_corners(cs, path, n, d, track):
     """Check a corner store; returns its live pool entries (coordinates, values, corner number)."""
     if type(cs) is not CornerStore:
         raise ValueError(f"field {path!r} is {_desc(cs)}: expected a CornerStore")
-    _expect_fields(cs, path, _CORNER_FIELDS)
+    _expect_fields(cs, path, _CORNER_FIELDS, {"labels": False})
+    _bool(cs.labels, f"{path}.labels")
     if _int(cs.n, f"{path}.n", 1, MAX_SIZE) != n or _int(cs.d, f"{path}.d", 1, MAX_SIZE) != d:
         raise ValueError(f"fields '{path}.n', '{path}.d' = ({cs.n}, {cs.d}): expected the state's ({n}, {d})")
     key = _array(cs.key, f"{path}.key", (n, None), np.uint64)
@@ -804,7 +821,7 @@ def _check_corners(cs, path, n, d, track):
     _finite(pv, f"{path}.pval")
     seg = np.repeat(np.arange(m.shape[0]), m)
     same = seg[1:] == seg[:-1]
-    if np.any(np.diff(pi)[same] <= 0):
+    if not cs.labels and np.any(np.diff(pi)[same] <= 0):  # a labelling's states repeat
         raise ValueError(f"field '{path}.pidx': expected strictly increasing coordinates within each corner")
     cs_rehash(cs.arrays)  # derived from the entries just checked: never trusted from the file
     if track:
@@ -834,6 +851,31 @@ def _check_alpha_identities(st, path, n, d, lam, entries):
     li = np.bincount(blocks, weights=a * L, minlength=n) / n
     _close(st.li, li, float(np.abs(a * L).sum()) / n + 1e-300, f"{path}.li",
            "l_i = b^T alpha_[i] (the corners' tracked weights)")
+
+
+def _check_labelling_identities(st, path, n, lam, entries):
+    """With tracked weights on the factored storage, each block's label weights are those of its active
+    labellings, A_i = sum_y alpha_i(y) (e_{y_i,t} - e_{y_t})_t / (lam n), and l_i = b^T alpha_[i]."""
+    cs, fb = st.corners, st.factored
+    labels, _, seg = entries
+    live = np.arange(cs.key.shape[1])[None, :] < cs.size[:, None]
+    a, L, m = cs.alpha[live], cs.loss[live], cs.nnz[live]
+    blocks = np.nonzero(live)[0]
+    li = np.bincount(blocks, weights=a * L, minlength=n) / n
+    _close(st.li, li, float(np.abs(a * L).sum()) / n + 1e-300, f"{path}.li",
+           "l_i = b^T alpha_[i] (the corners' tracked weights)")
+    truth = np.concatenate([np.atleast_1d(np.asarray(y, np.int64)).ravel() for y in st.truth[1]] or [np.zeros(0, int)])
+    if truth.shape[0] != fb.A.shape[0] or np.any((truth < 0) | (truth >= fb.A.shape[1])):
+        raise ValueError(f"field '{path}.truth' does not label the factored state's positions: expected one "
+                         f"label in [0, {fb.A.shape[1]}) per position")
+    # position of every labelling entry: its block's start plus its offset within the labelling
+    pos = np.repeat(fb.starts[blocks], m) + (np.arange(labels.shape[0]) - np.repeat(np.cumsum(m) - m, m))
+    c = a[seg] / (lam * n)
+    A = np.zeros_like(fb.A)
+    np.add.at(A, (pos, truth[pos]), c)
+    np.add.at(A, (pos, labels), -c)
+    _close(fb.A.ravel(), A.ravel(), float(np.abs(c).sum()) + 1e-300, f"{path}.factored.A",
+           "label weights A_i = sum_y alpha_i(y) psi_i(y) / (lam n) (the corners' tracked weights)")
 
 
 def _check_fw(st, path, n, d):
