@@ -34,7 +34,7 @@ from numba import njit
 
 from ..oracles.chain import add_hamming_loss, chain_unary_dense, hamming_loss, score_difference, viterbi_into
 from ..oracles.compiled import CHAIN_DENSE, MULTICLASS_DENSE
-from ._kernels import NO_CORNER, step_along
+from ._kernels import step_along
 
 
 class FactoredBlocks:
@@ -307,7 +307,7 @@ def factored_scratch(starts, S, chain):
             np.empty(longest, np.bool_))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def block_unary(fac, i, w):
     """The unary scores U (L_i, K) of block i's positions at w (the oracle's, which the step reads too)."""
     Xc, starts, Yc, S, F = fac[1]
@@ -315,14 +315,14 @@ def block_unary(fac, i, w):
     return chain_unary_dense(Xc[a0:a1], w, S, F, Yc[a0:a1], False)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def labels_of(fac, i, U, w):
     """(U, W_tr, y_i): what `structfw.solvers.corners.cs_scan` reads to score block i's labellings."""
     Xc, starts, Yc, S, F = fac[1]
     return U, w[S * F:], Yc[starts[i]:starts[i + 1]]
 
 
-@njit(cache=True, fastmath=True, nogil=True)
+@njit(cache=True, fastmath=True, nogil=True, inline="always")
 def factored_w_dot(fac, i, U, w):
     """<w_i, w> = sum_t <a_t, U_t> + <T_i, W_tr> of block i, from its unary scores U at w."""
     Xc, starts, Yc, S, F = fac[1]
@@ -340,7 +340,7 @@ def factored_w_dot(fac, i, U, w):
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def unary_oracle(fac, i, U, w):
     """The max oracle of block i from its unary scores U: (y*, zeros, L_i(y*), <psi_i(y*), w>), y* a view
     of the scratch (the loss-augmented Viterbi of `structfw.oracles.chain`, Hamming loss)."""

@@ -696,7 +696,7 @@ def _check_factored(st, path, n, d, rows_needed, entries):
         raise ValueError(f"field {p!r} is set with rows_stale or sparse blocks: expected a factored "
                          "state (dense_blocks true, rows_stale false)")
     if entries is not None:
-        cs, (labels, values, seg) = st.corners, entries
+        cs, (labels, values, _) = st.corners, entries
         live = np.arange(cs.key.shape[1])[None, :] < cs.size[:, None]
         lengths = np.diff(starts)[np.nonzero(live)[0]]
         if not np.array_equal(cs.nnz[live], lengths):
