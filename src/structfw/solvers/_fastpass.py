@@ -318,7 +318,7 @@ def _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
     return -1, 0.0, 0.0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _move_block(w, B, fac, i, U, a, s1, s2, dl, rule, avg, scratch):
     """The block step along d = a w_i + b1 s1 + b2 s2 on the pass's storage: the factored w_i
     (``fac[0]``, `structfw.solvers._factored.factored_block_step`, corners as labellings), or rows
@@ -328,7 +328,7 @@ def _move_block(w, B, fac, i, U, a, s1, s2, dl, rule, avg, scratch):
     return block_step(w, B, i, a, s1, s2, dl, rule, avg, scratch)[0]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _set_step(w, storage, S, i, step_kind, slot, a, corner_s, losses, rule, avg, scratch):
     """FW, pairwise or away step of block i on its corner set (Osokin et al. Alg. 2): moves w_i,
     w and the corner weights (when they are tracked).  ``storage`` = (B, fac) (`_move_block`).  ``corner_s`` = (idx, val, <psi, w>, L)
@@ -387,7 +387,7 @@ def _tidy(S, i, tidy_kind, limit, keeps):
         cs_drop_inactive(S, i)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li_i):
     """One sweep over block i's corners, each scored once (~200 entries gathered from w, or on
     the factored storage O(L_i) from the block's unary scores U): the best corner (approximate
@@ -451,7 +451,7 @@ def _record_corner(S, i, slot, hit, corner_s, mark, flags, g_i, oracle_gaps, it)
     return slot
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _oracle_corner(oracle, fac, i, U, w):
     """The max oracle's corner of block i, (entries, values, L_i(y*), <psi_i(y*), w>): its labelling from
     the unary scores U on the factored storage, else the compiled model's merged psi."""
