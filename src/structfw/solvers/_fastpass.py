@@ -132,6 +132,22 @@ def _avg_end(avg_kind, rho, u, fl):
     fl[AVG_LBAR] = (1.0 - rho) * fl[AVG_LBAR] + rho * fl[ELL]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _begin_step(sampler, s, n, nu_step, avg_kind, it, fl):
+    """A plain step's start: (block i, the predefined step or -1, the average's rho and 1/c)."""
+    i = _draw_block(sampler, s, n)
+    gfixed = _fixed_step(nu_step, it[K], n)
+    rho, inv_c = _avg_begin(avg_kind, it, fl)
+    return i, gfixed, rho, inv_c
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _below_truth(L, score):
+    """The oracle's labelling has H_i = L - <psi, w> below H_i(y_i) = 0 (beyond rounding): not a maximiser."""
+    H = L - score
+    return H < -_H_TOL * max(1.0, abs(H))
+
+
 @njit(cache=True, nogil=True)
 def _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state):
     """The end of a plain FW step on block i: l_i and l move with gamma, the sampler gets the block
@@ -237,15 +253,11 @@ def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hin
     n = wi.shape[0]
     inv_ln = 1.0 / (lam * n)
     for s in range(m):
-        i = _draw_block(sampler, s, n)
-        gfixed = _fixed_step(nu_step, it[K], n)
-        rho, inv_c = _avg_begin(avg_kind, it, fl)
+        i, gfixed, rho, inv_c = _begin_step(sampler, s, n, nu_step, avg_kind, it, fl)
         idx, val, L = corner(kind_oracle, data, i, w, False)
         pw = sparse_dot_dense(idx, val, w)
-        if check:
-            H = L - pw
-            if H < -_H_TOL * max(1.0, abs(H)):
-                return s, i
+        if check and _below_truth(L, pw):
+            return s, i
         dl = L / n - li[i]
         gamma, slope, wi_scale[i] = fw_block_step(w, wi[i], wi_scale[i], (idx, val, inv_ln, pw), dl,
                                                   (lam, gfixed), (u, inv_c), scratch)
@@ -270,15 +282,11 @@ def factored_fw_chunk(fac, m, sampler, w, li, rule, avg, state):
     n = li.shape[0]
     inv_ln = 1.0 / (lam * n)
     for s in range(m):
-        i = _draw_block(sampler, s, n)
-        gfixed = _fixed_step(nu_step, it[K], n)
-        rho, inv_c = _avg_begin(avg_kind, it, fl)
+        i, gfixed, rho, inv_c = _begin_step(sampler, s, n, nu_step, avg_kind, it, fl)
         U = block_unary(fac, i, w)
         ys, zs, L, ss = unary_oracle(fac, i, U, w)
-        if check:
-            H = L - ss
-            if H < -_H_TOL * max(1.0, abs(H)):
-                return s, i
+        if check and _below_truth(L, ss):
+            return s, i
         dl = L / n - li[i]
         gamma, slope = factored_block_step(w, fac, i, U, -1.0, (ys, zs, inv_ln, ss), NO_CORNER, dl,
                                            (lam, 1.0, gfixed), (u, inv_c))
@@ -511,7 +519,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
             L_s = S[2][i, slot]
         else:
             ps_i, ps_v, L_s, ss = _oracle_corner(oracle, fac, i, U, w)
-            if check and L_s - ss < -_H_TOL * max(1.0, abs(L_s - ss)):
+            if check and _below_truth(L_s, ss):
                 it[BAD] = i
                 return s, 2
             if keeps:
