@@ -260,7 +260,7 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
     fac = no_factored(problem.d)
     if st.factored is not None:  # no rows: the label weights, read and written by the factored step
         fac = factored_arrays(plan.compiled, st.factored, plan.factored)
-        B: tuple[Any, ...] = (st.wi_scale,)
+        B: tuple[Any, ...] = (_EMPTY_V,)  # never read: the rows' branch of the step does not run
     else:
         B = st.layout(keep_rows)
     done = 0

@@ -692,6 +692,7 @@ def _check_factored(st, path, n, d, rows_needed, entries):
         raise ValueError(f"field '{p}.A' has {K} labels: expected 1 <= K and K*K <= d = {d}")
     _finite(_array(fb.T, f"{p}.T", (n, K, K), np.float64), f"{p}.T")
     _array(st._wi, f"{path}._wi", (n, 0), np.float64)
+    _array(st.wi_scale, f"{path}.wi_scale", (n,), np.float64)
     if rows_needed or not st.dense_blocks:
         raise ValueError(f"field {p!r} is set with rows_stale or sparse blocks: expected a factored "
                          "state (dense_blocks true, rows_stale false)")
