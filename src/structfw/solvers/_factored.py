@@ -286,7 +286,7 @@ def factored_arrays(compiled: tuple[Any, Any], fb: FactoredBlocks, grams: tuple[
     return (True, data, (fb.A, fb.T), grams, factored_scratch(data[1], int(data[3]), compiled[0] == CHAIN_DENSE))
 
 
-def no_factored(d: int) -> tuple[Any, ...]:
+def no_factored() -> tuple[Any, ...]:
     """The same tuple's types for a pass on rows (its first field False; nothing else is read)."""
     data = (np.zeros((0, 0)), np.zeros(1, np.int64), np.zeros(0, np.int64), 0, 0)
     return (False, data, (np.zeros((0, 0)), np.zeros((0, 0, 0))), (np.zeros(0), np.zeros(1, np.int64)),

@@ -339,8 +339,8 @@ def _move_block(w, B, fac, i, U, a, s1, s2, dl, rule, avg, scratch):
 @njit(cache=True, nogil=True, inline="always")
 def _set_step(w, storage, S, i, step_kind, slot, a, corner_s, losses, rule, avg, scratch):
     """FW, pairwise or away step of block i on its corner set (Osokin et al. Alg. 2): moves w_i,
-    w and the corner weights (when they are tracked).  ``storage`` = (B, fac) (`_move_block`).  ``corner_s`` = (idx, val, <psi, w>, L)
-    of the FW corner (slot ``slot``); ``a`` the away corner's slot and ``losses`` = (<psi_a, w>,
+    w and the corner weights (when they are tracked).  ``storage`` = (B, fac) (`_move_block`);
+    ``corner_s`` = (idx, val, <psi, w>, L) of the FW corner (slot ``slot``); ``a`` the away corner's slot and ``losses`` = (<psi_a, w>,
     l_i, n, U) with U the block's unary scores on the factored storage; ``rule`` = (lam,
     gfixed, inv_ln, track_alpha, keep_rows).  Returns (gamma, d_l)."""
     B, fac = storage

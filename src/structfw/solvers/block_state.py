@@ -311,7 +311,8 @@ class BCFWState:
             for i in range(self.n):
                 alpha = store.alpha[i, :store.size[i]]
                 alpha *= rho
-                gt = store.add(i, zero, 0.0, 0.0, self.k, y=self.truth[1][i])  # the ground-truth corner, re-added if dropped
+                # the ground-truth corner (its labelling in a store of labellings), re-added if dropped
+                gt = store.add(i, zero, 0.0, 0.0, self.k, y=self.truth[1][i])
                 store.alpha[i, gt] += 1.0 - store.alpha[i, :store.size[i]].sum()
         self.lam = lam_new
         self.needs_refresh = True

@@ -257,7 +257,7 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
                    st.full_gap])
     # pairwise steps with tracked weights never read w_i: the pass leaves the rows stale
     keep_rows = not (plan.step_code == PAIRWISE_STEP and st.track_alpha) and st.factored is None
-    fac = no_factored(problem.d)
+    fac = no_factored()
     if st.factored is not None:  # no rows: the label weights, read and written by the factored step
         fac = factored_arrays(plan.compiled, st.factored, plan.factored)
         B: tuple[Any, ...] = (_EMPTY_V,)  # never read: the rows' branch of the step does not run

@@ -849,6 +849,11 @@ def _check_alpha_identities(st, path, n, d, lam, entries):
     v = np.bincount(pi, weights=pv * a[seg], minlength=d) * inv
     bound = float(np.abs(pv * a[seg]).sum()) * inv
     _close(st.v, v, bound, f"{path}.v", "v = A alpha (the corners' tracked weights)")
+    _check_loss_identity(st, path, n, blocks, a, L)
+
+
+def _check_loss_identity(st, path, n, blocks, a, L):
+    """l_i = b^T alpha_[i]: the live corners' weights ``a`` times their losses ``L``, per block."""
     li = np.bincount(blocks, weights=a * L, minlength=n) / n
     _close(st.li, li, float(np.abs(a * L).sum()) / n + 1e-300, f"{path}.li",
            "l_i = b^T alpha_[i] (the corners' tracked weights)")
@@ -862,9 +867,7 @@ def _check_labelling_identities(st, path, n, lam, entries):
     live = np.arange(cs.key.shape[1])[None, :] < cs.size[:, None]
     a, L, m = cs.alpha[live], cs.loss[live], cs.nnz[live]
     blocks = np.nonzero(live)[0]
-    li = np.bincount(blocks, weights=a * L, minlength=n) / n
-    _close(st.li, li, float(np.abs(a * L).sum()) / n + 1e-300, f"{path}.li",
-           "l_i = b^T alpha_[i] (the corners' tracked weights)")
+    _check_loss_identity(st, path, n, blocks, a, L)
     truth = np.concatenate([np.atleast_1d(np.asarray(y, np.int64)).ravel() for y in st.truth[1]] or [np.zeros(0, int)])
     if truth.shape[0] != fb.A.shape[0] or np.any((truth < 0) | (truth >= fb.A.shape[1])):
         raise ValueError(f"field '{path}.truth' does not label the factored state's positions: expected one "
