@@ -201,16 +201,21 @@ def chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment):
     The loop runs over a position's non-zero features outside and the states inside: each
     feature's S weights w[s F + f] are then S independent loads in flight, where the state-outer
     order waited on one running sum per state (4x slower on the CoNLL-scale chain, F = 74,661).
-    Each U[l, s] still sums its features in index order from 0.0, so the scores are the same
+    The indices are unsigned so that numba adds no negative-index wraparound test to the load of
+    w, which kept LLVM from vectorising the loop over the states: the CoNLL-scale unary scores
+    of all sentences 0.19 against 0.29 s.  Each U[l, s] still sums its features in index order from 0.0, so the scores are the same
     to the bit."""
     L = indptr.shape[0] - 1
     U = np.zeros((L, S))
+    uF = np.uint64(F)
+    uS = np.uint64(S)
     for l in range(L):
+        u = U[l]
         for k in range(indptr[l], indptr[l + 1]):
-            f = indices[k]
+            f = np.uint64(indices[k])
             v = data[k]
-            for s in range(S):
-                U[l, s] += v * w[s * F + f]
+            for s in range(uS):
+                u[s] += v * w[s * uF + f]
     if augment:
         add_hamming_loss(U, y_true)
     return U
