@@ -439,3 +439,25 @@ def test_sparse_block_states_resume_and_old_list_states_are_read(ocr30):
     old = state_file.decode_state(tree, arrays, model=svm.model)
     assert isinstance(old._wi, SparseRows) and old.wi_scale.shape == (30,)
     np.testing.assert_allclose(np.array([v.toarray() for v in old.wi]), np.array([v.toarray() for v in blocks]))
+
+
+def test_the_sparse_pool_starts_at_the_inputs_features_and_a_small_one_grows_to_the_same_fit(monkeypatch):
+    """With sparse (CSR) inputs the rows' pool starts with room for as many entries as the inputs
+    store (no growth in the first passes of a text task); started at its floor instead, the pool
+    grows inside the compiled passes and the fit takes the same steps."""
+    from structfw.bench.synthetic import make_chain_problem
+    from structfw.solvers import block_state
+
+    X, Y = make_chain_problem(n=40, sparse=True, seed=3, n_test=0)[:2]
+
+    def fit():
+        return sf.StructuredSVM(sf.models.ChainModel(10, 200), solver=sf.solvers.BCFW(block_storage="sparse"),
+                                lam=0.01, max_passes=3, check_every=10, random_state=0).fit(X, Y)
+
+    big = fit()
+    stored = sum(x.nnz for x in X)
+    assert big.state_._wi.idx.shape[0] >= stored > 64 * 40
+    monkeypatch.setattr(block_state, "_pool_hint", lambda problem: 16)
+    small = fit()
+    assert small.state_._wi.idx.shape[0] > 16  # grown
+    np.testing.assert_allclose(small.coef_, big.coef_, rtol=1e-12, atol=1e-14)

@@ -78,15 +78,8 @@ class SparseRows:
         live = int(self.cap.sum())
         P = max(2 * (live + 2 * need), self.idx.shape[0])
         idx, val = np.zeros(P, np.int64), np.zeros(P, np.float64)
-        top = 0
-        for b in range(self.n):  # compact: every row keeps its capacity, in block order
-            a, m, c = int(self.start[b]), int(self.nnz[b]), int(self.cap[b])
-            idx[top:top + m] = self.idx[a:a + m]
-            val[top:top + m] = self.val[a:a + m]
-            self.start[b] = top
-            top += c
+        self.meta[0] = _compact_rows(self.start, self.nnz, self.cap, self.idx, self.val, idx, val)
         self.idx, self.val = idx, val
-        self.meta[0] = top
         if _sparse_room(self.arrays(np.ones(0)), int(i), int(max(extra, 0))) != 0:  # pragma: no cover
             raise RuntimeError("sparse rows: the grown pool has no room")
 
@@ -126,6 +119,22 @@ def _sparse_room(R, i, extra):
     cap[i] = newcap
     meta[0] = top + newcap
     return 0
+
+
+@njit(cache=True, nogil=True)
+def _compact_rows(start, nnz, cap, idx, val, new_idx, new_val):
+    """Copy every row into (new_idx, new_val) in block order, each keeping its capacity; moves
+    ``start`` and returns the new pool's top.  Compiled: a Python loop over the blocks took
+    0.03-0.08 s a growth on the CoNLL-scale chain (n = 8,936), three growths in its first pass."""
+    top = 0
+    for b in range(start.shape[0]):
+        a = start[b]
+        for t in range(nnz[b]):
+            new_idx[top + t] = idx[a + t]
+            new_val[top + t] = val[a + t]
+        start[b] = top
+        top += cap[b]
+    return top
 
 
 @njit(cache=True, nogil=True)
