@@ -183,6 +183,12 @@ def test_speed_runs(tmp_path):
             assert r["total_ratio_to_plain"] == pytest.approx(r["total_s"] / rows["BCFW"]["total_s"])
             assert r["ratio_to_plain_rows"] == pytest.approx(
                 r["median_s_per_pass"] / rows["BCFW (rows)"]["median_s_per_pass"])
+    # the tagging task ran in a child process: its first 40 sentences, 5 passes, sparse-sized d
+    t = doc["tagging"]
+    assert t["status"] == "measured", t.get("reason")
+    assert t["n"] == 40 and t["passes"] == 5 and t["nnz"] > 0 and t["d"] > 22 * 22
+    assert 0 < t["passes_s"] <= t["fit_wall_s"] and t["peak_rss_mb"] > 0 and t["gap"] >= 0
+    assert t["meets_target"] == (t["passes_s"] <= 2.0 and t["peak_rss_mb"] <= 1024)
 
 
 def test_cli_commands(tmp_path):
@@ -196,7 +202,7 @@ def test_cli_commands(tmp_path):
                                      "--dataset", "ocr", "--gap-refresh", "1", "--out", str(tmp_path / "g")])
     assert res.exit_code == 0, res.output
     assert "BCPFW-gap-cache" in res.output and (tmp_path / "g" / "gaps_ocr.png").exists()
-    res = runner.invoke(bench_speed, ["--passes", "2", "--subsample", "30", "--out", str(tmp_path / "s")])
+    res = runner.invoke(bench_speed, ["--passes", "2", "--subsample", "30", "--no-tagging", "--out", str(tmp_path / "s")])
     assert res.exit_code == 0, res.output
     assert "s/pass" in res.output and (tmp_path / "s" / "speed.json").exists()
 
