@@ -27,8 +27,8 @@ from numba.extending import overload
 
 from .._linalg import sparse_dot_dense
 from .chain import (_transition_diff, _viterbi_core, chain_oracle_csr, chain_oracle_csr_weighted, chain_oracle_dense,
-                    chain_oracle_dense_weighted, chain_phi_diff_csr, chain_unary_csr, edge_label_diff, hamming_loss,
-                    weighted_hamming_loss)
+                    chain_oracle_dense_weighted, chain_phi_diff_csr, chain_unary_csr, chain_unary_csr_fm, edge_label_diff,
+                    hamming_loss, weighted_hamming_loss)
 from .multiclass import multiclass_oracle, multiclass_oracle_weighted, multiclass_phi_diff
 
 #: the kinds of compiled corner kernel; the ``_W`` kinds are the same training sets with weighted
@@ -397,6 +397,45 @@ def chain_csr_corner(indptr, indices, values, starts, Yc, S, F, i, w):
     y = chain_oracle_csr(ip, ix, vx, w, yt, S, F, np.bool_(True))
     idx, val = chain_phi_diff_csr(ip, ix, vx, yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
+
+
+@njit(cache=True, nogil=True)
+def chain_csr_corner_fm(indptr, indices, values, starts, Yc, S, F, i, w, WT):
+    """`chain_csr_corner` with the unary scores from the feature-major copy WT (F, S) of w's unary
+    weights (`chain_unary_csr_fm`); the transitions from w.  The same corner to the bit when WT
+    equals w's unary weights."""
+    a = starts[i]
+    b = starts[i + 1]
+    ip = indptr[a:b + 1] - indptr[a]
+    ix = indices[indptr[a]:indptr[b]]
+    vx = values[indptr[a]:indptr[b]]
+    yt = Yc[a:b]
+    U = chain_unary_csr_fm(ip, ix, vx, WT, yt, np.bool_(True))
+    y, _ = _viterbi_core(U, w, S * F, S)
+    idx, val = chain_phi_diff_csr(ip, ix, vx, yt, y, S, F)
+    return idx, val, hamming_loss(yt, y)
+
+
+def corner_fm(kind, data, i, w, WT):
+    """`corner` (merged psi) for a caller that keeps a feature-major copy WT of w's unary weights
+    ((0, 0): none): the CSR chain's kernel reads it (`chain_csr_corner_fm`), every other kind
+    ignores it.  Resolved by the type of ``data`` in compiled callers, as `corner`."""
+    if WT.shape[0] > 0 and kind == CHAIN_CSR:
+        return chain_csr_corner_fm(*data, i, w, WT)
+    return corner(kind, data, i, w, True)
+
+
+@overload(corner_fm, inline="always", jit_options={"nogil": True})
+def _corner_fm_by_type(kind, data, i, w, WT):
+    if not isinstance(data, types.BaseTuple):
+        return None
+    if _IMPL_BY_LENGTH.get(len(data.types)) is _chain_csr_impl:
+        def csr(kind, data, i, w, WT):
+            if WT.shape[0] > 0:
+                return chain_csr_corner_fm(*data, i, w, WT)
+            return chain_csr_corner(*data, i, w)
+        return csr
+    return lambda kind, data, i, w, WT: corner(kind, data, i, w, True)
 
 
 @njit(cache=True, nogil=True)

@@ -374,7 +374,7 @@ def factored_block_step(w, fac, i, U, a, s1, s2, dl, rule, avg):
     G, gofs = fac[3]
     D, E, live = fac[4][0], fac[4][1], fac[4][8]
     lam, gmax, gfixed = rule
-    u, inv_c = avg
+    u, inv_c = avg[0], avg[1]
     a0, a1 = starts[i], starts[i + 1]
     yt = Yc[a0:a1]
     y1, b1, y2, b2 = s1[0], s1[2], s2[0], s2[2]

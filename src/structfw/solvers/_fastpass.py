@@ -16,7 +16,7 @@ from numba import njit
 
 from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
-from ..oracles.compiled import corner, corner_hinge
+from ..oracles.compiled import corner, corner_fm, corner_hinge
 from .corners import (ALPHA_EPS, NO_LABELS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire,
                       cs_find, cs_put, cs_room, cs_scan)
 from ._factored import block_unary, factored_block_step, factored_w_dot, labels_of, unary_oracle
@@ -460,12 +460,13 @@ def _record_corner(S, i, slot, hit, corner_s, mark, flags, g_i, oracle_gaps, it)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _oracle_corner(oracle, fac, i, U, w):
+def _oracle_corner(oracle, fac, i, U, w, WT):
     """The max oracle's corner of block i, (entries, values, L_i(y*), <psi_i(y*), w>): its labelling from
-    the unary scores U on the factored storage, else the compiled model's merged psi."""
+    the unary scores U on the factored storage, else the compiled model's merged psi (scored from the
+    feature-major copy WT of the unary weights when the pass keeps one)."""
     if fac[0]:
         return unary_oracle(fac, i, U, w)
-    idx, val, L = corner(oracle[0], oracle[1], i, w, True)
+    idx, val, L = corner_fm(oracle[0], oracle[1], i, w, WT)
     return idx, val, L, sparse_dot_dense(idx, val, w)
 
 
@@ -479,7 +480,9 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     used or added are stamped with ``stamp`` (the block step k when stamp < 0).
 
     ``oracle`` = (kind, data); ``S`` the corner sets (`corners`); ``span`` = (s0, m); ``sampler``
-    as in `plain_fw_chunk`; ``blocks`` = (B, li); ``rule`` = (lam, step_kind, nu_step, check);
+    as in `plain_fw_chunk`; ``blocks`` = (B, li, WT), WT a feature-major copy of w's unary weights
+    that the steps keep equal to w and the oracle reads ((0, 0): none; `passes.unary_mirror`);
+    ``rule`` = (lam, step_kind, nu_step, check);
     ``cache_rule`` = (cache, F, nu, oracle_gaps); ``set_rule`` = (track_alpha, approx, stamp,
     tidy_kind, limit, keep_rows): without ``keep_rows`` (pairwise steps with tracked weights
     never read w_i) the rows are not written and the caller marks them stale; ``avg`` = (kind,
@@ -492,7 +495,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     ``it[BAD]`` needs room before step s (nothing of step s was done: grow and call again from
     s); 2 when the oracle did worse than the ground truth on example ``it[BAD]``.
     """
-    B, li = blocks
+    B, li, WT = blocks
     lam, step_kind, nu_step, check = rule
     oracle_gaps = cache_rule[3]
     track_alpha, approx, stamp, tidy_kind, limit, keep_rows = set_rule
@@ -518,7 +521,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
             ps_i, ps_v = cs_entries(S, i, slot)
             L_s = S[2][i, slot]
         else:
-            ps_i, ps_v, L_s, ss = _oracle_corner(oracle, fac, i, U, w)
+            ps_i, ps_v, L_s, ss = _oracle_corner(oracle, fac, i, U, w, WT)
             if check and _below_truth(L_s, ss):
                 it[BAD] = i
                 return s, 2
@@ -540,7 +543,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
             if g_i >= g_away or S[3][i, a] >= 1.0 - ALPHA_EPS:
                 kind = FW_STEP
         gamma, dl = _set_step(w, (B, fac), S, i, kind, slot, a, (ps_i, ps_v, ss, L_s), (sa, li[i], n, U),
-                              (lam, gfixed, inv_ln, track_alpha, keep_rows), (u, inv_c), scratch)
+                              (lam, gfixed, inv_ln, track_alpha, keep_rows), (u, inv_c, WT), scratch)
         li[i] += gamma * dl
         fl[ELL] += gamma * dl
         _tidy(S, i, tidy_kind, limit, keeps)

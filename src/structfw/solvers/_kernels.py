@@ -11,10 +11,12 @@ direction:  gamma = (d_l - lam <w, d>) / (lam ||d||^2), clipped to [0, gamma_max
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from .._linalg import sparse_dot_dense, sparse_dot_sparse_scattered
-from .rows import dense_dot, row_add_entries, row_axpy_into, row_dot_entries, row_dot_sqnorm, row_rescale  # noqa: F401  (dense_dot: re-exported)
+from .rows import _layout, row_add_entries, row_axpy_into, row_dot_entries, row_dot_sqnorm, row_rescale
+from .rows import dense_dot  # noqa: F401  (re-exported)
 
 _EMPTY_I = np.empty(0, np.int64)
 _EMPTY_V = np.empty(0, np.float64)
@@ -104,7 +106,7 @@ def block_step(w, B, i, a, s1, s2, dl, rule, avg, scratch):
     i1, v1, b1, s1w = s1
     i2, v2, b2, s2w = s2
     lam, gmax, gfixed = rule
-    u, inv_c = avg
+    u, inv_c = avg[0], avg[1]
     scales = B[0]
     ci = scales[i]
     wd = 0.0
@@ -126,13 +128,80 @@ def block_step(w, B, i, a, s1, s2, dl, rule, avg, scratch):
     c_new = ci
     if a != 0.0:
         row_axpy_into(B, i, w, u, gamma * a * ci, inv_c)
+        mirror_row(avg, w, B, i)  # before the rescale, which may empty the row
         c_new = row_rescale(B, i, (1.0 + gamma * a) * ci)
     _add_to_w(w, u, inv_c, i1, v1, gamma * b1)
+    mirror_entries(avg, w, i1)
     row_add_entries(B, i, i1, v1, gamma * b1 / c_new)
     _add_to_w(w, u, inv_c, i2, v2, gamma * b2)
+    mirror_entries(avg, w, i2)
     row_add_entries(B, i, i2, v2, gamma * b2 / c_new)
     scales[i] = c_new
     return gamma, slope
+
+
+# ---------------------------------------------------------------- the unary weights' mirror
+# A pass over sparse chain inputs may keep a feature-major copy WT (F, S) of w's unary weights,
+# WT[f, s] = w[s F + f], for its oracle (`structfw.oracles.compiled.corner_fm`: a feature's S
+# weights adjacent instead of S cache lines apart).  It comes as a third field of the step's
+# ``avg`` tuple, (u, inv_c, WT); every entry of w a step writes is copied to it after the write
+# (a copy, not the same update: equal to the bit whatever the arithmetic's contraction).  With a
+# 2-tuple ``avg`` (every other pass) the mirror calls compile to nothing.
+def mirror_entries(avg, w, idx):  # pragma: no cover - resolved by the overload
+    """WT[f, s] = w[s F + f] for the unary entries among ``idx``."""
+    raise NotImplementedError
+
+
+def mirror_row(avg, w, B, i):  # pragma: no cover - resolved by the overload
+    """`mirror_entries` for the entries of row i of the layout B (all of w's for dense rows)."""
+    raise NotImplementedError
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mirror(WT, w, j):
+    F, S = WT.shape
+    if j < F * S:
+        s = j // F
+        WT[j - s * F, s] = w[j]
+
+
+def _has_mirror(avg):
+    return isinstance(avg, types.BaseTuple) and len(avg.types) > 2
+
+
+@overload(mirror_entries, inline="always", jit_options={"nogil": True})
+def _ov_mirror_entries(avg, w, idx):
+    if not _has_mirror(avg):
+        return lambda avg, w, idx: None
+
+    def impl(avg, w, idx):
+        WT = avg[2]
+        if WT.shape[0] > 0:
+            for t in range(idx.shape[0]):
+                _mirror(WT, w, idx[t])
+    return impl
+
+
+@overload(mirror_row, inline="always", jit_options={"nogil": True})
+def _ov_mirror_row(avg, w, B, i):
+    kind = _layout(B)
+    if not _has_mirror(avg) or kind == "none":
+        return lambda avg, w, B, i: None
+    if kind == "dense":
+        def dense(avg, w, B, i):
+            WT = avg[2]
+            if WT.shape[0] > 0:
+                for j in range(WT.shape[0] * WT.shape[1]):
+                    _mirror(WT, w, j)
+        return dense
+
+    def sparse(avg, w, B, i):
+        WT = avg[2]
+        if WT.shape[0] > 0:
+            start, nnz, idx = B[1][i], B[2][i], B[4]
+            for t in range(start, start + nnz):
+                _mirror(WT, w, idx[t])
+    return sparse
 
 
 def scored_step(w, B, i, a, s1, b1, s2, b2, dl, rule, avg):

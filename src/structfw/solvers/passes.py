@@ -27,8 +27,10 @@ from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL,
                         ORDER, PAIRWISE_STEP, factored_fw_chunk, general_chunk, plain_fw_chunk)
 from .._linalg import sparse_dot_dense
 from ._factored import factored_arrays, no_factored
+from ..oracles.compiled import CHAIN_CSR
 from ._kernels import NO_CORNER, block_step
 from .corners import CornerStore
+from .rows import SparseRows
 
 if TYPE_CHECKING:
     from .._interrupt import InterruptFlag
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 _EMPTY_I = np.empty(0, np.int64)
 _EMPTY_V = np.empty(0, np.float64)
+_NO_MIRROR = np.zeros((0, 0))
 
 #: block iterations per compiled call: Ctrl-C is polled between chunks
 COMPILED_CHUNK = 1024
@@ -263,6 +266,7 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
         B: tuple[Any, ...] = (_EMPTY_V,)  # never read: the rows' branch of the step does not run
     else:
         B = st.layout(keep_rows)
+    WT = unary_mirror(plan, st, problem)
     done = 0
     while done < n and not flag.requested:
         m = min(COMPILED_CHUNK, n - done)
@@ -275,7 +279,7 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
             s, status = general_chunk(
                 plan.compiled, store.arrays, (s, m), (kind, chunk_order, draws, st.sampler.estimates,
                                                       st.sampler._tree),
-                st.w, (B, st.li), (problem.lam, plan.step_code, plan.nu_step, plan.check_oracle),
+                st.w, (B, st.li, WT), (problem.lam, plan.step_code, plan.nu_step, plan.check_oracle),
                 (plan.cache, plan.cache_F, plan.cache_nu, st.oracle_gaps),
                 (st.track_alpha, approx, stamp, tidy_kind, limit, keep_rows), (avg_kind, u), (it, fl), fac)
             st.rows_stale = st.rows_stale or (not keep_rows and st.factored is None)
@@ -299,6 +303,20 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
     if done == n and not approx:
         st.passes += 1
         ctx.passes_done += 1
+
+
+def unary_mirror(plan: Any, st: Any, problem: Any) -> np.ndarray:
+    """The feature-major copy WT (F, S) of w's unary weights that a pass over sparse chain inputs on
+    sparse rows keeps for its oracle (`structfw.oracles.compiled.corner_fm`), made from w at the
+    pass's start; (0, 0) for every other pass.  The oracle's unary scores gather a feature's S
+    weights from one row of WT instead of S cache lines of w (docs/results/engine.md, "The
+    CoNLL-scale tagging task").  Python never changes w within a pass, and the steps copy each entry
+    they write (`structfw.solvers._kernels.mirror_row`), so WT equals w at every oracle call."""
+    kind, data = plan.compiled
+    if kind != CHAIN_CSR or st.factored is not None or problem.constrained or not isinstance(st._wi, SparseRows):
+        return _NO_MIRROR
+    S, F = int(data[5]), int(data[6])
+    return np.ascontiguousarray(st.w[:S * F].reshape(S, F).T)
 
 
 def compiled_plain_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
