@@ -94,3 +94,17 @@ def test_only_sparse_rows_on_csr_chains_get_the_mirror(chain, monkeypatch):
     sf.StructuredSVM(sf.models.ChainModel(26, 128), solver=sf.solvers.BCFW(block_storage="sparse", cache=True),
                      lam=0.01, max_passes=1, random_state=0).fit(Xo[:20], Yo[:20])
     assert made and all(WT.shape == (0, 0) for WT, _ in made)  # dense inputs: no CSR oracle
+
+
+def test_a_gap_pass_over_csr_inputs_gives_each_examples_hinge(chain):
+    """The gap pass's kernel for sparse chains (feature-major unary scores) gives chain_csr_hinge's
+    H_i of every example, to the bit."""
+    from structfw.oracles.compiled import chain_csr_hinge, pack_chain_csr
+    from structfw.solvers._fastpass import hinge_pass
+
+    X, Y = chain
+    compiled = pack_chain_csr(X, Y, S, F)
+    w = np.random.default_rng(3).standard_normal(S * F + S * S)
+    H = hinge_pass(compiled, len(X), w)
+    np.testing.assert_array_equal(H, [chain_csr_hinge(*compiled[1], i, w) for i in range(len(X))])
+    assert (H >= 0).all()

@@ -449,13 +449,33 @@ def chain_csr_hinge(indptr, indices, values, starts, Yc, S, F, i, w):
     yt = Yc[a:b]
     U = chain_unary_csr(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]], values[indptr[a]:indptr[b]],
                         w, S, F, yt, np.bool_(True))
+    return _hinge_from_scores(U, w, yt, S, F)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hinge_from_scores(U, w, yt, S, F):
+    """The Viterbi score of the loss-augmented unary scores U minus the truth's score."""
     _, best = _viterbi_core(U, w, S * F, S)
     truth = 0.0
-    for t in range(b - a):
+    for t in range(yt.shape[0]):
         truth += U[t, yt[t]]
-    for t in range(b - a - 1):
+    for t in range(yt.shape[0] - 1):
         truth += w[S * F + yt[t] * S + yt[t + 1]]
     return best - truth
+
+
+@njit(cache=True, nogil=True)
+def chain_csr_hinges_fm(indptr, indices, values, starts, Yc, S, F, w, WT, H):
+    """H[i] = `chain_csr_hinge` of every sequence, the unary scores from the feature-major copy WT
+    (F, S) of w's unary weights (`chain_unary_csr_fm`): a gap pass over sparse chain inputs.  The
+    same values to the bit."""
+    for i in range(starts.shape[0] - 1):
+        a = starts[i]
+        b = starts[i + 1]
+        yt = Yc[a:b]
+        U = chain_unary_csr_fm(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]],
+                               values[indptr[a]:indptr[b]], WT, yt, np.bool_(True))
+        H[i] = _hinge_from_scores(U, w, yt, S, F)
 
 
 def corner_hinge(kind, data, i, w):

@@ -16,7 +16,7 @@ from numba import njit
 
 from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
-from ..oracles.compiled import corner, corner_fm, corner_hinge
+from ..oracles.compiled import CHAIN_CSR, chain_csr_hinges_fm, corner, corner_fm, corner_hinge
 from .corners import (ALPHA_EPS, NO_LABELS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire,
                       cs_find, cs_put, cs_room, cs_scan)
 from ._factored import block_unary, factored_block_step, factored_w_dot, labels_of, unary_oracle
@@ -37,9 +37,15 @@ _EMPTY_V = np.empty(0, np.float64)
 def hinge_pass(compiled, n, w):
     """H_i(y_i*; w) = L_i(y_i*) - <psi_i(y_i*), w> of every block, in one numba call: the
     measuring mode of `plain_fw_chunk`, called with the argument types of a pass so that
-    both share one compiled specialisation."""
+    both share one compiled specialisation.  Sparse chain inputs have a kernel of their own that
+    scores from a feature-major copy of w's unary weights (`chain_csr_hinges_fm`; CoNLL-scale gap
+    passes 0.23 -> 0.13 s)."""
     H = np.empty(n)
     if n == 0:
+        return H
+    if compiled[0] == CHAIN_CSR:  # sparse chain inputs: the unary scores from a feature-major copy
+        S, F = int(compiled[1][5]), int(compiled[1][6])
+        chain_csr_hinges_fm(*compiled[1], w, np.ascontiguousarray(w[:S * F].reshape(S, F).T), H)
         return H
     compile_leaves_in_background(compiled[0])
     sampler = (ORDER, _EMPTY_I, _EMPTY_V, _EMPTY_V, _EMPTY_V)
