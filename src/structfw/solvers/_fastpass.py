@@ -486,9 +486,8 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     used or added are stamped with ``stamp`` (the block step k when stamp < 0).
 
     ``oracle`` = (kind, data); ``S`` the corner sets (`corners`); ``span`` = (s0, m); ``sampler``
-    as in `plain_fw_chunk`; ``blocks`` = (B, li, WT), WT a feature-major copy of w's unary weights
-    that the steps keep equal to w and the oracle reads ((0, 0): none; `passes.unary_mirror`);
-    ``rule`` = (lam, step_kind, nu_step, check);
+    as in `plain_fw_chunk`; ``blocks`` = (B, li, WT) (WT: `passes.unary_mirror`); ``rule`` = (lam,
+    step_kind, nu_step, check);
     ``cache_rule`` = (cache, F, nu, oracle_gaps); ``set_rule`` = (track_alpha, approx, stamp,
     tidy_kind, limit, keep_rows): without ``keep_rows`` (pairwise steps with tracked weights
     never read w_i) the rows are not written and the caller marks them stale; ``avg`` = (kind,
