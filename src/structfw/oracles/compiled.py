@@ -385,15 +385,18 @@ def chain_psi_entries(row_ptr, nz_f, nz_x, r0, ya, yb, S, F):
     return idx[:k], val[:k]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _csr_sequence(indptr, indices, values, starts, Yc, i):
+    """Sequence i's CSR position features (row pointers from 0, indices, values) and labels."""
+    a = starts[i]
+    b = starts[i + 1]
+    return indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]], values[indptr[a]:indptr[b]], Yc[a:b]
+
+
 @njit(cache=True, nogil=True)
 def chain_csr_corner(indptr, indices, values, starts, Yc, S, F, i, w):
     """As `chain_dense_corner` for sparse (CSR) position features; psi is always merged."""
-    a = starts[i]
-    b = starts[i + 1]
-    ip = indptr[a:b + 1] - indptr[a]
-    ix = indices[indptr[a]:indptr[b]]
-    vx = values[indptr[a]:indptr[b]]
-    yt = Yc[a:b]
+    ip, ix, vx, yt = _csr_sequence(indptr, indices, values, starts, Yc, i)
     y = chain_oracle_csr(ip, ix, vx, w, yt, S, F, np.bool_(True))
     idx, val = chain_phi_diff_csr(ip, ix, vx, yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
@@ -404,12 +407,7 @@ def chain_csr_corner_fm(indptr, indices, values, starts, Yc, S, F, i, w, WT):
     """`chain_csr_corner` with the unary scores from the feature-major copy WT (F, S) of w's unary
     weights (`chain_unary_csr_fm`); the transitions from w.  The same corner to the bit when WT
     equals w's unary weights."""
-    a = starts[i]
-    b = starts[i + 1]
-    ip = indptr[a:b + 1] - indptr[a]
-    ix = indices[indptr[a]:indptr[b]]
-    vx = values[indptr[a]:indptr[b]]
-    yt = Yc[a:b]
+    ip, ix, vx, yt = _csr_sequence(indptr, indices, values, starts, Yc, i)
     U = chain_unary_csr_fm(ip, ix, vx, WT, yt, np.bool_(True))
     y, _ = _viterbi_core(U, w, S * F, S)
     idx, val = chain_phi_diff_csr(ip, ix, vx, yt, y, S, F)
@@ -542,13 +540,8 @@ def chain_dense_w_corner_unmerged(Xc, starts, Yc, S, F, row_ptr, nz_f, nz_x, A, 
 @njit(cache=True, nogil=True)
 def chain_csr_w_corner(indptr, indices, values, starts, Yc, S, F, A, i, w):
     """`chain_csr_corner` with the weighted loss."""
-    a = starts[i]
-    b = starts[i + 1]
-    ip = indptr[a:b + 1] - indptr[a]
-    ix = indices[indptr[a]:indptr[b]]
-    vx = values[indptr[a]:indptr[b]]
-    yt = Yc[a:b]
-    c = A[a:b]
+    ip, ix, vx, yt = _csr_sequence(indptr, indices, values, starts, Yc, i)
+    c = A[starts[i]:starts[i + 1]]
     y = chain_oracle_csr_weighted(ip, ix, vx, w, yt, c, S, F)
     idx, val = chain_phi_diff_csr(ip, ix, vx, yt, y, S, F)
     return idx, val, weighted_hamming_loss(yt, y, c)
