@@ -90,14 +90,16 @@ def measure_tagging(spec):
     optimisation time: the passes, without the checkpoints' gap passes), ``fit_wall_s`` (the
     whole ``fit``: checking the data, the state, one checkpoint at the start and one at the end),
     ``peak_rss_mb`` (this process's peak, data and interpreter included), the data's size, the
-    final duality gap of the averaged iterate and the row storage the engine chose."""
+    final duality gap of the averaged iterate, the row storage the engine chose and whether the
+    warm-up compiled a kernel (numba's compiler then raised the peak: `time_tagging` runs the
+    child again, with the kernels cached)."""
     from types import SimpleNamespace
 
     from .. import solvers
     from ..datasets import load_conll_scale
     from ..models import ChainModel
     from ..solvers.plan import dense_storage
-    from .scaling import _maxrss_mb
+    from .scaling import _compile_recorder, _compiled_cached_kernels, _maxrss_mb
 
     t = time.perf_counter()
     data = load_conll_scale(n_train=int(spec["n"]), n_features=spec["n_features"], cache=bool(spec["cache"]))
@@ -109,13 +111,14 @@ def measure_tagging(spec):
     # the warm-up stores its rows as the timed fit will (30 dense rows of d = 1.64M would be 0.4 GB
     # of the peak that the task itself never holds)
     dense = dense_storage(make(), SimpleNamespace(n=len(X), d=22 * F + 22 * 22))
-    run_fit(ChainModel(22, F), make(block_storage="dense" if dense else "sparse"), X[:30], Y[:30], 1.0 / len(X), 2,
-            seed)
+    with _compile_recorder() as warm:
+        run_fit(ChainModel(22, F), make(block_storage="dense" if dense else "sparse"), X[:30], Y[:30], 1.0 / len(X),
+                2, seed)
     run, svm = run_fit(ChainModel(22, F), make(), X, Y, 1.0 / len(X), passes, seed, check_every=passes)
     return dict(n=len(X), d=int(svm.coef_.shape[0]), nnz=int(sum(x.nnz for x in X)), passes=passes,
                 passes_s=float(col(run, "time_s")[-1]), fit_wall_s=run["wall_s"], load_s=load_s,
                 peak_rss_mb=_maxrss_mb(), gap=run["columns"]["gap"][-1],
-                rows=_storage_name(svm.state_))
+                rows=_storage_name(svm.state_), compiled_in_warmup=_compiled_cached_kernels(warm))
 
 
 def _storage_name(st):
@@ -144,6 +147,8 @@ def time_tagging(n=None, n_features="paper", cache=True, passes=TAGGING_PASSES, 
                 n_features=PAPER_N_FEATURES if n_features == "paper" else n_features,
                 cache=cache, passes=passes, seed=seed)
     res = run_point(spec, timeout, child="structfw.bench.speed")
+    if res.get("compiled_in_warmup"):  # compiling (a stale numba cache) raised the peak: once more, loaded
+        res = run_point(spec, timeout, child="structfw.bench.speed")
     if res["status"] == "measured":
         res["meets_target"] = bool(res["passes_s"] <= TAGGING_TARGET_S and res["peak_rss_mb"] <= TAGGING_TARGET_RSS_MB)
     res.update(target_s=TAGGING_TARGET_S, target_rss_mb=TAGGING_TARGET_RSS_MB)
