@@ -97,7 +97,6 @@ def measure_tagging(spec):
 
     from .. import solvers
     from ..datasets import load_conll_scale
-    from ..models import ChainModel
     from ..solvers.plan import dense_storage
     from .scaling import _compile_recorder, _compiled_cached_kernels, _maxrss_mb
 
@@ -105,27 +104,19 @@ def measure_tagging(spec):
     data = load_conll_scale(n_train=int(spec["n"]), n_features=spec["n_features"], cache=bool(spec["cache"]))
     X, Y = data[0], data[1]
     load_s = time.perf_counter() - t
-    F = data.make_model().n_features
     passes, seed = int(spec["passes"]), int(spec["seed"])
     make = lambda **kw: solvers.BCFW(averaging="weighted", **kw)  # noqa: E731
     # the warm-up stores its rows as the timed fit will (30 dense rows of d = 1.64M would be 0.4 GB
     # of the peak that the task itself never holds)
-    dense = dense_storage(make(), SimpleNamespace(n=len(X), d=22 * F + 22 * 22))
+    dense = dense_storage(make(), SimpleNamespace(n=len(X), d=data.make_model().size_joint_feature))
     with _compile_recorder() as warm:
-        run_fit(ChainModel(22, F), make(block_storage="dense" if dense else "sparse"), X[:30], Y[:30], 1.0 / len(X),
+        run_fit(data.make_model(), make(block_storage="dense" if dense else "sparse"), X[:30], Y[:30], 1.0 / len(X),
                 2, seed)
-    run, svm = run_fit(ChainModel(22, F), make(), X, Y, 1.0 / len(X), passes, seed, check_every=passes)
+    run, svm = run_fit(data.make_model(), make(), X, Y, 1.0 / len(X), passes, seed, check_every=passes)
     return dict(n=len(X), d=int(svm.coef_.shape[0]), nnz=int(sum(x.nnz for x in X)), passes=passes,
                 passes_s=float(col(run, "time_s")[-1]), fit_wall_s=run["wall_s"], load_s=load_s,
                 peak_rss_mb=_maxrss_mb(), gap=run["columns"]["gap"][-1],
-                rows=_storage_name(svm.state_), compiled_in_warmup=_compiled_cached_kernels(warm))
-
-
-def _storage_name(st):
-    """The block storage a fitted state holds: "factored", "sparse" rows or "dense" rows."""
-    if st.factored is not None:
-        return "factored"
-    return "sparse" if type(st._wi).__name__ == "SparseRows" else "dense"
+                rows=svm.state_.storage, compiled_in_warmup=_compiled_cached_kernels(warm))
 
 
 def _child(spec_path, out_path):

@@ -203,8 +203,8 @@ def chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment):
     order waited on one running sum per state (4x slower on the CoNLL-scale chain, F = 74,661).
     The indices are unsigned so that numba adds no negative-index wraparound test to the load of
     w, which kept LLVM from vectorising the loop over the states: the CoNLL-scale unary scores
-    of all sentences 0.19 against 0.29 s.  Each U[l, s] still sums its features in index order from 0.0, so the scores are the same
-    to the bit."""
+    of all sentences 0.19 against 0.29 s.  Each U[l, s] still sums its features in index order
+    from 0.0, so the scores are the same to the bit."""
     L = indptr.shape[0] - 1
     U = np.zeros((L, S))
     uF = np.uint64(F)
@@ -219,6 +219,12 @@ def chain_unary_csr(indptr, indices, data, w, S, F, y_true, augment):
     if augment:
         add_hamming_loss(U, y_true)
     return U
+
+
+def feature_major(w, S, F):
+    """The feature-major copy WT (F, S) of a chain's unary weights, WT[f, s] = w[s F + f], which
+    `chain_unary_csr_fm` reads."""
+    return np.ascontiguousarray(w[:S * F].reshape(S, F).T)
 
 
 @njit(cache=True, nogil=True)

@@ -27,8 +27,8 @@ from numba.extending import overload
 
 from .._linalg import sparse_dot_dense
 from .chain import (_transition_diff, _viterbi_core, chain_oracle_csr, chain_oracle_csr_weighted, chain_oracle_dense,
-                    chain_oracle_dense_weighted, chain_phi_diff_csr, chain_unary_csr, chain_unary_csr_fm, edge_label_diff,
-                    hamming_loss, weighted_hamming_loss)
+                    chain_oracle_dense_weighted, chain_phi_diff_csr, chain_unary_csr, chain_unary_csr_fm,
+                    edge_label_diff, hamming_loss, weighted_hamming_loss)
 from .multiclass import multiclass_oracle, multiclass_oracle_weighted, multiclass_phi_diff
 
 #: the kinds of compiled corner kernel; the ``_W`` kinds are the same training sets with weighted
@@ -442,11 +442,8 @@ def chain_csr_hinge(indptr, indices, values, starts, Yc, S, F, i, w):
     score max_y [Delta(y_i, y) + <w, phi(y)>] minus the truth's score <w, phi(y_i)> (the loss
     enters the unary scores of the states y_t != y_i,t only, so U[t, y_i,t] is the plain score).
     A gap pass needs only H_i; building and merging psi was a third of its time on text."""
-    a = starts[i]
-    b = starts[i + 1]
-    yt = Yc[a:b]
-    U = chain_unary_csr(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]], values[indptr[a]:indptr[b]],
-                        w, S, F, yt, np.bool_(True))
+    ip, ix, vx, yt = _csr_sequence(indptr, indices, values, starts, Yc, i)
+    U = chain_unary_csr(ip, ix, vx, w, S, F, yt, np.bool_(True))
     return _hinge_from_scores(U, w, yt, S, F)
 
 
@@ -468,11 +465,8 @@ def chain_csr_hinges_fm(indptr, indices, values, starts, Yc, S, F, w, WT, H):
     (F, S) of w's unary weights (`chain_unary_csr_fm`): a gap pass over sparse chain inputs.  The
     same values to the bit."""
     for i in range(starts.shape[0] - 1):
-        a = starts[i]
-        b = starts[i + 1]
-        yt = Yc[a:b]
-        U = chain_unary_csr_fm(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]],
-                               values[indptr[a]:indptr[b]], WT, yt, np.bool_(True))
+        ip, ix, vx, yt = _csr_sequence(indptr, indices, values, starts, Yc, i)
+        U = chain_unary_csr_fm(ip, ix, vx, WT, yt, np.bool_(True))
         H[i] = _hinge_from_scores(U, w, yt, S, F)
 
 

@@ -27,10 +27,10 @@ from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL,
                         ORDER, PAIRWISE_STEP, factored_fw_chunk, general_chunk, plain_fw_chunk)
 from .._linalg import sparse_dot_dense
 from ._factored import factored_arrays, no_factored
+from ..oracles.chain import feature_major
 from ..oracles.compiled import CHAIN_CSR
 from ._kernels import NO_CORNER, block_step
 from .corners import CornerStore
-from .rows import SparseRows
 
 if TYPE_CHECKING:
     from .._interrupt import InterruptFlag
@@ -313,10 +313,9 @@ def unary_mirror(plan: Any, st: Any, problem: Any) -> np.ndarray:
     CoNLL-scale tagging task").  Python never changes w within a pass, and the steps copy each entry
     they write (`structfw.solvers._kernels.mirror_row`), so WT equals w at every oracle call."""
     kind, data = plan.compiled
-    if kind != CHAIN_CSR or st.factored is not None or problem.constrained or not isinstance(st._wi, SparseRows):
+    if kind != CHAIN_CSR or st.storage != "sparse" or problem.constrained:
         return _NO_MIRROR
-    S, F = int(data[5]), int(data[6])
-    return np.ascontiguousarray(st.w[:S * F].reshape(S, F).T)
+    return feature_major(st.w, int(data[5]), int(data[6]))
 
 
 def compiled_plain_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
