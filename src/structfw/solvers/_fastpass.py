@@ -21,6 +21,7 @@ from ..oracles.compiled import CHAIN_CSR, chain_csr_hinges_fm, corner, corner_fm
 from .corners import (ALPHA_EPS, NO_LABELS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire,
                       cs_find, cs_put, cs_room, cs_scan)
 from ._factored import block_unary, factored_block_step, factored_w_dot, labels_of, unary_oracle
+from ._borrow import borrowed
 from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add, fenwick_find, fenwick_total,
                        first_argmax, step_along)
 from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
@@ -248,6 +249,9 @@ def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hin
     steps done, and the index of an example whose oracle did worse than its ground truth (-1 if
     none: then the chunk stopped before its step)
     """
+    # the caller's arrays outlive the chunk: its helpers use them without reference counts (_borrow)
+    oracle, sampler, w, blocks, avg, state, scratch, hinges = borrowed(
+        (oracle, sampler, w, blocks, avg, state, scratch, hinges))
     kind_oracle, data = oracle
     if hinges.shape[0] > 0:
         for i in range(m):
@@ -283,6 +287,7 @@ def factored_fw_chunk(fac, m, sampler, w, li, rule, avg, state):
     The oracle is the loss-augmented Viterbi on the block's unary scores (`unary_oracle`), and the
     step `factored_block_step` reads the same scores; the direction, the transitions' scatter and the
     Viterbi run in the pass's scratch: a step allocates only the unary scores."""
+    fac, sampler, w, li, avg, state = borrowed((fac, sampler, w, li, avg, state))  # see general_chunk
     lam, nu_step, check = rule
     avg_kind, u = avg
     it, fl = state
@@ -481,26 +486,26 @@ def _oracle_corner(oracle, fac, i, U, w, WT):
 def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rule, avg, state, fac):
     """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
 
-    The iteration of the Python parts (`structfw.solvers.parts`): corner source
-    (`_cached_corner`, else the compiled oracle, its corner added to the block's set), block
-    step (`_set_step`), tidy (`_tidy`), sampler (not in approximate passes), average.  Corners
-    used or added are stamped with ``stamp`` (the block step k when stamp < 0).
+    The iteration of the Python parts (`structfw.solvers.parts`): corner source (`_cached_corner`,
+    else the compiled oracle, its corner added to the block's set), block step (`_set_step`), tidy
+    (`_tidy`), sampler (not in approximate passes), average.  Corners used or added are stamped with
+    ``stamp`` (the block step k when stamp < 0).  The arrays are used as `borrowed` views.
 
-    ``oracle`` = (kind, data); ``S`` the corner sets (`corners`); ``span`` = (s0, m); ``sampler``
-    as in `plain_fw_chunk`; ``blocks`` = (B, li, WT) (WT: `passes.unary_mirror`); ``rule`` = (lam,
-    step_kind, nu_step, check);
-    ``cache_rule`` = (cache, F, nu, oracle_gaps); ``set_rule`` = (track_alpha, approx, stamp,
-    tidy_kind, limit, keep_rows): without ``keep_rows`` (pairwise steps with tracked weights
-    never read w_i) the rows are not written and the caller marks them stale; ``avg`` = (kind,
-    u); ``state`` = (it, fl), the integer and float state (slots K.., ELL..); ``fac`` the
-    factored storage (`structfw.solvers._factored.factored_arrays`, corners stored as
-    labellings and the oracle run on the unary scores the scan computed) or, first field
-    False, none (`no_factored`: rows, the model's compiled corner).
+    ``oracle`` = (kind, data); ``S`` the corner sets (`corners`); ``span`` = (s0, m); ``sampler`` as in
+    `plain_fw_chunk`; ``blocks`` = (B, li, WT) (WT: `passes.unary_mirror`); ``rule`` = (lam, step_kind,
+    nu_step, check); ``cache_rule`` = (cache, F, nu, oracle_gaps); ``set_rule`` = (track_alpha, approx,
+    stamp, tidy_kind, limit, keep_rows): without ``keep_rows`` (pairwise steps with tracked weights never
+    read w_i) the rows are not written and the caller marks them stale; ``avg`` = (kind, u); ``state`` =
+    (it, fl), the integer and float state (slots K.., ELL..); ``fac`` the factored storage
+    (`structfw.solvers._factored.factored_arrays`, corners stored as labellings and the oracle run on the
+    unary scores the scan computed) or, first field False, none (`no_factored`: rows, compiled corners).
 
     Returns (s, status): 0 when the chunk is done; 1 (the pool) or 3 (a sparse row) when block
     ``it[BAD]`` needs room before step s (nothing of step s was done: grow and call again from
     s); 2 when the oracle did worse than the ground truth on example ``it[BAD]``.
     """
+    oracle, S, sampler, w, blocks, cache_rule, avg, state, fac = borrowed(
+        (oracle, S, sampler, w, blocks, cache_rule, avg, state, fac))
     B, li, WT = blocks
     lam, step_kind, nu_step, check = rule
     oracle_gaps = cache_rule[3]
