@@ -188,6 +188,7 @@ def test_speed_runs(tmp_path):
     assert t["status"] == "measured", t.get("reason")
     assert t["n"] == 40 and t["passes"] == 5 and t["nnz"] > 0 and t["d"] > 22 * 22
     assert 0 < t["passes_s"] <= t["fit_wall_s"] and t["peak_rss_mb"] > 0 and t["gap"] >= 0
+    assert isinstance(t["compiled_in_warmup"], bool) and isinstance(t["compiled_in_fit"], bool)
     assert t["meets_target"] == (t["passes_s"] <= 2.0 and t["peak_rss_mb"] <= 1024)
 
 
