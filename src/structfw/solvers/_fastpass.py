@@ -22,6 +22,7 @@ from .corners import (ALPHA_EPS, NO_LABELS, corner_key, cs_clip, cs_drop_inactiv
                       cs_find, cs_put, cs_room, cs_scan)
 from ._factored import block_unary, factored_block_step, factored_w_dot, labels_of, unary_oracle
 from ._borrow import borrowed
+from ._prefetch import prefetch_corner_sets
 from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add, fenwick_find, fenwick_total,
                        first_argmax, step_along)
 from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
@@ -489,7 +490,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     The iteration of the Python parts (`structfw.solvers.parts`): corner source (`_cached_corner`,
     else the compiled oracle, its corner added to the block's set), block step (`_set_step`), tidy
     (`_tidy`), sampler (not in approximate passes), average.  Corners used or added are stamped with
-    ``stamp`` (the block step k when stamp < 0).  The arrays are used as `borrowed` views.
+    ``stamp`` (the block step k when stamp < 0).  Arrays are `borrowed` views; rows are prefetched.
 
     ``oracle`` = (kind, data); ``S`` the corner sets (`corners`); ``span`` = (s0, m); ``sampler`` as in
     `plain_fw_chunk`; ``blocks`` = (B, li, WT) (WT: `passes.unary_mirror`); ``rule`` = (lam, step_kind,
@@ -500,10 +501,9 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     (`structfw.solvers._factored.factored_arrays`, corners stored as labellings and the oracle run on the
     unary scores the scan computed) or, first field False, none (`no_factored`: rows, compiled corners).
 
-    Returns (s, status): 0 when the chunk is done; 1 (the pool) or 3 (a sparse row) when block
-    ``it[BAD]`` needs room before step s (nothing of step s was done: grow and call again from
-    s); 2 when the oracle did worse than the ground truth on example ``it[BAD]``.
-    """
+    Returns (s, status): 0 when the chunk is done; 1 (the pool) or 3 (a sparse row) when block ``it[BAD]``
+    needs room before step s (nothing of step s was done: grow and call again from s); 2 when the oracle
+    did worse than the ground truth on example ``it[BAD]``."""
     oracle, S, sampler, w, blocks, cache_rule, avg, state, fac = borrowed(
         (oracle, S, sampler, w, blocks, cache_rule, avg, state, fac))
     B, li, WT = blocks
@@ -519,6 +519,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     scratch = np.zeros(w.shape[0]) if step_kind == PAIRWISE_STEP else np.empty(0)
     for s in range(span[0], span[1]):
         i = _draw_block(sampler, s, n)
+        prefetch_corner_sets(S, sampler[1], s, span[1] if sampler[0] == ORDER else 0)
         k = it[K]
         wants = (approx or (cache_rule[0] and S[0][i] > 0), step_kind != FW_STEP or (track_alpha and needs_gap),
                  needs_gap, track_alpha)

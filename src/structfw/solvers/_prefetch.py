@@ -1,0 +1,64 @@
+"""Prefetches for the compiled chunks: the next block's corner-set rows, asked for a step ahead.
+
+A corner set lives in rows of the store's arrays (``key``, ``loss``, ``alpha``, ``last``, ``start``,
+``nnz``: one row per block) and in the pool its ``start`` points into.  A pass visits the blocks in a
+random order, so each step's first reads of its block's rows and corners miss the caches: in a perf
+profile of MP-BCFW's exact pass on OCR, the stalls on those loads were most of `general_chunk`'s own
+samples (docs/results/engine.md, "Where the general chunk's time goes").  When the order is known in
+advance (uniform and permuted sampling draw it at the pass's start) the chunk asks for the rows of the
+block two steps ahead and for the corners of the block one step ahead, whose ``start`` row was asked
+for a step earlier: a step takes microseconds, far longer than a load from memory.  A prefetch is a
+hint (``llvm.prefetch``, x86 ``prefetcht0``): it changes no value, only when the loads arrive.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array
+
+
+@intrinsic
+def prefetch_row(typingctx, arr, i):
+    """Ask for the cache line holding arr[i, 0, ...] (a hint; nothing is read or written)."""
+    if not isinstance(arr, types.Array) or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        aryty, ity = signature.args
+        ary = make_array(aryty)(context, builder, value=args[0])
+        zero = context.get_constant(types.intp, 0)
+        index = [context.cast(builder, args[1], ity, types.intp)] + [zero] * (aryty.ndim - 1)
+        ptr = cgutils.get_item_pointer2(context, builder, ary.data, cgutils.unpack_tuple(builder, ary.shape),
+                                        cgutils.unpack_tuple(builder, ary.strides), aryty.layout, index)
+        i32, byte_ptr = ir.IntType(32), ir.IntType(8).as_pointer()
+        hint = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]),
+                                              "llvm.prefetch.p0")
+        builder.call(hint, [builder.bitcast(ptr, byte_ptr), i32(0), i32(3), i32(1)])  # read, all cache levels, data
+        return context.get_dummy_value()
+
+    return types.none(arr, i), codegen
+
+
+@njit(cache=True, nogil=True)
+def prefetch_corner_sets(S, order, s, m):
+    """Before step s of a chunk ending at m that takes its blocks from ``order`` (m = 0: blocks drawn step
+    by step, nothing asked for): ask for the corner-set rows of block order[s + 2] and for the first
+    entries of each corner of block order[s + 1]."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    m = min(m, order.shape[0])
+    if s + 2 < m:
+        j = order[s + 2]
+        prefetch_row(size, j)
+        prefetch_row(key, j)
+        prefetch_row(loss, j)
+        prefetch_row(alpha, j)
+        prefetch_row(last, j)
+        prefetch_row(start, j)
+        prefetch_row(nnz, j)
+    if s + 1 < m:
+        j = order[s + 1]
+        for k in range(min(size[j], start.shape[1])):
+            prefetch_row(pidx, start[j, k])
+            prefetch_row(pval, start[j, k])
