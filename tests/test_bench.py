@@ -1,5 +1,8 @@
 """The benchmarks run end to end in tiny settings and write valid JSON and PNG."""
 import json
+import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,6 +11,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("matplotlib")
 
+import structfw  # noqa: E402
 from structfw.bench._common import on_grid, parse_lam  # noqa: E402
 from structfw.bench.fig1 import DATASETS, bench_fig1, check_solvers, run_fig1  # noqa: E402
 from structfw.bench.gaps import COMBOS, bench_gaps, run_gaps  # noqa: E402
@@ -370,3 +374,17 @@ def test_kernel_bench_bad_options_are_usage_errors(tmp_path):
         res = CliRunner().invoke(bench_kernel, args + ["--out", str(tmp_path / "x")])
         assert res.exit_code == 2 and option in res.output, res.output
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is read from Linux's /proc")
+def test_a_childs_peak_memory_is_its_own_not_its_parents():
+    """ru_maxrss keeps the address space a process had before its exec: a bench child started from a
+    large process read that process's size as its own peak (1.8 GB for the 0.6 GB tagging task)."""
+    import subprocess
+
+    held = np.ones(600 * 2 ** 20 // 8)  # 600 MB resident in this (the parent) process
+    code = "from structfw.bench.scaling import _maxrss_mb; print(_maxrss_mb())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(Path(structfw.__file__).resolve().parents[1])))
+    assert 0 < float(out.stdout) < 400
+    assert held[-1] == 1.0
