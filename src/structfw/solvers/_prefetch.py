@@ -1,14 +1,15 @@
-"""Prefetches for the compiled chunks: the next block's corner-set rows, asked for a step ahead.
+"""Prefetches for the compiled chunks: the corner sets of the next blocks, asked for ahead of their steps.
 
 A corner set lives in rows of the store's arrays (``key``, ``loss``, ``alpha``, ``last``, ``start``,
 ``nnz``: one row per block) and in the pool its ``start`` points into.  A pass visits the blocks in a
 random order, so each step's first reads of its block's rows and corners miss the caches: in a perf
-profile of MP-BCFW's exact pass on OCR, the stalls on those loads were most of `general_chunk`'s own
-samples (docs/results/engine.md, "Where the general chunk's time goes").  When the order is known in
+profile of MP-BCFW's exact pass on OCR, the stalls on those loads were about half of `general_chunk`'s
+own samples (docs/results/engine.md, "Where the general chunk's time goes").  When the order is known in
 advance (uniform and permuted sampling draw it at the pass's start) the chunk asks for the rows of the
 block two steps ahead and for the corners of the block one step ahead, whose ``start`` row was asked
 for a step earlier: a step takes microseconds, far longer than a load from memory.  A prefetch is a
-hint (``llvm.prefetch``, x86 ``prefetcht0``): it changes no value, only when the loads arrive.
+hint (``llvm.prefetch``, x86 ``prefetcht0``): it changes no value, only when the loads arrive, and
+it never faults, whatever the address.
 """
 from __future__ import annotations
 
