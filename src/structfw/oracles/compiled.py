@@ -28,7 +28,7 @@ from numba.extending import overload
 from .._linalg import sparse_dot_dense
 from .chain import (_transition_diff, _viterbi_core, chain_oracle_csr, chain_oracle_csr_weighted, chain_oracle_dense,
                     chain_oracle_dense_weighted, chain_phi_diff_csr, chain_unary_csr, chain_unary_csr_fm,
-                    edge_label_diff, hamming_loss, weighted_hamming_loss)
+                    edge_label_diff, feature_major, hamming_loss, weighted_hamming_loss)
 from .multiclass import multiclass_oracle, multiclass_oracle_weighted, multiclass_phi_diff
 
 #: the kinds of compiled corner kernel; the ``_W`` kinds are the same training sets with weighted
@@ -412,6 +412,15 @@ def chain_csr_corner_fm(indptr, indices, values, starts, Yc, S, F, i, w, WT):
     y, _ = _viterbi_core(U, w, S * F, S)
     idx, val = chain_phi_diff_csr(ip, ix, vx, yt, y, S, F)
     return idx, val, hamming_loss(yt, y)
+
+
+def csr_feature_major(compiled, w):
+    """The feature-major copy WT (F, S) of w's unary weights that `corner_fm` and `chain_csr_hinges_fm`
+    read, for a CSR chain training set ``compiled`` = (CHAIN_CSR, data); None for every other kind."""
+    kind, data = compiled
+    if kind != CHAIN_CSR:
+        return None
+    return feature_major(w, int(data[5]), int(data[6]))
 
 
 def corner_fm(kind, data, i, w, WT):

@@ -16,8 +16,7 @@ from numba import njit
 
 from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
-from ..oracles.chain import feature_major
-from ..oracles.compiled import CHAIN_CSR, chain_csr_hinges_fm, corner, corner_fm, corner_hinge
+from ..oracles.compiled import chain_csr_hinges_fm, corner, corner_fm, corner_hinge, csr_feature_major
 from .corners import (ALPHA_EPS, NO_LABELS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire,
                       cs_find, cs_put, cs_room, cs_scan)
 from ._factored import block_unary, factored_block_step, factored_w_dot, labels_of, unary_oracle
@@ -46,9 +45,9 @@ def hinge_pass(compiled, n, w):
     H = np.empty(n)
     if n == 0:
         return H
-    if compiled[0] == CHAIN_CSR:  # sparse chain inputs: the unary scores from a feature-major copy
-        S, F = int(compiled[1][5]), int(compiled[1][6])
-        chain_csr_hinges_fm(*compiled[1], w, feature_major(w, S, F), H)
+    WT = csr_feature_major(compiled, w)
+    if WT is not None:  # sparse chain inputs: the unary scores from a feature-major copy
+        chain_csr_hinges_fm(*compiled[1], w, WT, H)
         return H
     compile_leaves_in_background(compiled[0])
     sampler = (ORDER, _EMPTY_I, _EMPTY_V, _EMPTY_V, _EMPTY_V)
@@ -288,7 +287,7 @@ def factored_fw_chunk(fac, m, sampler, w, li, rule, avg, state):
     The oracle is the loss-augmented Viterbi on the block's unary scores (`unary_oracle`), and the
     step `factored_block_step` reads the same scores; the direction, the transitions' scatter and the
     Viterbi run in the pass's scratch: a step allocates only the unary scores."""
-    fac, sampler, w, li, avg, state = borrowed((fac, sampler, w, li, avg, state))  # see general_chunk
+    fac, sampler, w, li, avg, state = borrowed((fac, sampler, w, li, avg, state))  # as plain_fw_chunk (_borrow)
     lam, nu_step, check = rule
     avg_kind, u = avg
     it, fl = state

@@ -27,8 +27,7 @@ from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL,
                         ORDER, PAIRWISE_STEP, factored_fw_chunk, general_chunk, plain_fw_chunk)
 from .._linalg import sparse_dot_dense
 from ._factored import factored_arrays, no_factored
-from ..oracles.chain import feature_major
-from ..oracles.compiled import CHAIN_CSR
+from ..oracles.compiled import csr_feature_major
 from ._kernels import NO_CORNER, block_step
 from .corners import CornerStore
 
@@ -312,10 +311,10 @@ def unary_mirror(plan: Any, st: Any, problem: Any) -> np.ndarray:
     weights from one row of WT instead of S cache lines of w (docs/results/engine.md, "The
     CoNLL-scale tagging task").  Python never changes w within a pass, and the steps copy each entry
     they write (`structfw.solvers._kernels.mirror_row`), so WT equals w at every oracle call."""
-    kind, data = plan.compiled
-    if kind != CHAIN_CSR or st.storage != "sparse" or problem.constrained:
+    if st.storage != "sparse" or problem.constrained:
         return _NO_MIRROR
-    return feature_major(st.w, int(data[5]), int(data[6]))
+    WT = csr_feature_major(plan.compiled, st.w)
+    return _NO_MIRROR if WT is None else WT
 
 
 def compiled_plain_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
