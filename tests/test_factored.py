@@ -305,3 +305,26 @@ def test_a_factored_state_with_labellings_round_trips_and_forgeries_are_refused(
         bad = forged.save(tmp_path / "forged", state=True)
         with pytest.raises(ValueError, match=match):
             sf.load(bad)
+
+
+def test_the_compiled_block_scores_are_joint_feature_dots():
+    """What general_chunk's corner scan and cache rule read on the factored storage: `labelling_score`
+    (a labelling's score, the truth's taken once per scan) is <phi(x_i, y), w>, and `factored_w_dot`
+    is <w_i, w> with the block's dense row -- on blocks of one position too (no transitions)."""
+    from structfw.oracles.chain import labelling_score
+    from structfw.solvers._factored import block_grams, block_unary, factored_arrays, factored_w_dot, positions
+
+    X, Y, model = chain(seed=3)
+    svm = fit(model, X, Y, BCFW(cache=True), passes=3)
+    st = svm.state_
+    compiled = model.compiled_oracle(X, Y)
+    pos = positions(compiled)
+    fac = factored_arrays(compiled, st.factored, block_grams(pos[0], pos[1]))
+    w, d, Xc = st.w, st.w.shape[0], np.vstack(X)
+    rng = np.random.default_rng(0)
+    for i in range(len(X)):
+        U = block_unary(fac, i, w)
+        for y in (Y[i], rng.integers(0, 3, len(Y[i]))):
+            phi = model.joint_feature(X[i], y).toarray()
+            assert labelling_score(U, w[3 * 5:], y) == pytest.approx(phi @ w, rel=1e-12, abs=1e-12)
+        assert factored_w_dot(fac, i, U, w) == pytest.approx(st.factored.row(Xc, i, d) @ w, rel=1e-12, abs=1e-13)

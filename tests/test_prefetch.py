@@ -46,8 +46,8 @@ def test_prefetch_corner_sets_leaves_the_store_as_it_was():
     before = [a.copy() for a in S]
     order = np.array([3, 1, 0, 2, 1])
     for s in range(len(order)):
-        # chunks that end before, at and after the order's end, and the "no order" m = 0
+        # chunks that end before, at and after the order's end, and m = 0 (step s's own block)
         for m in (0, 2, len(order), len(order) + 3):
-            prefetch_corner_sets(S, order, s, m)
+            prefetch_corner_sets(S, order, s, m, order[s])
     for a, b in zip(S, before):
         np.testing.assert_array_equal(a, b)

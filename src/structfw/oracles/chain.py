@@ -320,6 +320,23 @@ def weighted_hamming_loss(a, b, c):
     return t
 
 
+@njit(cache=True, nogil=True, inline="always")
+def labelling_score(U, W_tr, y):
+    """<phi(x, y), w> from a chain's unary scores U (L, S) and its flat transition weights W_tr (S*S;
+    empty for a multiclass model).  The unary and transition sums are two accumulators, so the two
+    chains of dependent additions run side by side."""
+    S = U.shape[1]
+    L = y.shape[0]
+    u = 0.0
+    e = 0.0
+    chain = W_tr.shape[0] > 0
+    for t in range(L):
+        u += U[t, y[t]]
+        if chain and t + 1 < L:
+            e += W_tr[y[t] * S + y[t + 1]]
+    return u + e
+
+
 @njit(cache=True, nogil=True)
 def score_difference(U, W_tr, ya, yb):
     """<phi(x, ya) - phi(x, yb), w> from a chain's unary scores U (L, S) and its flat transition weights

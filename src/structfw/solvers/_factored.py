@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..oracles.chain import add_hamming_loss, chain_unary_dense, hamming_loss, score_difference, viterbi_into
+from ..oracles.chain import add_hamming_loss, chain_unary_dense, hamming_loss, labelling_score, score_difference, viterbi_into
 from ..oracles.compiled import CHAIN_DENSE, MULTICLASS_DENSE
 from ._kernels import step_along
 
@@ -317,26 +317,31 @@ def block_unary(fac, i, w):
 
 @njit(cache=True, nogil=True, inline="always")
 def labels_of(fac, i, U, w):
-    """(U, W_tr, y_i): what `structfw.solvers.corners.cs_scan` reads to score block i's labellings."""
+    """(U, W_tr, y_i, <phi(x_i, y_i), w>): what `structfw.solvers.corners.cs_scan` reads to score block
+    i's labellings."""
     Xc, starts, Yc, S, F = fac[1]
-    return U, w[S * F:], Yc[starts[i]:starts[i + 1]]
+    yt = Yc[starts[i]:starts[i + 1]]
+    return U, w[S * F:], yt, labelling_score(U, w[S * F:], yt)
 
 
-@njit(cache=True, fastmath=True, nogil=True, inline="always")
+# not inlined: an inlined body takes its caller's flags, and general_chunk has no fastmath, so the
+# inlined sums ran as one chain of scalar additions (the K*K transitions' alone ~1 us a step on OCR)
+@njit(cache=True, fastmath=True, nogil=True)
 def factored_w_dot(fac, i, U, w):
     """<w_i, w> = sum_t <a_t, U_t> + <T_i, W_tr> of block i, from its unary scores U at w."""
     Xc, starts, Yc, S, F = fac[1]
     A, T = fac[2]
     a0 = starts[i]
+    A_i = A[a0:a0 + U.shape[0]]
     s = 0.0
     for t in range(U.shape[0]):
         for c in range(S):
-            s += A[a0 + t, c] * U[t, c]
+            s += A_i[t, c] * U[t, c]
     if w.shape[0] > S * F:
-        T_i = T[i]
-        for a in range(S):
-            for b in range(S):
-                s += T_i[a, b] * w[S * F + a * S + b]
+        T_i = T[i].reshape(S * S)
+        W_tr = w[S * F:]
+        for ab in range(S * S):
+            s += T_i[ab] * W_tr[ab]
     return s
 
 

@@ -422,7 +422,8 @@ def _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li_i):
     labels = NO_LABELS
     if fac[0]:
         U = block_unary(fac, i, w)
-        labels = labels_of(fac, i, U, w)
+        if want_best or want_away:
+            labels = labels_of(fac, i, U, w)
     if want_best or want_away:
         scan = cs_scan(S, i, w, want_best, want_away, labels)
     wiw = 0.0
@@ -518,7 +519,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     scratch = np.zeros(w.shape[0]) if step_kind == PAIRWISE_STEP else np.empty(0)
     for s in range(span[0], span[1]):
         i = _draw_block(sampler, s, n)
-        prefetch_corner_sets(S, sampler[1], s, span[1] if sampler[0] == ORDER else 0)
+        prefetch_corner_sets(S, sampler[1], s, span[1] if sampler[0] == ORDER else 0, i)
         k = it[K]
         wants = (approx or (cache_rule[0] and S[0][i] > 0), step_kind != FW_STEP or (track_alpha and needs_gap),
                  needs_gap, track_alpha)

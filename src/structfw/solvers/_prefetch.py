@@ -42,24 +42,41 @@ def prefetch_row(typingctx, arr, i):
     return types.none(arr, i), codegen
 
 
-@njit(cache=True, nogil=True)
-def prefetch_corner_sets(S, order, s, m):
-    """Before step s of a chunk ending at m that takes its blocks from ``order`` (m = 0: blocks drawn step
-    by step, nothing asked for): ask for the corner-set rows of block order[s + 2] and for the first
-    entries of each corner of block order[s + 1]."""
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_rows(S, j):
+    """Ask for block j's rows of the store's arrays."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    prefetch_row(size, j)
+    prefetch_row(key, j)
+    prefetch_row(loss, j)
+    prefetch_row(alpha, j)
+    prefetch_row(last, j)
+    prefetch_row(start, j)
+    prefetch_row(nnz, j)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_corners(S, j):
+    """Ask for the first pool entries of each of block j's corners (reads its ``size`` and ``start`` rows)."""
+    size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    for k in range(min(size[j], start.shape[1])):
+        prefetch_row(pidx, start[j, k])
+        prefetch_row(pval, start[j, k])
+
+
+@njit(cache=True, nogil=True)
+def prefetch_corner_sets(S, order, s, m, i):
+    """Before step s of a chunk ending at m that takes its blocks from ``order``: ask for the corner-set
+    rows of block order[s + 2] and for the first entries of each corner of block order[s + 1].  With
+    m = 0 (blocks drawn step by step: gap sampling, the largest gap) nothing is known ahead, so it asks
+    for step s's own block i, rows then corners: the step computes the block's unary scores or oracle
+    before it reads its set, and the loads arrive meanwhile."""
     m = min(m, order.shape[0])
+    if m == 0:
+        _prefetch_rows(S, i)
+        _prefetch_corners(S, i)
+        return
     if s + 2 < m:
-        j = order[s + 2]
-        prefetch_row(size, j)
-        prefetch_row(key, j)
-        prefetch_row(loss, j)
-        prefetch_row(alpha, j)
-        prefetch_row(last, j)
-        prefetch_row(start, j)
-        prefetch_row(nnz, j)
+        _prefetch_rows(S, order[s + 2])
     if s + 1 < m:
-        j = order[s + 1]
-        for k in range(min(size[j], start.shape[1])):
-            prefetch_row(pidx, start[j, k])
-            prefetch_row(pval, start[j, k])
+        _prefetch_corners(S, order[s + 1])

@@ -28,13 +28,13 @@ import numpy as np
 from numba import njit
 
 from .._linalg import SparseVector
-from ..oracles.chain import score_difference
+from ..oracles.chain import labelling_score
 
 #: weights below this are treated as zero (drop steps remove the corner)
 ALPHA_EPS = 1e-14
 
 #: the scorer of corner sets of psi vectors (`cs_scan`): no unary scores
-NO_LABELS = (np.empty((0, 0)), np.empty(0), np.empty(0, np.int64))
+NO_LABELS = (np.empty((0, 0)), np.empty(0), np.empty(0, np.int64), 0.0)
 
 #: odd 64-bit multipliers of the key's mixing (splitmix64's)
 _K1, _K2, _K3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
@@ -248,13 +248,14 @@ def cs_weighted_rows(S, rows, c):
 @njit(cache=True, nogil=True, inline="always")
 def _corner_score(S, i, k, w, labels):
     """<psi_i(y_k), w>: a dot product with the corner's psi, or for a set of labellings (``labels`` =
-    (U, W_tr, y_i), the block's unary scores at w, the transition weights and its ground truth) the
-    labelling's score difference to the truth, O(L) instead of a gather of its psi's entries."""
+    (U, W_tr, y_i, <phi(x_i, y_i), w>), the block's unary scores at w, the transition weights, its ground
+    truth and the truth's score) the truth's score less the labelling's, O(L) instead of a gather of its
+    psi's entries (the truth is scored once per scan, not once per corner)."""
     U = labels[0]
     if U.shape[1] == 0:
         return cs_dot(S, i, k, w)
     y, _ = cs_entries(S, i, k)
-    return score_difference(U, labels[1], labels[2], y)
+    return labels[3] - labelling_score(U, labels[1], y)
 
 
 @njit(cache=True, nogil=True, inline="always")
