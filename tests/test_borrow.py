@@ -1,5 +1,6 @@
 """Borrowed views (structfw.solvers._borrow): the same memory, no reference counts, no leaks."""
 import numpy as np
+import pytest
 from numba import njit, types
 from numba.core import cgutils
 from numba.core.runtime import _nrt_python, rtsys
@@ -95,3 +96,18 @@ def test_no_meminfo_is_leaked_or_freed_twice():
     assert allocated == freed  # ... and all freed; the borrowed views never were owners
     # the caller's arrays are intact and still usable
     assert np.all(np.isfinite(b)) and a[-1] == 1.0
+
+
+def test_float_bits_are_the_ieee_bits_the_corner_key_hashes():
+    """`float_bits` (corner_key's loss bits, an LLVM bitcast) is the float64's bit pattern: signed zeros,
+    infinities, NaN and subnormals included; keys of corners that differ only in their loss differ."""
+    from structfw.solvers.corners import corner_key, float_bits
+
+    bits = njit(lambda x: float_bits(x))
+    for x in (0.0, -0.0, 0.125, 1 / 3, -2.5e300, np.inf, -np.inf, np.nan, 5e-324):
+        assert bits(x) == np.array([x]).view(np.uint64)[0]
+    idx, val = np.array([1, 5, 9]), np.array([0.5, -1.0, 2.0])
+    assert corner_key(idx, val, 0.25) == corner_key(idx.copy(), val.copy(), 0.25)
+    assert corner_key(idx, val, 0.25) != corner_key(idx, val, 0.5)
+    with pytest.raises(Exception, match="float_bits"):
+        bits(np.int64(3))

@@ -25,7 +25,9 @@ entries is gathered from w: the same corners, a smaller pool, cheaper scans and 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from .._linalg import SparseVector
 from ..oracles.chain import labelling_score
@@ -38,6 +40,19 @@ NO_LABELS = (np.empty((0, 0)), np.empty(0), np.empty(0, np.int64), 0.0)
 
 #: odd 64-bit multipliers of the key's mixing (splitmix64's)
 _K1, _K2, _K3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+@intrinsic
+def float_bits(typingctx, x):
+    """The IEEE-754 bits of a float64 as a uint64: an LLVM bitcast, where viewing a one-element array
+    allocated for it cost an allocation per hashed corner."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.uint64(types.float64), codegen
 
 
 # ================================================================== kernels
@@ -56,9 +71,7 @@ def corner_key(idx, val, L):
     for t in range(idx.shape[0]):
         m = (np.uint64(idx[t]) * _K1 ^ bits[t]) * _K2
         h += m ^ (m >> np.uint64(31))
-    lb = np.empty(1)
-    lb[0] = L
-    h = (h ^ lb.view(np.uint64)[0] ^ np.uint64(idx.shape[0])) * _K3
+    h = (h ^ float_bits(np.float64(L)) ^ np.uint64(idx.shape[0])) * _K3
     return h ^ (h >> np.uint64(29))
 
 
