@@ -6,7 +6,7 @@ from numba import njit
 from numba.core.errors import TypingError
 
 from structfw._linalg import SparseVector
-from structfw.solvers._prefetch import prefetch_corner_sets, prefetch_row
+from structfw.solvers._prefetch import prefetch_corner_sets, prefetch_corners, prefetch_row
 from structfw.solvers.corners import CornerStore
 
 
@@ -49,5 +49,6 @@ def test_prefetch_corner_sets_leaves_the_store_as_it_was():
         # chunks that end before, at and after the order's end, and m = 0 (step s's own block)
         for m in (0, 2, len(order), len(order) + 3):
             prefetch_corner_sets(S, order, s, m, order[s])
+        prefetch_corners(S, order[s])  # the scan's own block, just before it reads the corners
     for a, b in zip(S, before):
         np.testing.assert_array_equal(a, b)

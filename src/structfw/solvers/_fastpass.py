@@ -21,7 +21,7 @@ from .corners import (ALPHA_EPS, NO_LABELS, corner_key, cs_clip, cs_drop_inactiv
                       cs_find, cs_put, cs_room, cs_scan)
 from ._factored import block_unary, factored_block_step, factored_w_dot, labels_of, unary_oracle
 from ._borrow import borrowed
-from ._prefetch import prefetch_corner_sets
+from ._prefetch import prefetch_corner_sets, prefetch_corners
 from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add, fenwick_find, fenwick_total,
                        first_argmax, step_along)
 from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
@@ -425,6 +425,7 @@ def _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li_i):
         if want_best or want_away:
             labels = labels_of(fac, i, U, w)
     if want_best or want_away:
+        prefetch_corners(S, i)
         scan = cs_scan(S, i, w, want_best, want_away, labels)
     wiw = 0.0
     if want_gap:
