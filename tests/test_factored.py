@@ -328,3 +328,21 @@ def test_the_compiled_block_scores_are_joint_feature_dots():
             phi = model.joint_feature(X[i], y).toarray()
             assert labelling_score(U, w[3 * 5:], y) == pytest.approx(phi @ w, rel=1e-12, abs=1e-12)
         assert factored_w_dot(fac, i, U, w) == pytest.approx(st.factored.row(Xc, i, d) @ w, rel=1e-12, abs=1e-13)
+
+
+def test_the_fused_loss_augmentation_is_the_copy_and_the_hamming_loss():
+    """`loss_augmented_into` (the factored oracle's V = U + (1/L)[s != y_t] in one loop) against the
+    copy and `add_hamming_loss` it replaced: the same values, on words of one and several positions."""
+    from structfw.oracles.chain import add_hamming_loss
+    from structfw.solvers._factored import loss_augmented_into
+
+    rng = np.random.default_rng(4)
+    for L, S in ((1, 3), (5, 26), (9, 4)):
+        U = rng.standard_normal((L, S))
+        yt = rng.integers(0, S, L)
+        ref = U.copy()
+        add_hamming_loss(ref, yt)
+        V = np.full((L, S), np.nan)
+        loss_augmented_into(V, U, yt)
+        np.testing.assert_allclose(V, ref, rtol=0, atol=0)
+        assert np.all(V[np.arange(L), yt] == U[np.arange(L), yt])

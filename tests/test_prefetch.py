@@ -6,7 +6,7 @@ from numba import njit
 from numba.core.errors import TypingError
 
 from structfw._linalg import SparseVector
-from structfw.solvers._prefetch import prefetch_corner_sets, prefetch_corners, prefetch_row
+from structfw.solvers._prefetch import prefetch_corner_sets, prefetch_corners, prefetch_row, prefetch_truths
 from structfw.solvers.corners import CornerStore
 
 
@@ -52,3 +52,21 @@ def test_prefetch_corner_sets_leaves_the_store_as_it_was():
         prefetch_corners(S, order[s])  # the scan's own block, just before it reads the corners
     for a, b in zip(S, before):
         np.testing.assert_array_equal(a, b)
+
+
+@njit(cache=False)
+def _truths(starts, Yc, order, m):
+    for s in range(order.shape[0]):
+        prefetch_truths(starts, Yc, order, s, m, order[s])
+
+
+def test_prefetch_truths_stays_inside_the_blocks_and_changes_nothing():
+    # blocks of lengths 3, 0, 5, 1 (an empty block has no labels to ask for)
+    starts = np.array([0, 3, 3, 8, 9])
+    Yc = np.arange(9) % 4
+    order = np.array([2, 1, 0, 3, 1])
+    s0, y0 = starts.copy(), Yc.copy()
+    for m in (0, 2, len(order), len(order) + 3):
+        _truths(starts, Yc, order, m)
+    np.testing.assert_array_equal(starts, s0)
+    np.testing.assert_array_equal(Yc, y0)

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..oracles.chain import add_hamming_loss, chain_unary_dense, hamming_loss, labelling_score, score_difference, viterbi_into
+from ..oracles.chain import chain_unary_dense, hamming_loss, labelling_score, score_difference, viterbi_into
 from ..oracles.compiled import CHAIN_DENSE, MULTICLASS_DENSE
 from ._kernels import step_along
 
@@ -346,6 +346,19 @@ def factored_w_dot(fac, i, U, w):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def loss_augmented_into(V, U, yt):
+    """V = U + (1/L) [s != y_t]: the unary scores with the normalised Hamming loss added, in one loop
+    (V[:] = U compiled to a scalar copy with clamped indices, and the loss to a second loop over V).
+    The same values as the copy and `add_hamming_loss`: U + 0.0 where s = y_t."""
+    L, S = U.shape
+    c = 1.0 / L if L > 0 else 0.0
+    for t in range(L):
+        y = yt[t]
+        for s in range(S):
+            V[t, s] = U[t, s] + (c if s != y else 0.0)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def unary_oracle(fac, i, U, w):
     """The max oracle of block i from its unary scores U: (y*, zeros, L_i(y*), <psi_i(y*), w>), y* a view
     of the scratch (the loss-augmented Viterbi of `structfw.oracles.chain`, Hamming loss)."""
@@ -356,8 +369,7 @@ def unary_oracle(fac, i, U, w):
     yt = Yc[a0:a1]
     W_tr = w[S * F:]
     V = Vs[:a1 - a0]
-    V[:] = U
-    add_hamming_loss(V, yt)
+    loss_augmented_into(V, U, yt)
     ys = ys_buf[:a1 - a0]
     # Viterbi on one position is the argmax, with P = 0
     viterbi_into(V, W_tr.reshape(S, S) if W_tr.shape[0] > 0 else P0, M, cur, ys)

@@ -21,7 +21,7 @@ from .corners import (ALPHA_EPS, NO_LABELS, corner_key, cs_clip, cs_drop_inactiv
                       cs_find, cs_put, cs_room, cs_scan)
 from ._factored import block_unary, factored_block_step, factored_w_dot, labels_of, unary_oracle
 from ._borrow import borrowed
-from ._prefetch import prefetch_corner_sets, prefetch_corners
+from ._prefetch import prefetch_corner_sets, prefetch_corners, prefetch_truths
 from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add, fenwick_find, fenwick_total,
                        first_argmax, step_along)
 from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
@@ -293,8 +293,10 @@ def factored_fw_chunk(fac, m, sampler, w, li, rule, avg, state):
     it, fl = state
     n = li.shape[0]
     inv_ln = 1.0 / (lam * n)
+    starts, Yc = fac[1][1], fac[1][2]
     for s in range(m):
         i, gfixed, rho, inv_c = _begin_step(sampler, s, n, nu_step, avg_kind, it, fl)
+        prefetch_truths(starts, Yc, sampler[1], s, m if sampler[0] == ORDER else 0, i)
         U = block_unary(fac, i, w)
         ys, zs, L, ss = unary_oracle(fac, i, U, w)
         if check and _below_truth(L, ss):
@@ -336,6 +338,25 @@ def _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
         if cache_hit(ghat, oracle_gaps[i], full_gap, F, nu, n):
             return best, ghat, sb
     return -1, 0.0, 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _set_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
+    """`_cached_corner`, called only in a pass that can take a corner from the set (a cache, an
+    approximate pass): MP-BCFW's exact pass skips the call and its ~80 arguments' fields.  Inlined
+    (it writes nothing)."""
+    if not (approx or cache_rule[0]):
+        return -1, 0.0, 0.0
+    return _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_step(S, fac, sampler, s, m, i):
+    """The prefetches before step s (m = 0 when the blocks are drawn step by step): the corner sets'
+    (`prefetch_corner_sets`) and on the factored storage the ground-truth labels (`prefetch_truths`)."""
+    prefetch_corner_sets(S, sampler[1], s, m, i)
+    if fac[0]:
+        prefetch_truths(fac[1][1], fac[1][2], sampler[1], s, m, i)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -520,14 +541,14 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     scratch = np.zeros(w.shape[0]) if step_kind == PAIRWISE_STEP else np.empty(0)
     for s in range(span[0], span[1]):
         i = _draw_block(sampler, s, n)
-        prefetch_corner_sets(S, sampler[1], s, span[1] if sampler[0] == ORDER else 0, i)
+        _prefetch_step(S, fac, sampler, s, span[1] if sampler[0] == ORDER else 0, i)
         k = it[K]
         wants = (approx or (cache_rule[0] and S[0][i] > 0), step_kind != FW_STEP or (track_alpha and needs_gap),
                  needs_gap, track_alpha)
         scan, wiw, base, U = _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li[i])
         a, sa = scan[3], scan[5]
         # ---- corner source (nothing is changed until the room checks have passed)
-        slot, g_i, ss = _cached_corner(S, i, scan, base, n, cache_rule, approx, fl[FULL_GAP])
+        slot, g_i, ss = _set_corner(S, i, scan, base, n, cache_rule, approx, fl[FULL_GAP])
         hit = slot >= 0
         h_s = np.uint64(0)
         if hit:
