@@ -459,7 +459,7 @@ def _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li_i):
     return scan, wiw, lam * wiw - li_i, U
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _room_status(S, B, i, new_corner, n_s, a, keep_rows, it):
     """1 when the pool needs room for a new corner of n_s entries, 3 when block i's sparse row
     needs room for the step's corners (it grows by their entries), else 0; it[BAD] and

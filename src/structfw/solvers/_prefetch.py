@@ -97,7 +97,7 @@ def _prefetch_labels(starts, Yc, j):
         prefetch_row(Yc, b - 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def prefetch_corner_sets(S, order, s, m, i):
     """Before step s of a chunk ending at m that takes its blocks from ``order``: ask for the corner-set
     rows of block order[s + 2] and for the first entries of each corner of block order[s + 1].  With

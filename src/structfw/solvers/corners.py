@@ -141,7 +141,7 @@ def cs_add(S, i, idx, val, L, a0, stamp):
     return cs_put(S, i, h, cs_find(S, i, h, idx, val, L), idx, val, L, a0, stamp)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def cs_put(S, i, h, k, idx, val, L, a0, stamp):
     """`cs_add` for a caller that has hashed the corner (``h``) and looked it up
     (``k``, -1 if absent): hashing a corner costs about as much as scoring it."""
