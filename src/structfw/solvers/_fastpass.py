@@ -76,10 +76,11 @@ def _avg_rate(kind, t):
     return 1.0 / (t - start + 1.0)
 
 
-# _draw_block and _record_gap are left to LLVM's inliner: with numba's inline="always" (IR
-# inlining, numba 0.68) plain_fw_chunk lost _record_gap's writes to the estimates (the gap
-# sampler then drew uniformly; tests/test_engine_reference.py's gap fits caught it)
-@njit(cache=True, nogil=True)
+# _record_gap is left to LLVM's inliner: with numba's inline="always" (IR inlining, numba 0.68)
+# plain_fw_chunk lost its writes to the estimates (the gap sampler then drew uniformly;
+# tests/test_engine_reference.py's gap fits caught it).  _draw_block writes nothing: inlined, the
+# chunks no longer pass the sampler's five arrays' fields to it each step
+@njit(cache=True, nogil=True, inline="always")
 def _draw_block(sampler, s, n):
     """Block of step s: from the order (uniform, perm), by the gap estimates (p_i ~ g_i, eq.
     (8) of Osokin et al. 2016, from the Fenwick tree; uniform while every estimate is 0) or the
@@ -475,7 +476,7 @@ def _room_status(S, B, i, new_corner, n_s, a, keep_rows, it):
     return 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _record_corner(S, i, slot, hit, corner_s, mark, flags, g_i, oracle_gaps, it):
     """Count the step's corner (a cache hit, or an oracle call whose gap g_i the cache rule
     keeps) and stamp it in block i's set, adding an oracle corner ``corner_s`` = (key, idx,
