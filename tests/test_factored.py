@@ -333,8 +333,7 @@ def test_the_compiled_block_scores_are_joint_feature_dots():
 def test_the_fused_loss_augmentation_is_the_copy_and_the_hamming_loss():
     """`loss_augmented_into` (the factored oracle's V = U + (1/L)[s != y_t] in one loop) against the
     copy and `add_hamming_loss` it replaced: the same values, on words of one and several positions."""
-    from structfw.oracles.chain import add_hamming_loss
-    from structfw.solvers._factored import loss_augmented_into
+    from structfw.oracles.chain import add_hamming_loss, loss_augmented_into
 
     rng = np.random.default_rng(4)
     for L, S in ((1, 3), (5, 26), (9, 4)):

@@ -137,6 +137,19 @@ def add_hamming_loss(U, y_true):
                 U[l, s] += c
 
 
+@njit(cache=True, nogil=True, inline="always")
+def loss_augmented_into(V, U, yt):
+    """V = U + (1/L) [s != y_t]: the unary scores with the normalised Hamming loss added, in one loop
+    (in the compiled passes V[:] = U compiled to a scalar copy with clamped indices, and the loss to
+    a second loop over V).  The same values as a copy and `add_hamming_loss`: U + 0.0 where s = y_t."""
+    L, S = U.shape
+    c = 1.0 / L if L > 0 else 0.0
+    for t in range(L):
+        y = yt[t]
+        for s in range(S):
+            V[t, s] = U[t, s] + (c if s != y else 0.0)
+
+
 # ------------------------------------------------ fused chain-model oracles
 @njit(cache=True, fastmath=True, nogil=True)
 def chain_unary_dense(x, w, S, F, y_true, augment):

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..oracles.chain import chain_unary_dense, hamming_loss, labelling_score, score_difference, viterbi_into
+from ..oracles.chain import (chain_unary_dense, hamming_loss, labelling_score, loss_augmented_into, score_difference,
+                             viterbi_into)
 from ..oracles.compiled import CHAIN_DENSE, MULTICLASS_DENSE
 from ._kernels import step_along
 
@@ -343,19 +344,6 @@ def factored_w_dot(fac, i, U, w):
         for ab in range(S * S):
             s += T_i[ab] * W_tr[ab]
     return s
-
-
-@njit(cache=True, nogil=True, inline="always")
-def loss_augmented_into(V, U, yt):
-    """V = U + (1/L) [s != y_t]: the unary scores with the normalised Hamming loss added, in one loop
-    (V[:] = U compiled to a scalar copy with clamped indices, and the loss to a second loop over V).
-    The same values as the copy and `add_hamming_loss`: U + 0.0 where s = y_t."""
-    L, S = U.shape
-    c = 1.0 / L if L > 0 else 0.0
-    for t in range(L):
-        y = yt[t]
-        for s in range(S):
-            V[t, s] = U[t, s] + (c if s != y else 0.0)
 
 
 @njit(cache=True, nogil=True, inline="always")

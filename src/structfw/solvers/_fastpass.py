@@ -323,7 +323,8 @@ def _scale_alpha(S, i, c):
         alpha[i, k] *= c
 
 
-@njit(cache=True, nogil=True)
+# inlined (it writes nothing): a call passed the corner store's ~80 array fields every step
+@njit(cache=True, nogil=True, inline="always")
 def _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
     """The corner set's answer for block i: (slot, g_i, <psi_s, w>) of its best corner when
     it is taken -- always in an approximate pass (MP-BCFW, eq. (6) of Shah et al.), with the
@@ -339,16 +340,6 @@ def _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
         if cache_hit(ghat, oracle_gaps[i], full_gap, F, nu, n):
             return best, ghat, sb
     return -1, 0.0, 0.0
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _set_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
-    """`_cached_corner`, called only in a pass that can take a corner from the set (a cache, an
-    approximate pass): MP-BCFW's exact pass skips the call and its ~80 arguments' fields.  Inlined
-    (it writes nothing)."""
-    if not (approx or cache_rule[0]):
-        return -1, 0.0, 0.0
-    return _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -549,7 +540,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
         scan, wiw, base, U = _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li[i])
         a, sa = scan[3], scan[5]
         # ---- corner source (nothing is changed until the room checks have passed)
-        slot, g_i, ss = _set_corner(S, i, scan, base, n, cache_rule, approx, fl[FULL_GAP])
+        slot, g_i, ss = _cached_corner(S, i, scan, base, n, cache_rule, approx, fl[FULL_GAP])
         hit = slot >= 0
         h_s = np.uint64(0)
         if hit:
