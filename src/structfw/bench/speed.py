@@ -7,8 +7,8 @@ max-oracle call (``model.loss_augmented_decode``), per ``psi`` call and per
 ``decode`` call over all OCR training words; test error after P passes for BCFW
 and BCFW-wavg; seconds per engine pass of the 8 variants of Osokin et al. (2016), Figure 3
 ({uniform, gap} x {FW, pairwise} x {no cache, cache}) and of MP-BCFW's exact pass relative to
-plain BCFW, on OCR and on the 25,000-sequence sparse synthetic chain, in interleaved rounds
-(`VARIANT_ROUNDS`); and (``tagging``) 5 passes of BCFW-wavg on the
+plain BCFW, on OCR and on the 25,000-sequence sparse synthetic chain, in rounds that fit plain
+BCFW between every two variants (`VARIANT_ROUNDS`, `time_variants`); and (``tagging``) 5 passes of BCFW-wavg on the
 CoNLL-scale sparse chain (`structfw.datasets.load_conll_scale`: 8,936 sentences, d = 1.64M)
 in a child process of its own, so that its peak resident memory is the task's alone.
 Targets (issue "One plan, one block step"): plain BCFW <= 0.045 s per OCR pass, every
@@ -47,10 +47,10 @@ def time_calls(fn, items, repeat=3):
     return 1e6 * best / max(len(items), 1)
 
 
-#: rounds of the variant tables: every variant is fitted once a round, the rounds alternate their
-#: order, and each round's ratios are to plain BCFW in the same round.  One fit a variant in a fixed
-#: order let the machine's load drift decide a ratio: on the shared 2-core machine the same code
-#: read 0.73-1.71x across single runs, as the load rose or fell between two variants' fits
+#: rounds of the variant tables: every variant is fitted once a round, between two fits of plain BCFW,
+#: and the rounds alternate their order.  One fit a variant in a fixed order let the machine's load
+#: drift decide a ratio: on the shared 2-core machine the same code read 0.73-1.71x across single runs,
+#: as the load rose or fell between two variants' fits
 VARIANT_ROUNDS = 3
 
 
@@ -82,6 +82,11 @@ def _round_ratios(times, of, base):
     return [t[of] / b[of] for t, b in zip(times, base)]
 
 
+def _bracket(before, after):
+    """The plain reference of a variant's fit: the mean of the plain fits just before and after it."""
+    return tuple((a + b) / 2 for a, b in zip(before, after))
+
+
 def variant_targets_met(rows):
     """Whether each OCR target holds by the rounds' median ratio: the Figure-3 variants <= 1.3x plain
     BCFW, MP-BCFW's exact pass <= 1.1x."""
@@ -92,27 +97,44 @@ def variant_targets_met(rows):
 
 def time_variants(model, X, Y, lam, passes, seed, log=print, rounds=VARIANT_ROUNDS):
     """Seconds per engine pass (median of passes 2..P, and the first) of the `variant_solvers`, and
-    each one's ratio to plain BCFW, from ``rounds`` interleaved rounds (`VARIANT_ROUNDS`): a ratio is
-    the median over the rounds of the ratio within a round; its range over the rounds is kept too."""
+    each one's ratio to plain BCFW, from ``rounds`` rounds (`VARIANT_ROUNDS`).
+
+    A round fits plain BCFW, then each variant followed by plain BCFW again (P v1 P v2 ... P), in an
+    order the rounds alternate; a variant's ratio in a round is to the mean of the two plain fits
+    around it (`_bracket`), so that a load that drifts over the round cancels to first order.  On
+    this machine the load moves by 10-25 % over the seconds a round takes, and in a round of single
+    fits the last variant ran up to ten fits (about 8 s) after its plain reference.  The table gives
+    the median of the rounds' ratios and their range; ``rounds_plain_s_per_pass`` the references."""
     makers = variant_solvers()
     for make in makers.values():
         run_fit(model, make(), X[:30], Y[:30], lam, 1, seed)  # compile outside the timing
+
+    def fit(name):
+        run, _ = run_fit(model, makers[name](), X, Y, lam, passes, seed, check_every=1)
+        return _pass_seconds(run)
+
+    others = [name for name in makers if name != "BCFW"]
     times = {name: [] for name in makers}
+    refs = {name: [] for name in makers}
     for r in range(rounds):
-        # alternate the order, so that a drift of the load over a round falls on every variant alike
-        for name in (list(makers) if r % 2 == 0 else list(makers)[::-1]):
-            run, _ = run_fit(model, makers[name](), X, Y, lam, passes, seed, check_every=1)
-            times[name].append(_pass_seconds(run))
+        plain = [fit("BCFW")]
+        for name in (others if r % 2 == 0 else others[::-1]):
+            times[name].append(fit(name))
+            plain.append(fit("BCFW"))
+            refs[name].append(_bracket(plain[-2], plain[-1]))
+        times["BCFW"].append(tuple(float(np.median(f)) for f in zip(*plain)))
+        refs["BCFW"].append(times["BCFW"][-1])
     out = {}
     for name, ts in times.items():
-        ratios = _round_ratios(ts, 0, times["BCFW"])
+        ratios = _round_ratios(ts, 0, refs[name])
         out[name] = dict(
             median_s_per_pass=float(np.median([t[0] for t in ts])), first_pass_s=float(np.median([t[1] for t in ts])),
             total_s=float(np.median([t[2] for t in ts])), rounds_s_per_pass=[t[0] for t in ts],
+            rounds_plain_s_per_pass=[b[0] for b in refs[name]],
             ratio_to_plain=float(np.median(ratios)), ratio_range=[float(min(ratios)), float(max(ratios))],
             ratio_to_plain_rows=float(np.median(_round_ratios(ts, 0, times["BCFW (rows)"]))),
             # the whole run, first pass and the corner pool's growth included
-            total_ratio_to_plain=float(np.median(_round_ratios(ts, 2, times["BCFW"]))))
+            total_ratio_to_plain=float(np.median(_round_ratios(ts, 2, refs[name]))))
     log("[speed] " + ", ".join(f"{k} {v['median_s_per_pass']:.3f} s ({v['ratio_to_plain']:.2f}x)"
                                for k, v in out.items()))
     return dict(variants=out, passes=passes, rounds=rounds)
@@ -293,8 +315,8 @@ def plot_speed(doc, path):
 @click.option("--variants/--no-variants", default=True, show_default=True,
               help="Also time the 8 Figure-3 variants on OCR and on the sparse synthetic chain.")
 @click.option("--rounds", default=VARIANT_ROUNDS, show_default=True, type=click.IntRange(min=1),
-              help="Interleaved rounds of the variant tables (each variant fitted once a round; ratios to plain "
-                   "BCFW within a round, their median and range over the rounds).")
+              help="Rounds of the variant tables (each variant fitted once a round, between two fits of plain BCFW; "
+                   "its ratio to their mean, the median and range over the rounds).")
 @click.option("--sparse-n", default=25000, show_default=True, help="Sequences of the sparse synthetic chain.")
 @click.option("--tagging/--no-tagging", default=True, show_default=True,
               help="Also time 5 passes of BCFW-wavg on the CoNLL-scale tagging task (load_conll_scale: n = 8,936, "
