@@ -299,12 +299,31 @@ def test_a_factored_state_with_labellings_round_trips_and_forgeries_are_refused(
     np.testing.assert_allclose(back.coef_, once.coef_, rtol=0, atol=1e-12)
     for edit, match in [(lambda cs: cs.pidx.__setitem__(cs.start[0, 1], 7), r"corners\.pidx"),
                         (lambda cs: cs.alpha.__setitem__((0, 0), cs.alpha[0, 0] - 0.25), r"alpha|factored\.A"),
-                        (lambda cs: setattr(cs, "labels", False), r"labels|increasing")]:
+                        (lambda cs: setattr(cs, "labels", False), r"labels|increasing|pval")]:
         forged = sf.load(path)
         edit(forged.state_.corners)
         bad = forged.save(tmp_path / "forged", state=True)
         with pytest.raises(ValueError, match=match):
             sf.load(bad)
+
+
+def test_a_store_of_labellings_keeps_no_values_and_reads_files_that_kept_zeros(tmp_path):
+    """A labelling has no values: the store's ``pval`` is empty (a lookup or a store touches the states
+    only).  A file saved when the store kept a zero beside each state still loads, and continues as the
+    fit it came from; a nonzero value there is refused."""
+    X, Y, model = chain()
+    once = fit(model, X, Y, BCFW(multi_plane=True, max_approx_passes=1), passes=6, seed=3)
+    part = fit(model, X, Y, BCFW(multi_plane=True, max_approx_passes=1), passes=3, seed=3, warm_start=True)
+    cs = part.state_.corners
+    assert cs.labels and cs.pval.shape == (0,) and int(cs.meta[0]) > 0
+    cs.pval = np.zeros(cs.pidx.shape[0])  # as the store kept them before
+    back = sf.load(part.save(tmp_path / "zeros", state=True))
+    assert back.state_.corners.pval.shape == (0,)
+    back.fit(X, Y)
+    np.testing.assert_allclose(back.coef_, once.coef_, rtol=0, atol=1e-12)
+    cs.pval[int(cs.start[0, 0])] = 0.5
+    with pytest.raises(ValueError, match=r"corners\.pval.*no values"):
+        sf.load(part.save(tmp_path / "values", state=True))
 
 
 def test_the_compiled_block_scores_are_joint_feature_dots():

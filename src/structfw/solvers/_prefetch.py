@@ -65,9 +65,11 @@ def prefetch_corners(S, j):
     waits for each corner's entries in turn, where these requests go out together (BCPFW-gap on OCR,
     perf, 30 passes: the chunk's own samples 859 and 787 against 958 and 919)."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
+    values = pval.shape[0] > 0  # none in a store of labellings
     for k in range(min(size[j], start.shape[1])):
         prefetch_row(pidx, start[j, k])
-        prefetch_row(pval, start[j, k])
+        if values:
+            prefetch_row(pval, start[j, k])
 
 
 @njit(cache=True, nogil=True, inline="always")

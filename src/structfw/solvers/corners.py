@@ -18,7 +18,8 @@ only grows the arrays when a block or the pool is full.
 
 With the factored block storage of chains (`structfw.solvers._factored`) a store holds
 *labellings* instead (``labels=True``): corner k's entries are the labelling y itself (L_i
-states in ``pidx``, zeros in ``pval``), the key is its hash, and its score <psi_i(y), w> comes
+states in ``pidx``; ``pval`` is empty: a labelling has no values, and a pool of zeros beside the
+states doubled the lines a lookup or a store touches), the key is its hash, and its score <psi_i(y), w> comes
 from the block's unary scores at w in O(L_i) (`cs_scan` with ``labels``), where a psi of ~L_i F
 entries is gathered from w: the same corners, a smaller pool, cheaper scans and no psi built.
 """
@@ -66,11 +67,16 @@ def corner_key(idx, val, L):
     for an OCR corner of ~260 entries, paid by every oracle corner that a cache, an active set or
     MP-BCFW keeps.  Equal keys are confirmed entry by entry (`cs_find`), so a collision costs a
     comparison, never a wrong corner."""
-    bits = val.view(np.uint64)
     h = np.uint64(0)
-    for t in range(idx.shape[0]):
-        m = (np.uint64(idx[t]) * _K1 ^ bits[t]) * _K2
-        h += m ^ (m >> np.uint64(31))
+    if val.shape[0] == idx.shape[0]:
+        bits = val.view(np.uint64)
+        for t in range(idx.shape[0]):
+            m = (np.uint64(idx[t]) * _K1 ^ bits[t]) * _K2
+            h += m ^ (m >> np.uint64(31))
+    else:  # a labelling (no values): the mix of a zero value, so that its key is the same either way
+        for t in range(idx.shape[0]):
+            m = np.uint64(idx[t]) * _K1 * _K2
+            h += m ^ (m >> np.uint64(31))
     h = (h ^ float_bits(np.float64(L)) ^ np.uint64(idx.shape[0])) * _K3
     return h ^ (h >> np.uint64(29))
 
@@ -88,7 +94,7 @@ def cs_rehash(S):
 
 @njit(cache=True, nogil=True)
 def cs_entries(S, i, k):
-    """(indices, values) of corner k of block i (views into the pool)."""
+    """(indices, values) of corner k of block i (views into the pool; no values in a store of labellings)."""
     size, key, loss, alpha, last, start, nnz, pidx, pval, meta = S
     a = start[i, k]
     return pidx[a:a + nnz[i, k]], pval[a:a + nnz[i, k]]
@@ -113,10 +119,16 @@ def cs_find(S, i, h, idx, val, L):
             continue
         ki, kv = cs_entries(S, i, k)
         same = True
-        for t in range(idx.shape[0]):
-            if ki[t] != idx[t] or kv[t] != val[t]:
-                same = False
-                break
+        if kv.shape[0] == 0:  # a labelling: its states are the corner
+            for t in range(idx.shape[0]):
+                if ki[t] != idx[t]:
+                    same = False
+                    break
+        else:
+            for t in range(idx.shape[0]):
+                if ki[t] != idx[t] or kv[t] != val[t]:
+                    same = False
+                    break
         if same:
             return k
     return -1
@@ -153,7 +165,8 @@ def cs_put(S, i, h, k, idx, val, L, a0, stamp):
     top = meta[0]
     m = idx.shape[0]
     pidx[top:top + m] = idx
-    pval[top:top + m] = val
+    if pval.shape[0] > 0:  # not a store of labellings
+        pval[top:top + m] = val
     start[i, k] = top
     nnz[i, k] = m
     key[i, k] = h
@@ -325,7 +338,8 @@ def _compact(S, new_pidx, new_pval):
             a = start[i, k]
             m = nnz[i, k]
             new_pidx[top:top + m] = pidx[a:a + m]
-            new_pval[top:top + m] = pval[a:a + m]
+            if new_pval.shape[0] > 0:
+                new_pval[top:top + m] = pval[a:a + m]
             start[i, k] = top
             top += m
     return top
@@ -346,7 +360,9 @@ def _compact_in_place(S, blocks, slots):
         if a != top:
             for e in range(m):
                 pidx[top + e] = pidx[a + e]
-                pval[top + e] = pval[a + e]
+            if pval.shape[0] > 0:
+                for e in range(m):
+                    pval[top + e] = pval[a + e]
             start[i, k] = top
         top += m
     return top
@@ -382,7 +398,7 @@ class CornerStore:
         self.start = np.zeros((n, C), np.int64)
         self.nnz = np.zeros((n, C), np.int64)
         self.pidx = np.empty(P, np.int64)
-        self.pval = np.empty(P)
+        self.pval = np.empty(0 if self.labels else P)  # a labelling has no values
         self.meta = np.zeros(2, np.int64)  # [top of the pool, live entries]
 
     @property
@@ -431,7 +447,7 @@ class CornerStore:
                                              slots[order].astype(np.int64))
             return
         newP = max(2 * P, 2 * (live + m))
-        new_idx, new_val = np.empty(newP, np.int64), np.empty(newP)
+        new_idx, new_val = np.empty(newP, np.int64), np.empty(0 if self.labels else newP)
         self.meta[0] = _compact(self.arrays, new_idx, new_val)
         self.pidx, self.pval = new_idx, new_val
 

@@ -792,7 +792,13 @@ def _check_corners(cs, path, n, d, track):
     nnz = _array(cs.nnz, f"{path}.nnz", (n, C), np.int64)
     pidx = _array(cs.pidx, f"{path}.pidx", (None,), np.int64)
     P = pidx.shape[0]
-    pval = _array(cs.pval, f"{path}.pval", (P,), np.float64)
+    if cs.labels:  # a labelling has no values: none are saved (files saved before kept zeros: dropped here)
+        pval = _array(cs.pval, f"{path}.pval", (None,), np.float64)
+        if pval.shape[0] not in (0, P) or np.any(pval != 0.0):
+            raise ValueError(f"field '{path}.pval': expected no values (a store of labellings)")
+        cs.pval = pval = np.empty(0)
+    else:
+        pval = _array(cs.pval, f"{path}.pval", (P,), np.float64)
     meta = _array(cs.meta, f"{path}.meta", (2,), np.int64)
     live = np.arange(C)[None, :] < size[:, None]
     _in_range(loss[live], f"{path}.loss", lo=0.0, what="task losses")
@@ -817,7 +823,7 @@ def _check_corners(cs, path, n, d, track):
     total = int(m.sum())
     first = np.repeat(s - (np.cumsum(m) - m), m)
     entries = first + np.arange(total)
-    pi, pv = pidx[entries], pval[entries]
+    pi, pv = pidx[entries], (np.zeros(total) if cs.labels else pval[entries])
     _in_range(pi, f"{path}.pidx", 0, d - 1, "coordinates")
     _finite(pv, f"{path}.pval")
     seg = np.repeat(np.arange(m.shape[0]), m)
