@@ -260,6 +260,26 @@ def test_a_cold_cache_compiles_the_leaf_kernels_in_a_second_process(tmp_path):
     assert again.stdout.strip() == "None", again.stderr
 
 
+def test_a_process_that_ends_while_its_compile_helper_runs_waits_for_it(tmp_path):
+    """A process that ends right after starting the compile helper waits for it at exit: no child is
+    left running (Python's ResourceWarning, seen at the end of cold-cache test runs), and the helper's
+    kernels reach the cache."""
+    import os
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "nbcache"))
+    code = ("from structfw import _compile as c\n"
+            "from structfw.oracles.compiled import CHAIN_DENSE\n"
+            "assert c.compile_leaves_in_background(CHAIN_DENSE).poll() is None\n")
+    out = subprocess.run([sys.executable, "-X", "dev", "-W", "always::ResourceWarning", "-c", code],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr
+    assert "ResourceWarning" not in out.stderr and "still running" not in out.stderr, out.stderr
+    after = subprocess.run([sys.executable, "-c", "from structfw import _compile as c; "
+                            "print(c.kernels_cached(c.LEAF_KERNELS), c.kernels_cached(c.CHAIN_LEAF_KERNELS))"],
+                           capture_output=True, text=True, env=env, timeout=600)
+    assert after.stdout.split() == ["True", "True"], after.stderr
+
+
 @pytest.mark.slow
 def test_warmup_fills_a_fresh_cache(tmp_path):
     """In a fresh numba cache nothing is cached; after `structfw warmup` a fit announces nothing."""

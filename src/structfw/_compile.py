@@ -174,14 +174,32 @@ def compile_leaves_in_background(kind):
     if kernels_cached(LEAF_KERNELS) is not False:
         return None
     import subprocess
-    import sys
 
     try:
         _helper = subprocess.Popen([sys.executable, "-m", "structfw._compile", str(int(kind))],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except OSError:
         return None
+    import atexit
+
+    atexit.register(_reap_helper, _helper)
     return _helper
+
+
+#: how long a process that ends waits for its compile helper (which takes a few seconds) to finish
+HELPER_EXIT_WAIT_S = 60.0
+
+
+def _reap_helper(helper, timeout=HELPER_EXIT_WAIT_S):
+    """At exit: wait for the compile helper, so that its kernels reach the cache and the process does
+    not end with a child still running (Python warns of it, ResourceWarning); stop it after ``timeout``."""
+    import subprocess
+
+    try:
+        helper.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        helper.kill()
+        helper.wait()
 
 
 def compile_leaves(kind):
@@ -209,6 +227,4 @@ def compile_leaves(kind):
 
 
 if __name__ == "__main__":
-    import sys
-
     compile_leaves(int(sys.argv[1]))
