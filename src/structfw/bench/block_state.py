@@ -33,6 +33,7 @@ import click
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 from .._linalg import sparse_dot_dense, sparse_dot_sparse
 from ..oracles.chain import chain_phi_diff_csr, chain_unary_csr, hamming_loss

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, types
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 from numba.extending import overload
 
 from .._linalg import sparse_dot_dense

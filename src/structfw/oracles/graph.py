@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 #: (unary (V, K) float64, edges (E, 2) int64, pairwise (E, K, K) float64) in the kernels' layout
 _Potentials = tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64]]

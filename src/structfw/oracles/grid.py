@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 from .chain import _viterbi_core, append_coalesced, edge_label_diff, unary_diff_dense
 

@@ -41,6 +41,7 @@ from typing import Any, Literal, cast, overload
 import numpy as np
 import numpy.typing as npt
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 from .graph import energy
 from .maxflow import bk_maxflow

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 #: Below this a shifted sum may have lost its leading terms to underflow: use the exact logsumexp.
 _TINY = 1e-280

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 
 @njit(cache=True, fastmath=True, nogil=True)

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 # the numba kernels (@njit) keep unannotated signatures: numba compiles them for the types of the
 # arguments they are called with, so each `def` carries a type: ignore[no-untyped-def]

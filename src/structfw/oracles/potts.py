@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 from .chain import chain_unary_csr, chain_unary_dense
 from .maxflow import min_cut_numba

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 from ..oracles.chain import (chain_unary_dense, hamming_loss, labelling_score, loss_augmented_into, score_difference,
                              viterbi_into)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 from .._compile import compile_leaves_in_background
 from .._linalg import sparse_dot_dense

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 from numba.extending import intrinsic
 
 from .._linalg import SparseVector

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 KERNELS = {"linear": 0, "rbf": 1, "poly": 2, "precomputed": 3}
 RAW = 4

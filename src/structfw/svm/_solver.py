@@ -45,6 +45,7 @@ from types import SimpleNamespace
 
 import numpy as np
 from numba import njit, types
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 from numba.experimental import structref
 
 from .._interrupt import deferred_sigint, interrupt_requested
