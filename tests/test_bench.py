@@ -12,6 +12,7 @@ from click.testing import CliRunner
 pytest.importorskip("matplotlib")
 
 import structfw  # noqa: E402
+import structfw as sf  # noqa: E402
 from structfw.bench._common import on_grid, parse_lam  # noqa: E402
 from structfw.bench.fig1 import DATASETS, bench_fig1, check_solvers, run_fig1  # noqa: E402
 from structfw.bench.gaps import COMBOS, bench_gaps, run_gaps  # noqa: E402
@@ -171,6 +172,22 @@ def test_gaps_runs_both_datasets(tmp_path):
     assert docs["large"]["n"] == 120
 
 
+def test_the_user_written_model_runs_through_its_python_methods():
+    """The timed user-written model is trained through its Python methods (no compiled oracle), as a
+    model written in Python is, and learns what ChainModel learns."""
+    from structfw.bench.speed import user_chain_model
+    from structfw.solvers.problem import Problem
+
+    X, Y = sf.datasets.load_ocr("train")
+    X, Y = X[:60], Y[:60]
+    user = user_chain_model(26, 128)
+    assert Problem(user, X, Y, 0.01).compiled_oracle() is None
+    assert Problem(sf.models.ChainModel(26, 128), X, Y, 0.01).compiled_oracle() is not None
+    fits = [sf.StructuredSVM(m, lam=0.01, max_passes=3, random_state=0).fit(X, Y)
+            for m in (user, sf.models.ChainModel(26, 128))]
+    np.testing.assert_allclose(fits[0].coef_, fits[1].coef_, rtol=1e-9, atol=1e-9)
+
+
 def test_variant_rounds_bracket_each_variant_by_plain_fits(monkeypatch):
     """A round fits plain BCFW before and after every variant and takes each ratio to their mean, so a
     load that grows linearly over the round cancels: variants that cost exactly 1.2x plain read 1.2x
@@ -225,6 +242,13 @@ def test_speed_runs(tmp_path):
     rows = doc["variants_ocr"]["variants"]
     assert met["exact_pass"] == (rows["MP-BCFW (exact pass)"]["ratio_to_plain"] <= 1.1)
     assert met["figure3"] == all(rows[k]["ratio_to_plain"] <= 1.3 for k in rows if k.startswith("BC") and "(" not in k)
+    # a user-written Python model: its step is its own calls plus what the engine adds
+    pm = doc["python_model"]
+    assert pm["n"] == 40 and set(pm["solvers"]) == {"BCFW", "BCPFW-gap-cache"}
+    for r in pm["solvers"].values():
+        assert min(r["step_us"], r["oracle_us"], r["psi_us"], r["loss_us"]) > 0
+        assert r["overhead_us"] == pytest.approx(r["step_us"] - r["oracle_us"] - r["psi_us"] - r["loss_us"])
+        assert r["overhead_per_oracle"] == pytest.approx(r["overhead_us"] / r["oracle_us"])
     # the tagging task ran in a child process: its first 40 sentences, 5 passes, sparse-sized d
     t = doc["tagging"]
     assert t["status"] == "measured", t.get("reason")

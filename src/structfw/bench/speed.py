@@ -8,9 +8,11 @@ max-oracle call (``model.loss_augmented_decode``), per ``psi`` call and per
 and BCFW-wavg; seconds per engine pass of the 8 variants of Osokin et al. (2016), Figure 3
 ({uniform, gap} x {FW, pairwise} x {no cache, cache}) and of MP-BCFW's exact pass relative to
 plain BCFW, on OCR and on the 25,000-sequence sparse synthetic chain, in rounds that fit plain
-BCFW between every two variants (`VARIANT_ROUNDS`, `time_variants`); and (``tagging``) 5 passes of BCFW-wavg on the
-CoNLL-scale sparse chain (`structfw.datasets.load_conll_scale`: 8,936 sentences, d = 1.64M)
-in a child process of its own, so that its peak resident memory is the task's alone.
+BCFW between every two variants (`VARIANT_ROUNDS`, `time_variants`); a user-written Python model's
+cost per block step against its own calls (``python_model``, `time_python_model`); and (``tagging``)
+5 passes of BCFW-wavg on the CoNLL-scale sparse chain (`structfw.datasets.load_conll_scale`: 8,936
+sentences, d = 1.64M) in a child process of its own, so that its peak resident memory is the task's
+alone.
 Targets (issue "One plan, one block step"): plain BCFW <= 0.045 s per OCR pass, every
 Figure-3 variant within 1.3x of plain BCFW and MP-BCFW's exact pass within 1.1x, the tagging
 task's 5 passes <= 2 s with a peak resident memory <= 1 GB (and, from the engine's first
@@ -140,6 +142,52 @@ def time_variants(model, X, Y, lam, passes, seed, log=print, rounds=VARIANT_ROUN
     return dict(variants=out, passes=passes, rounds=rounds)
 
 
+#: the user-written Python model's timing: OCR words, passes
+PYTHON_MODEL_N = 2000
+PYTHON_MODEL_PASSES = 5
+
+
+def user_chain_model(n_states, n_features):
+    """`structfw.models.ChainModel` as a user-written model: its compiled oracle hidden, so that every
+    block step calls its Python methods (the oracle, psi and the loss, once each) as a model written
+    in Python does."""
+    from ..models import ChainModel
+
+    class UserChainModel(ChainModel):
+        def compiled_oracle(self, X, Y):
+            return None
+
+    return UserChainModel(n_states, n_features)
+
+
+def time_python_model(X, Y, lam, seed, log=print, n=PYTHON_MODEL_N, passes=PYTHON_MODEL_PASSES):
+    """Microseconds per block step of a user-written Python model (`user_chain_model`) against the time
+    of its own calls: per step, the engine's pass (median of passes 2..P over n OCR words, optimisation
+    time) and, at the fit's w, the model's ``loss_augmented_decode``, ``psi`` and ``example_loss``
+    (`time_calls`).  ``overhead_us`` is the step less the model's calls: what the engine adds around a
+    Python oracle; ``overhead_per_oracle`` it over the oracle's time."""
+    from .. import solvers
+
+    model = user_chain_model(26, 128)
+    X, Y = X[:n], Y[:n]
+    run_fit(model, solvers.BCFW(), X[:30], Y[:30], lam, 1, seed)  # compile outside the timing
+    out = {}
+    for name, make in (("BCFW", solvers.BCFW),
+                       ("BCPFW-gap-cache", lambda: solvers.BCFW(step="pairwise", sampling="gap", cache=True))):
+        run, svm = run_fit(model, make(), X, Y, lam, passes, seed, check_every=1)
+        w = svm.coef_
+        ystar = [model.loss_augmented_decode(x, y, w) for x, y in zip(X, Y)]
+        calls = dict(oracle_us=time_calls(model.loss_augmented_decode, [(x, y, w) for x, y in zip(X, Y)]),
+                     psi_us=time_calls(model.psi, list(zip(X, Y, ystar))),
+                     loss_us=time_calls(model.example_loss, list(zip(X, Y, ystar))))
+        step = 1e6 * _pass_seconds(run)[0] / len(X)
+        overhead = step - sum(calls.values())
+        out[name] = dict(step_us=step, **calls, overhead_us=overhead, overhead_per_oracle=overhead / calls["oracle_us"])
+        log(f"[speed] user-written Python model, {name}: {step:.1f} us a block step, oracle {calls['oracle_us']:.1f} "
+            f"us, psi {calls['psi_us']:.1f} us, loss {calls['loss_us']:.1f} us: the engine adds {overhead:.1f} us")
+    return dict(n=len(X), passes=passes, solvers=out)
+
+
 def measure_tagging(spec):
     """5 passes of BCFW-wavg (lam = 1/n) on the CoNLL-scale chain, in this process (the child's side
     of `time_tagging`).
@@ -211,10 +259,11 @@ def time_tagging(n=None, n_features="paper", cache=True, passes=TAGGING_PASSES, 
 
 
 def run_speed(passes=20, lam=0.01, out="bench_out/speed", subsample=None, seed=0, log=print, variants=True,
-              sparse_n=25000, tagging=True, rounds=VARIANT_ROUNDS):
+              sparse_n=25000, tagging=True, rounds=VARIANT_ROUNDS, python_model=True):
     """Run the speed benchmark; writes ``speed.json`` and ``speed.png`` to ``out``; returns the doc.
     With ``tagging`` also the CoNLL-scale task (`time_tagging`; with ``subsample`` its first
-    ``subsample`` sentences, generated afresh with every feature, not cached)."""
+    ``subsample`` sentences, generated afresh with every feature, not cached); with ``python_model``
+    a user-written Python model's cost per block step (`time_python_model`)."""
     from .. import solvers
 
     out = Path(out)
@@ -274,6 +323,8 @@ def run_speed(passes=20, lam=0.01, out="bench_out/speed", subsample=None, seed=0
         doc["variants_sparse_chain"] = time_variants(ChainModel(10, 200), Xs, Ys, lam, min(passes, 8), seed, log,
                                                        rounds)
         doc["variants_sparse_chain"]["n"] = ns
+    if python_model:
+        doc["python_model"] = time_python_model(X, Y, lam, seed, log)
     if tagging:
         doc["tagging"] = (time_tagging(seed=seed) if subsample is None else
                           time_tagging(n=subsample, n_features=None, cache=False, seed=seed))
@@ -318,14 +369,17 @@ def plot_speed(doc, path):
               help="Rounds of the variant tables (each variant fitted once a round, between two fits of plain BCFW; "
                    "its ratio to their mean, the median and range over the rounds).")
 @click.option("--sparse-n", default=25000, show_default=True, help="Sequences of the sparse synthetic chain.")
+@click.option("--python-model/--no-python-model", default=True, show_default=True,
+              help="Also time a user-written Python model (ChainModel with its compiled oracle hidden) per block "
+                   f"step against its own calls ({PYTHON_MODEL_N:,} OCR words, {PYTHON_MODEL_PASSES} passes).")
 @click.option("--tagging/--no-tagging", default=True, show_default=True,
               help="Also time 5 passes of BCFW-wavg on the CoNLL-scale tagging task (load_conll_scale: n = 8,936, "
                    "d = 1.64M; its first call generates the data, 30-45 s) in a child process, with its peak memory.")
-def bench_speed(passes, lam, out, subsample, seed, variants, rounds, sparse_n, tagging):
+def bench_speed(passes, lam, out, subsample, seed, variants, rounds, sparse_n, python_model, tagging):
     """Seconds per BCFW pass on OCR, microseconds per oracle/psi call, test error after the passes,
     and the 8 Figure-3 variants' seconds per pass relative to plain BCFW."""
     doc = run_speed(passes, lam, out, subsample, seed, log=click.echo, variants=variants, sparse_n=sparse_n,
-                    tagging=tagging, rounds=rounds)
+                    tagging=tagging, rounds=rounds, python_model=python_model)
     for name, r in doc["runs"].items():
         click.echo(f"{name:>10}: {r['median_s_per_pass']:.4f} s/pass (median of passes 2..{passes}; first "
                    f"{r['first_pass_s']:.4f} s), test error after {passes} passes {r['test_error']:.4f}")
@@ -350,6 +404,13 @@ def bench_speed(passes, lam, out, subsample, seed, variants, rounds, sparse_n, t
                 word = {True: "met", False: "NOT met"}
                 click.echo(f"  Figure-3 variants <= {VARIANT_RATIO_TARGET}x: {word[met['figure3']]}; "
                            f"MP-BCFW exact pass <= {EXACT_PASS_RATIO_TARGET}x: {word[met['exact_pass']]}")
+    pm = doc.get("python_model")
+    if pm is not None:
+        click.echo(f"user-written Python model ({pm['n']:,} OCR words, {pm['passes']} passes), us a block step:")
+        for name, r in pm["solvers"].items():
+            click.echo(f"  {name:>16}: step {r['step_us']:.1f} = oracle {r['oracle_us']:.1f} + psi {r['psi_us']:.1f} + "
+                       f"loss {r['loss_us']:.1f} + engine {r['overhead_us']:.1f} ({r['overhead_per_oracle']:.2f}x the "
+                       "oracle)")
     t = doc.get("tagging")
     if t is not None and t["status"] == "measured":
         click.echo(f"tagging task (n = {t['n']:,}, d = {t['d']:,}, {t['rows']}): {t['passes']} passes of BCFW-wavg "
