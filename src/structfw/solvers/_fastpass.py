@@ -353,6 +353,30 @@ def _prefetch_step(S, fac, sampler, s, m, i):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _block_of_step(S, fac, sampler, s, m, n, ahead):
+    """Block of step s of a chunk ending at m: the one drawn ahead (`_draw_ahead`, >= 0), else drawn now,
+    with the prefetches for it and, when the order is known, for the next steps."""
+    if ahead >= 0:
+        return ahead
+    i = _draw_block(sampler, s, n)
+    _prefetch_step(S, fac, sampler, s, m if sampler[0] == ORDER else 0, i)
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _draw_ahead(S, fac, sampler, s, m, n):
+    """Block of step s < m drawn now, when the blocks are drawn step by step (gap sampling, the largest
+    gap), with its prefetches asked for; else -1.  The general chunk calls it once the sampler has
+    block i's new gap and before i's block step, which reads and writes neither the sampler nor the
+    next block's rows: the draw is the one step s would make, and its loads arrive during the step."""
+    if sampler[0] == ORDER or s >= m:
+        return -1
+    j = _draw_block(sampler, s, n)
+    _prefetch_step(S, fac, sampler, s, 0, j)
+    return j
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _move_block(w, B, fac, i, U, a, s1, s2, dl, rule, avg, scratch):
     """The block step along d = a w_i + b1 s1 + b2 s2 on the pass's storage: the factored w_i
     (``fac[0]``, `structfw.solvers._factored.factored_block_step`, corners as labellings), or rows
@@ -527,14 +551,13 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     track_alpha, approx, stamp, tidy_kind, limit, keep_rows = set_rule
     avg_kind, u = avg
     it, fl = state
-    n = li.shape[0]
+    n, ahead = li.shape[0], -1  # ahead: the next step's block when drawn ahead (`_draw_ahead`)
     inv_ln = 1.0 / (lam * n)
     keeps = cache_rule[0] or track_alpha or tidy_kind != DROP_INACTIVE
     needs_gap = cache_rule[0] or sampler[0] != ORDER or step_kind == AWAY_STEP
     scratch = np.zeros(w.shape[0]) if step_kind == PAIRWISE_STEP else np.empty(0)
     for s in range(span[0], span[1]):
-        i = _draw_block(sampler, s, n)
-        _prefetch_step(S, fac, sampler, s, span[1] if sampler[0] == ORDER else 0, i)
+        i, ahead = _block_of_step(S, fac, sampler, s, span[1], n, ahead), -1
         k = it[K]
         wants = (approx or (cache_rule[0] and S[0][i] > 0), step_kind != FW_STEP or (track_alpha and needs_gap),
                  needs_gap, track_alpha)
@@ -569,13 +592,14 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
             g_away = lam * (sa * inv_ln - wiw) + li[i] - S[2][i, a] / n
             if g_i >= g_away or S[3][i, a] >= 1.0 - ALPHA_EPS:
                 kind = FW_STEP
+        if not approx:
+            _record_gap(sampler, i, g_i)
+            ahead = _draw_ahead(S, fac, sampler, s + 1, span[1], n)
         gamma, dl = _set_step(w, (B, fac), S, i, kind, slot, a, (ps_i, ps_v, ss, L_s), (sa, li[i], n, U),
                               (lam, gfixed, inv_ln, track_alpha, keep_rows), (u, inv_c, WT), scratch)
         li[i] += gamma * dl
         fl[ELL] += gamma * dl
         _tidy(S, i, tidy_kind, limit, keeps)
-        if not approx:
-            _record_gap(sampler, i, g_i)
         it[K] = k + 1
         _avg_end(avg_kind, rho, u, fl)
     return span[1], 0

@@ -8,8 +8,10 @@ own samples (docs/results/engine.md, "Where the general chunk's time goes").  Wh
 advance (uniform and permuted sampling draw it at the pass's start) the chunk asks for the rows of the
 block two steps ahead and for the corners of the block one step ahead, whose ``start`` row was asked
 for a step earlier: a step takes microseconds, far longer than a load from memory.  When the blocks are
-drawn step by step (gap sampling) it asks for the drawn block's rows as the step begins, and for
-its corners all at once just before the scan reads them.  A prefetch is a
+drawn step by step (gap sampling) the general chunk draws the next block as soon as the sampler has
+the step's gap, before the block step, and asks for its rows then (`structfw.solvers._fastpass._draw_ahead`);
+the plain chunks, whose gap comes out of the step itself, ask as the step begins.  Either way the
+block's corners are asked for all at once just before the scan reads them.  A prefetch is a
 hint (``llvm.prefetch``, x86 ``prefetcht0``): it changes no value, only when the loads arrive, and
 it never faults, whatever the address.
 """
@@ -104,9 +106,10 @@ def _prefetch_labels(starts, Yc, j):
 def prefetch_corner_sets(S, order, s, m, i):
     """Before step s of a chunk ending at m that takes its blocks from ``order``: ask for the corner-set
     rows of block order[s + 2] and for the first entries of each corner of block order[s + 1].  With
-    m = 0 (blocks drawn step by step: gap sampling, the largest gap) nothing is known ahead, so it asks
-    for the rows of step s's own block i: the step computes the block's unary scores or oracle before it
-    reads them, and the loads arrive meanwhile.  Not its corners: finding them reads the rows, which
+    m = 0 (blocks drawn step by step: gap sampling, the largest gap) at most one block is known ahead,
+    so it asks for the rows of that block i, which the general chunk draws during the step before
+    (`structfw.solvers._fastpass._draw_ahead`; the plain chunks as i's own step begins, where the step
+    computes the block's unary scores or oracle before it reads them, and the loads arrive meanwhile).  Not its corners: finding them reads the rows, which
     stalls there, and their loads then compete with the unary scores' own (BCPFW-gap on OCR, perf: 4,633
     and 4,564 compiled samples in 30 passes against 5,052 and 5,314 with the corners asked for too)."""
     m = min(m, order.shape[0])
