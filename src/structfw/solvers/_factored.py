@@ -298,14 +298,14 @@ def no_factored() -> tuple[Any, ...]:
 @njit(cache=True, nogil=True)
 def factored_scratch(starts, S, chain):
     """A pass's scratch for the factored step and the oracle on unary scores: (direction D, transitions'
-    scatter E, loss-augmented scores V, Viterbi's max-marginals M, its column cur, labelling ys, zeros
-    (a labelling corner's values), the transitions of a multiclass model (zeros), the direction's
+    scatter E, loss-augmented scores V, Viterbi's max-marginals M, its column cur, labelling ys, no
+    values (a labelling corner has none: the store of labellings keeps none), the transitions of a multiclass model (zeros), the direction's
     non-zero rows)."""
     longest = 0
     for i in range(starts.shape[0] - 1):
         longest = max(longest, starts[i + 1] - starts[i])
     return (np.empty((longest, S)), np.zeros(S * S if chain else 0), np.empty((longest, S)),
-            np.empty((longest, S)), np.empty(S), np.empty(longest, np.int64), np.zeros(longest), np.zeros((S, S)),
+            np.empty((longest, S)), np.empty(S), np.empty(longest, np.int64), np.zeros(0), np.zeros((S, S)),
             np.empty(longest, np.bool_))
 
 
@@ -349,11 +349,11 @@ def factored_w_dot(fac, i, U, w):
 
 @njit(cache=True, nogil=True, inline="always")
 def unary_oracle(fac, i, U, w):
-    """The max oracle of block i from its unary scores U: (y*, zeros, L_i(y*), <psi_i(y*), w>), y* a view
+    """The max oracle of block i from its unary scores U: (y*, no values, L_i(y*), <psi_i(y*), w>), y* a view
     of the scratch (the loss-augmented Viterbi of `structfw.oracles.chain`, Hamming loss)."""
     Xc, starts, Yc, S, F = fac[1]
     scr = fac[4]
-    Vs, M, cur, ys_buf, zeros, P0 = scr[2], scr[3], scr[4], scr[5], scr[6], scr[7]
+    Vs, M, cur, ys_buf, no_values, P0 = scr[2], scr[3], scr[4], scr[5], scr[6], scr[7]
     a0, a1 = starts[i], starts[i + 1]
     yt = Yc[a0:a1]
     W_tr = w[S * F:]
@@ -362,7 +362,7 @@ def unary_oracle(fac, i, U, w):
     ys = ys_buf[:a1 - a0]
     # Viterbi on one position is the argmax, with P = 0
     viterbi_into(V, W_tr.reshape(S, S) if W_tr.shape[0] > 0 else P0, M, cur, ys)
-    return ys, zeros[:a1 - a0], hamming_loss(yt, ys), score_difference(U, W_tr, yt, ys)
+    return ys, no_values, hamming_loss(yt, ys), score_difference(U, W_tr, yt, ys)
 
 
 @njit(cache=True, nogil=True)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import njit, types
-from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 
 @intrinsic

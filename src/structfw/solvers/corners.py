@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 from numba.extending import intrinsic
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 from .._linalg import SparseVector
 from ..oracles.chain import labelling_score
