@@ -52,8 +52,10 @@ def time_calls(fn, items, repeat=3):
 #: rounds of the variant tables: every variant is fitted once a round, between two fits of plain BCFW,
 #: and the rounds alternate their order.  One fit a variant in a fixed order let the machine's load
 #: drift decide a ratio: on the shared 2-core machine the same code read 0.73-1.71x across single runs,
-#: as the load rose or fell between two variants' fits
-VARIANT_ROUNDS = 3
+#: as the load rose or fell between two variants' fits.  Five, not three: a slowdown here lasts seconds
+#: and can cover two of a variant's fits in a row, which sets a median of three (BCFW-gap-cache once read
+#: 1.37x [1.05-1.50] where its other runs read 1.03-1.09x); a median of five needs three of them hit
+VARIANT_ROUNDS = 5
 
 
 def variant_solvers():
@@ -118,6 +120,7 @@ def time_variants(model, X, Y, lam, passes, seed, log=print, rounds=VARIANT_ROUN
     others = [name for name in makers if name != "BCFW"]
     times = {name: [] for name in makers}
     refs = {name: [] for name in makers}
+    plain_fits = []  # every plain fit's median per pass (`plain_pass`)
     for r in range(rounds):
         plain = [fit("BCFW")]
         for name in (others if r % 2 == 0 else others[::-1]):
@@ -126,6 +129,7 @@ def time_variants(model, X, Y, lam, passes, seed, log=print, rounds=VARIANT_ROUN
             refs[name].append(_bracket(plain[-2], plain[-1]))
         times["BCFW"].append(tuple(float(np.median(f)) for f in zip(*plain)))
         refs["BCFW"].append(times["BCFW"][-1])
+        plain_fits.extend(t[0] for t in plain)
     out = {}
     for name, ts in times.items():
         ratios = _round_ratios(ts, 0, refs[name])
@@ -139,7 +143,20 @@ def time_variants(model, X, Y, lam, passes, seed, log=print, rounds=VARIANT_ROUN
             total_ratio_to_plain=float(np.median(_round_ratios(ts, 2, refs[name]))))
     log("[speed] " + ", ".join(f"{k} {v['median_s_per_pass']:.3f} s ({v['ratio_to_plain']:.2f}x)"
                                for k, v in out.items()))
+    out["BCFW"]["plain_fits_s_per_pass"] = plain_fits
     return dict(variants=out, passes=passes, rounds=rounds)
+
+
+def plain_pass(doc):
+    """The plain BCFW pass on OCR that the 0.045 s target is judged on: the median, over every plain
+    BCFW fit of the run (the 20-pass fit of ``runs`` and the plain fits of the OCR variant rounds, the
+    same solver on the same data), of each fit's median per pass.  One fit read 0.038-0.051 s on this
+    machine in runs of the same tree, 0.051 s where the same run's 11 other plain fits' median read
+    0.040 s; a median over a dozen fits spread over minutes is what the code costs here.  Returns
+    (median, number of fits, [min, max])."""
+    fits = [doc["runs"]["BCFW"]["median_s_per_pass"]]
+    fits += doc.get("variants_ocr", {}).get("variants", {}).get("BCFW", {}).get("plain_fits_s_per_pass", [])
+    return float(np.median(fits)), len(fits), [float(min(fits)), float(max(fits))]
 
 
 #: the user-written Python model's timing: OCR words, passes
@@ -303,8 +320,6 @@ def run_speed(passes=20, lam=0.01, out="bench_out/speed", subsample=None, seed=0
         decode=time_calls(model.decode, [(x, w) for x in Xc]),
         mean_word_length=float(np.mean([len(y) for y in Yc])))
     b = doc["runs"]["BCFW"]["median_s_per_pass"]
-    doc["us_per_block_iteration"] = 1e6 * b / n
-    doc["meets_target"] = bool(b <= TARGET_S_PER_PASS)
     doc["first_pass_ratio"] = doc["runs"]["BCFW"]["first_pass_s"] / b
     if variants:
         # 10 passes: the corner pool of the pairwise and cached variants doubles two or three
@@ -323,6 +338,10 @@ def run_speed(passes=20, lam=0.01, out="bench_out/speed", subsample=None, seed=0
         doc["variants_sparse_chain"] = time_variants(ChainModel(10, 200), Xs, Ys, lam, min(passes, 8), seed, log,
                                                        rounds)
         doc["variants_sparse_chain"]["n"] = ns
+    b, fits, span = plain_pass(doc)
+    doc["plain_pass"] = dict(median_s=b, fits=fits, range_s=span)
+    doc["us_per_block_iteration"] = 1e6 * b / n
+    doc["meets_target"] = bool(b <= TARGET_S_PER_PASS)
     if python_model:
         doc["python_model"] = time_python_model(X, Y, lam, seed, log)
     if tagging:
@@ -387,8 +406,10 @@ def bench_speed(passes, lam, out, subsample, seed, variants, rounds, sparse_n, p
     click.echo(f"per call: oracle {pc['loss_augmented_decode']:.2f} us, psi {pc['psi']:.2f} us, "
                f"loss {pc['loss']:.2f} us, decode {pc['decode']:.2f} us (mean length {pc['mean_word_length']:.1f}); "
                f"{doc['us_per_block_iteration']:.1f} us per block iteration")
-    click.echo(f"target {TARGET_S_PER_PASS} s/pass: {'met' if doc['meets_target'] else 'NOT met'}; first pass "
-               f"{doc['first_pass_ratio']:.2f}x the others")
+    pp = doc["plain_pass"]
+    click.echo(f"plain BCFW pass {pp['median_s']:.4f} s (median of the run's {pp['fits']} plain fits' medians, "
+               f"{pp['range_s'][0]:.4f}-{pp['range_s'][1]:.4f} s); target {TARGET_S_PER_PASS} s/pass: "
+               f"{'met' if doc['meets_target'] else 'NOT met'}; first pass {doc['first_pass_ratio']:.2f}x the others")
     for key, limit in (("variants_ocr", VARIANT_RATIO_TARGET), ("variants_sparse_chain", SPARSE_RATIO_TARGET)):
         if key in doc:
             click.echo(f"{key} (ratio to plain BCFW per engine pass, median [range] of {doc[key]['rounds']} "
