@@ -371,9 +371,7 @@ def _draw_ahead(S, fac, sampler, s, m, n):
     next block's rows: the draw is the one step s would make, and its loads arrive during the step."""
     if sampler[0] == ORDER or s >= m:
         return -1
-    j = _draw_block(sampler, s, n)
-    _prefetch_step(S, fac, sampler, s, 0, j)
-    return j
+    return _block_of_step(S, fac, sampler, s, m, n, -1)
 
 
 @njit(cache=True, nogil=True, inline="always")
