@@ -299,8 +299,8 @@ def no_factored() -> tuple[Any, ...]:
 def factored_scratch(starts, S, chain):
     """A pass's scratch for the factored step and the oracle on unary scores: (direction D, transitions'
     scatter E, loss-augmented scores V, Viterbi's max-marginals M, its column cur, labelling ys, no
-    values (a labelling corner has none: the store of labellings keeps none), the transitions of a multiclass model (zeros), the direction's
-    non-zero rows)."""
+    values (a labelling corner has none: the store of labellings keeps none), the transitions of a
+    multiclass model (zeros), the direction's non-zero rows)."""
     longest = 0
     for i in range(starts.shape[0] - 1):
         longest = max(longest, starts[i + 1] - starts[i])
