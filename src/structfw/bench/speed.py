@@ -150,9 +150,9 @@ def time_variants(model, X, Y, lam, passes, seed, log=print, rounds=VARIANT_ROUN
 def plain_pass(doc):
     """The plain BCFW pass on OCR that the 0.045 s target is judged on: the median, over every plain
     BCFW fit of the run (the 20-pass fit of ``runs`` and the plain fits of the OCR variant rounds, the
-    same solver on the same data), of each fit's median per pass.  One fit read 0.038-0.051 s on this
-    machine in runs of the same tree, 0.051 s where the same run's 11 other plain fits' median read
-    0.040 s; a median over a dozen fits spread over minutes is what the code costs here.  Returns
+    same solver on the same data), of each fit's median per pass.  One fit read 0.040-0.053 s on this
+    machine in runs of the same tree, 0.051 s in a run whose rounds' plain fits read 0.040 s by their
+    median; a median over dozens of fits spread over minutes is what the code costs here.  Returns
     (median, number of fits, [min, max])."""
     fits = [doc["runs"]["BCFW"]["median_s_per_pass"]]
     fits += doc.get("variants_ocr", {}).get("variants", {}).get("BCFW", {}).get("plain_fits_s_per_pass", [])
