@@ -196,6 +196,7 @@ def test_interrupted_refits_leave_a_consistent_estimator(n_classes):
         full = time.perf_counter() - t
     rng = np.random.default_rng(0)
     outcomes = []
+    fitted = (X, y)  # the data of the model the estimator holds
     for k in range(8):
         Xf, yf = (Xb, yb) if k % 2 else (X, y)
         before = _snapshot(clf)
@@ -205,6 +206,7 @@ def test_interrupted_refits_leave_a_consistent_estimator(n_classes):
         outcomes.append(outcome)
         if outcome == "raised":      # Ctrl-C before/after the solve: previous model intact
             _same(before, _snapshot(clf))
-        _check_consistent(clf, *((Xf, yf) if clf.alpha_.shape[1] == len(Xf) else (X, y)),
-                          n_classes)
+        else:                        # a model of Xf, finished or interrupted
+            fitted = (Xf, yf)
+        _check_consistent(clf, *fitted, n_classes)
     assert "interrupted" in outcomes, outcomes
