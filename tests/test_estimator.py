@@ -94,7 +94,7 @@ def test_save_load_without_pickle(ocr_small, tmp_path):
     path = tmp_path / "model.npz"
     svm.save(path)
     with np.load(path, allow_pickle=False) as z:  # loads with pickling disabled
-        assert set(z.files) == {"coef", "header", "trace"}
+        assert set(z.files) == {"coef", "header", "trace", "digest"}
     back = sf.load(path)
     np.testing.assert_array_equal(back.coef_, svm.coef_)
     assert back.solver.get_params() == svm.solver.get_params()

@@ -86,12 +86,17 @@ def models(tmp_path_factory):
 
 
 def _members(data):
-    """The members of a (trusted) model file, for building mutated ones."""
+    """The members of a (trusted) model file but its digest, for building mutated ones
+    (`_write` seals them again)."""
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+        return {k: z[k] for k in z.files if k != "digest"}
 
 
-def _write(path, members, compress=False):
+def _write(path, members, compress=False, seal=True):
+    """Write mutated members; ``seal`` recomputes the digest, so that the mutation itself
+    (not the digest) is what the loader must catch."""
+    if seal and "header" in members:
+        members = {**members, "digest": np.array(sfio.members_digest(members))}
     with open(path, "wb") as fh:
         (np.savez_compressed if compress else np.savez)(fh, **members)
 
@@ -428,3 +433,86 @@ def test_validators_name_file_and_field(tmp_path):
         sfio.array_field(a, "coef", shape=(5,))
     with pytest.raises(ValueError, match="integer array"):
         sfio.array_field(a, "coef", dtype="i")
+
+
+# ------------------------------------------------------------------ the whole-file digest
+@pytest.mark.parametrize("name", ["svc2", "svc3", *SSVMS])
+def test_a_member_replaced_by_another_valid_array_breaks_the_digest(models, tmp_path, name):
+    """Swapping one member for a valid array of the same shape and dtype (which every
+    field check accepts) is refused by the digest, naming the file."""
+    m = models[name]
+    mem = _members(m["data"])
+    with np.load(io.BytesIO(m["data"]), allow_pickle=False) as z:
+        digest = z["digest"]
+    assert str(digest).startswith("sha256:")
+    numeric = [k for k, a in mem.items() if a.dtype.kind == "f" and a.size]
+    assert numeric
+    for key in numeric:
+        forged = mem[key] + 1.0
+        p = tmp_path / f"{key.replace('/', '_')}.npz"
+        _write(p, {**mem, key: forged, "digest": digest}, seal=False)
+        with pytest.raises(ValueError, match=r"digest does not match") as exc:
+            m["cls"].load(p)
+        assert str(p) in str(exc.value)
+    # the same file sealed again loads: the digest, not a field check, refused it
+    _write(tmp_path / "resealed.npz", {**mem, numeric[0]: mem[numeric[0]]})
+    m["cls"].load(tmp_path / "resealed.npz")
+
+
+def test_digest_missing_wrong_or_not_text(models, tmp_path):
+    m = models["ssvm"]
+    mem = _members(m["data"])
+    p = tmp_path / "d.npz"
+    _write(p, mem, seal=False)
+    with pytest.raises(ValueError, match="'digest' is missing"):
+        sf.StructuredSVM.load(p)
+    for bad in (np.array("sha256:" + "0" * 64), np.array(["x"]), np.zeros(3), np.array("")):
+        _write(p, {**mem, "digest": bad}, seal=False)
+        with pytest.raises(ValueError, match="digest"):
+            sf.StructuredSVM.load(p)
+
+
+def test_version_1_files_without_digest_load_with_a_warning(models, tmp_path):
+    m = models["ssvm"]
+    mem = _members(m["data"])
+    h = json.loads(str(mem["header"]))
+    h["version"] = 1
+    p = tmp_path / "v1.npz"
+    _write(p, {**mem, "header": np.array(json.dumps(h))}, seal=False)
+    with pytest.warns(UserWarning, match="version-1 model file without a digest"):
+        est = sf.StructuredSVM.load(p)
+    np.testing.assert_allclose(est.coef_, sf.StructuredSVM.load(m["path"]).coef_, rtol=0, atol=0)
+
+
+def test_digest_ignores_storage_details():
+    """Byte order and member order do not change the digest; content does."""
+    a = {"header": np.array('{"a": 1}'), "coef": np.arange(4.0), "n": np.arange(3)}
+    b = {"n": np.arange(3).astype(">i8"), "coef": np.arange(4.0).astype(">f8"), "header": np.array('{"a": 1}')}
+    assert sfio.members_digest(a) == sfio.members_digest(b)
+    c = {**a, "coef": np.arange(4.0).reshape(2, 2)}
+    assert sfio.members_digest(a) != sfio.members_digest(c)
+    d = {**a, "coef_": a["coef"]}
+    d.pop("coef")
+    assert sfio.members_digest(a) != sfio.members_digest(d)
+
+
+@pytest.mark.parametrize("name", ["svc2", *SSVMS])
+@pytest.mark.parametrize("value", [1e308, -1e200, 1e101])
+def test_finite_but_huge_weights_are_refused(models, tmp_path, name, value):
+    """Weights that no fit produces, whose scores overflow and tie every label."""
+    m = models[name]
+    mem = _members(m["data"])
+    key = {"svc2": "dual_coef", "ssvm": "coef"}.get(name, "expansion/coef")
+    arr = mem[key].astype(np.float64).copy()
+    arr.reshape(-1)[0] = value
+    p = tmp_path / "huge.npz"
+    _write(p, {**mem, key: arr})
+    with pytest.raises(ValueError, match=rf"{key}.*magnitude.*above 1e\+100"):
+        m["cls"].load(p)
+
+
+def test_digest_is_a_reserved_member_name(tmp_path):
+    with pytest.raises(ValueError, match="invalid array name"):
+        sfio.write_model_file(tmp_path / "x", "K", {}, {"digest": np.zeros(2)})
+    with pytest.raises(ValueError, match="invalid text name"):
+        sfio.write_model_file(tmp_path / "x", "K", {}, {}, texts={"digest": "x"})

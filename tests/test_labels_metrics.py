@@ -61,7 +61,7 @@ def test_string_labels_fit_predict_score_save_load(ocr, int_fit, tmp_path):
     assert svm.trace_["test_loss"][-1] == pytest.approx(1 - svm.score(X[:10], Ys[:10]))
     path = svm.save(tmp_path / "s")
     with np.load(path, allow_pickle=False) as z:  # no pickle: the labels are JSON in the header
-        assert set(z.files) == {"coef", "header", "trace"}
+        assert set(z.files) == {"coef", "header", "trace", "digest"}
     back = sf.load(path)
     np.testing.assert_array_equal(back.classes_, svm.classes_)
     assert [list(p) for p in back.predict(X[:5])] == [list(p) for p in pred]
@@ -192,6 +192,7 @@ def test_tampered_classes_in_a_model_file(ocr, tmp_path):
                 {"kind": "str", "values": [1, 2]}, {"kind": "pickle", "values": ["a"]}, ["a", "b"]):
         header["classes"] = bad
         members["header"] = np.array(json.dumps(header))
+        members["digest"] = np.array(sf.io.members_digest(members))   # sealed: the field check must catch it
         np.savez(tmp_path / "bad.npz", **members)
         with pytest.raises(ValueError, match="classes"):
             sf.load(tmp_path / "bad.npz")

@@ -779,7 +779,7 @@ class StructuredSVM(BaseEstimator):
             coef, expansion = None, _expansion_from_file(header, arrays, model)
         else:
             sfio.check_fields(arrays, ["coef", "trace"])
-            coef = sfio.array_field(arrays, "coef", shape=(model.size_joint_feature,), dtype="f", finite=True)
+            coef = sfio.weight_field(arrays, "coef", shape=(model.size_joint_feature,))
         try:
             trace = Trace.from_json_text(sfio.text_field(arrays, "trace"))
         except ValueError as exc:
@@ -910,17 +910,17 @@ def _expansion_from_file(header: sfio.FieldMap, arrays: sfio.FieldMap, model: St
     fmt = sfio.header_str_choice(meta, "support_format", tuple(_SUPPORT_ARRAYS))
     labelled = cast("ChainModel | MulticlassModel", model)  # the only kinds (checked above)
     K, F = int(labelled.n_states), int(labelled.n_features)
-    coef = sfio.array_field(arrays, "expansion/coef", shape=(None, K))
+    coef = sfio.weight_field(arrays, "expansion/coef", shape=(None, K))
     m = coef.shape[0]
-    transitions = sfio.array_field(arrays, "expansion/transitions", shape=(K, K))
+    transitions = sfio.weight_field(arrays, "expansion/transitions", shape=(K, K))
     if kind == "multiclass" and np.any(transitions != 0.0):
         raise ValueError(f"{arrays.source}: field 'expansion/transitions' must be zero for a multiclass model")
     present = sfio.FieldMap({k: v for k, v in arrays.items() if k in _ALL_SUPPORT_ARRAYS}, arrays.source)
     sfio.check_fields(present, _SUPPORT_ARRAYS[fmt])
     if fmt == "dense":
-        support = sfio.array_field(arrays, "expansion/support", shape=(m, F))
+        support = sfio.weight_field(arrays, "expansion/support", shape=(m, F))
     else:
-        data = sfio.array_field(arrays, "expansion/support_data", shape=(None,))
+        data = sfio.weight_field(arrays, "expansion/support_data", shape=(None,))
         nnz = data.shape[0]
         indices = sfio.array_field(arrays, "expansion/support_indices", shape=(nnz,), dtype="i", lo=0, hi=F - 1)
         indptr = sfio.array_field(arrays, "expansion/support_indptr", shape=(m + 1,), dtype="i", lo=0, hi=nnz)

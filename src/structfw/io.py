@@ -7,7 +7,12 @@ holding
   (`FORMAT`), ``version`` (`VERSION`), ``kind`` (the estimator class name)
   and the estimator's own fields;
 * plain numeric arrays (bool, integer or floating dtypes), and optionally long JSON
-  texts (0-d unicode arrays, e.g. a convergence trace).
+  texts (0-d unicode arrays, e.g. a convergence trace);
+* ``digest``: ``"sha256:<hex>"``, the SHA-256 of every other member (name, dtype,
+  shape and data, in name order; `members_digest`), so that a corrupted member or one
+  replaced by another valid array is refused.  The digest is a check against damage and
+  mix-ups, not a signature: whoever can write the file can recompute it (model files are
+  still untrusted input, and every field is validated as well).
 
 Model files are untrusted input.  `read_model_file` never unpickles, never
 trusts a size it has not bounded, and turns every way a file can be broken
@@ -35,7 +40,9 @@ import os
 import re
 import secrets
 import struct
+import hashlib
 import tokenize
+import warnings
 import zlib
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -47,8 +54,11 @@ import numpy.typing as npt
 
 #: Value of the header key ``format`` of every structfw model file.
 FORMAT = "structfw-model"
-#: Version written by this code; files of a higher version are refused.
-VERSION = 1
+#: Version written by this code; files of a higher version are refused.  Version 2 added
+#: the whole-file ``digest`` member; version-1 files (without it) load with a warning.
+VERSION = 2
+#: Name of the member that holds the digest of all the others.
+DIGEST_KEY = "digest"
 #: Largest uncompressed archive member read (bytes), and largest archive.
 MAX_MEMBER_BYTES = 2 ** 32
 MAX_FILE_BYTES = 2 ** 34
@@ -56,6 +66,11 @@ MAX_FILE_BYTES = 2 ** 34
 MAX_HEADER_CHARS = 1 << 22
 #: Largest JSON text member (characters).
 MAX_TEXT_CHARS = 1 << 28
+#: Largest magnitude of a stored weight (coefficients, dual coefficients, support rows).
+#: No fit produces larger ones (the iterates are bounded by max ||psi_i|| / lam with
+#: lam >= 1e-12), and scores of weights beyond it overflow float64 on ordinary features,
+#: so that every label would tie and a constant one be predicted.
+MAX_WEIGHT = 1e100
 #: Name of the solver-state section (header key, and prefix of its arrays).
 STATE_KEY = "state"
 #: Bytes read at a time into an array (bounds the temporary memory of a read).
@@ -117,16 +132,36 @@ def write_model_file(path: str | os.PathLike[str], kind: str, header: Mapping[st
     members: dict[str, Any] = {"header": np.array(json.dumps(doc, allow_nan=False))}
     for name, arr in arrays.items():
         arr = np.asarray(arr)
-        if not _NAME_RE.match(name) or name == "header":
+        if not _NAME_RE.match(name) or name in ("header", DIGEST_KEY):
             raise ValueError(f"invalid array name {name!r}")
         if arr.dtype.kind not in _NUMERIC_KINDS:
             raise ValueError(f"array {name!r} must be numeric, got dtype {arr.dtype}")
         members[name] = np.ascontiguousarray(arr)
     for name, text in (texts or {}).items():
-        if not _NAME_RE.match(name) or name in members:
+        if not _NAME_RE.match(name) or name in members or name == DIGEST_KEY:
             raise ValueError(f"invalid text name {name!r}")
         members[name] = np.array(str(text))
+    members[DIGEST_KEY] = np.array(members_digest(members))
     return write_npz(path, members)
+
+
+def members_digest(members: Mapping[str, npt.NDArray[Any]]) -> str:
+    """``"sha256:<hex>"`` of a model file's members other than ``digest``.
+
+    Each member contributes its name, its dtype in little-endian form, its shape and its
+    C-ordered data, in name order: the digest depends on what the arrays hold, not on
+    how the archive stored them (byte order, ``.npy`` version, member order).
+    """
+    h = hashlib.sha256()
+    for name in sorted(members):
+        if name == DIGEST_KEY:
+            continue
+        a = np.asarray(members[name])
+        dtype = a.dtype.newbyteorder("<") if a.dtype.byteorder not in ("|", "<") else a.dtype
+        data = np.ascontiguousarray(a, dtype=dtype)
+        h.update(f"{name}\0{dtype.str}\0{tuple(int(n) for n in a.shape)}\0".encode())
+        h.update(memoryview(data.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
+    return "sha256:" + h.hexdigest()
 
 
 def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any], compress: bool = False) -> Path:
@@ -225,7 +260,7 @@ def read_model_file(path: str | os.PathLike[str], kind: str,
                          f"{_short(exc)})") from None
     if "header" not in members:
         raise ValueError(f"{src} is not a structfw model file (no 'header' member)")
-    header = _parse_header(members.pop("header"), src)
+    header = _parse_header(members["header"], src)
     if header.get("format") != FORMAT:
         raise ValueError(f"{src} is not a structfw model file "
                          f"(format {_short(header.get('format'))!r})")
@@ -238,9 +273,34 @@ def read_model_file(path: str | os.PathLike[str], kind: str,
     if header.get("kind") != kind:
         raise ValueError(f"{src} holds a {_short(header.get('kind'))!r} model, "
                          f"not a {kind!r}")
+    _check_digest(members, version, src)
     for key in ("format", "version", "kind"):
         del header[key]
     return FieldMap(header, src), FieldMap(members, src)
+
+
+def _check_digest(members: dict[str, npt.NDArray[Any]], version: int, src: str) -> None:
+    """Check (and remove) the ``digest`` member, and remove ``header`` (already parsed).
+
+    A version-2 file must carry a digest equal to `members_digest` of its other members;
+    a version-1 file has none and loads with a warning, since nothing covers its members
+    but the zip reader's per-member CRC.
+    """
+    stored = members.pop(DIGEST_KEY, None)
+    actual = members_digest(members)
+    members.pop("header")
+    if stored is None:
+        if version >= 2:
+            raise ValueError(f"{src}: member 'digest' is missing (a version-{version} model file "
+                             "carries the digest of its members)")
+        warnings.warn(f"{src} is a version-1 model file without a digest: its members are checked "
+                      "one by one but not as a whole; save it again to add one", UserWarning, stacklevel=4)
+        return
+    if stored.dtype.kind != "U" or stored.shape != ():
+        raise ValueError(f"{src}: member 'digest' must be a text")
+    if str(stored[()]) != actual:
+        raise ValueError(f"{src}: the digest does not match the members (a member was changed, "
+                         "replaced or corrupted after the file was written)")
 
 
 def _existing(path: str | os.PathLike[str]) -> Path:
@@ -496,6 +556,18 @@ def text_field(arrays: Mapping[str, Any], name: str, max_chars: int = MAX_TEXT_C
     if len(s) > max_chars:
         raise ValueError(f"{_src(arrays)}: field {name!r} is too long")
     return s
+
+
+def weight_field(arrays: Mapping[str, Any], name: str,
+                 shape: Sequence[int | None] | None = None) -> npt.NDArray[np.float64]:
+    """A float array of weights: finite, every entry of magnitude at most `MAX_WEIGHT`."""
+    a = array_field(arrays, name, shape=shape, dtype="f", finite=True)
+    top = float(np.max(np.abs(a))) if a.size else 0.0
+    if top > MAX_WEIGHT:
+        raise ValueError(f"{_src(arrays)}: field {name!r} has an entry of magnitude {top:.3g}, above "
+                         f"{MAX_WEIGHT:g}: no fit produces such weights, and their scores overflow "
+                         "(every label would tie)")
+    return a
 
 
 def array_field(arrays: Mapping[str, Any], name: str, shape: Sequence[int | None] | None = None,

@@ -186,9 +186,9 @@ def load_svc(cls: type[_SVC], path: str | os.PathLike[str]) -> _SVC:
                              "training samples for kernel='precomputed'")
         sv = sfio.array_field(arrays, "support_vectors", shape=(0, 0))
     else:
-        sv = sfio.array_field(arrays, "support_vectors", shape=(n_sv, n_features))
-    dual = sfio.array_field(arrays, "dual_coef", shape=(n_machines, n_sv))
-    inter = sfio.array_field(arrays, "intercept", shape=(n_machines,))
+        sv = sfio.weight_field(arrays, "support_vectors", shape=(n_sv, n_features))
+    dual = sfio.weight_field(arrays, "dual_coef", shape=(n_machines, n_sv))
+    inter = sfio.weight_field(arrays, "intercept", shape=(n_machines,))
     n_support = sfio.array_field(arrays, "n_support", shape=(n_classes,), dtype="i", lo=0)
     if int(n_support.sum()) != n_sv:
         raise ValueError(f"{src}: field 'n_support' must sum to the number of support vectors")
