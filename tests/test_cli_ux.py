@@ -214,7 +214,8 @@ def test_a_resumed_trace_continues_the_pass_count_and_time():
         np.testing.assert_allclose(second[col], first[col][-1] + np.arange(4.0) * (first[col][1] - first[col][0]))
     assert second["time_s"][0] >= first["time_s"][-1]
     assert second.meta["resumed_from"]["passes"] == first["passes"][-1]
-    assert svm.n_iter_ == 3  # this fit's passes
+    assert svm.n_iter_ == 6  # the run's passes, as its trace counts them
+    assert svm.n_iter_ - second.meta["resumed_from"]["engine_passes"] == 3  # this fit's
     once = sf.StructuredSVM(model, lam=0.1, max_passes=6, tol=None, check_every=1, random_state=0).fit(X, Y)
     np.testing.assert_allclose(second["passes"], once.trace_["passes"][3:])
 

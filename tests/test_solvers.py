@@ -195,7 +195,7 @@ def test_warm_start_with_new_lam_continues_from_rescaled_state(toy):
                             random_state=0).fit(X, Y)
     # the warm start begins much closer to the optimum than w = 0 and needs fewer passes
     assert svm.trace_["gap"][0] < 0.1 * cold.trace_["gap"][0]
-    assert svm.n_iter_ < cold.n_iter_
+    assert svm.n_iter_ - cold_passes < cold.n_iter_   # n_iter_ counts on from the first fit
     assert cold_passes > 0
 
 

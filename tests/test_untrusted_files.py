@@ -343,6 +343,17 @@ def test_consistent_forgery_is_caught_by_weak_duality(toy, saved, tmp_path):
         est.fit(X, Y)
 
 
+@pytest.mark.parametrize("name", ["bcfw", "fw", "cutting-plane"])
+@pytest.mark.parametrize("lam", [4.6e18, 0.2, 1e-13])
+def test_a_forged_lam_in_the_state_is_refused(saved, tmp_path, name, lam):
+    """The state's lam scales every stored block: one that is not the lam of the fit that wrote the
+    state (the trace's meta.lam), or is below the floor no fit goes under, is refused at load."""
+    def edit(tree, sa):
+        _node(tree, ("lam",))["v"] = repr(lam)
+    with pytest.raises(ValueError, match=r"state.*lam"):
+        _forge_and_load(saved, tmp_path, name, edit)
+
+
 def test_valid_states_still_resume(toy, saved, tmp_path):
     X, Y = toy
     for name in CONFIGS:

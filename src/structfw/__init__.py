@@ -25,7 +25,6 @@ _LAZY = {
     "LatentStructuredSVM": (".latent", "LatentStructuredSVM"),
     "load": (".estimator", "load"),
     "Trace": (".trace", "Trace"),
-    "regularization_path": (".path", "regularization_path"),
 }
 
 __all__ = ["StructuredSVM", "LatentStructuredSVM", "Trace", "load", "regularization_path", "datasets", "features",
@@ -41,6 +40,23 @@ def __getattr__(name: str) -> Any:
     value = mod if attr is None else getattr(mod, attr)
     globals()[name] = value
     return value
+
+
+def regularization_path(*args: Any, **kwargs: Any) -> Any:
+    """The eps-approximate regularisation path: `structfw.path.regularization_path`.
+
+    Takes the same arguments and returns the same `structfw.path.RegularizationPath`.
+    The solver modules are imported here, inside the path's Ctrl-C context: a Ctrl-C
+    while they load (seconds on a first call) is taken at the path's first safe point
+    and gives an "interrupted" path, as a Ctrl-C at any later moment does, instead of
+    escaping from the import as a KeyboardInterrupt.
+    """
+    from ._interrupt import deferred_sigint
+
+    with deferred_sigint():   # the path's own context nests in this one and shares its flag
+        from .path import regularization_path as compute
+
+        return compute(*args, **kwargs)
 
 
 def __dir__() -> list[str]:

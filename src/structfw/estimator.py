@@ -132,7 +132,9 @@ class StructuredSVM(BaseEstimator):
     state_ : object
         Solver state for warm starts.
     n_iter_ : float
-        Passes done.
+        Engine passes of the run (``trace_["engine_passes"][-1]``): a fit continued with
+        ``warm_start=True`` counts on from the fit it continues, so k passes and then m more
+        give k + m, as one fit of k + m passes does.
     class_weight_ : ndarray or None
         The class weights of the last fit, one per state (``class_weight`` resolved: all ones
         for None with models that have class labels; None for models without them).
@@ -245,8 +247,9 @@ class StructuredSVM(BaseEstimator):
         A resumed fit's trace continues the previous one's counts: its ``passes``,
         ``engine_passes``, ``oracle_calls``, ``monitor_calls``, ``cache_hits`` and ``time_s``
         start from the previous fit's last entry (``trace_.meta["resumed_from"]`` holds those
-        offsets), so the rows of the two fits line up as one run; ``n_iter_`` counts this
-        fit's passes only.  An estimator loaded from a file saved without its solver state
+        offsets), so the rows of the two fits line up as one run, and so does ``n_iter_`` (the
+        run's passes: this fit's are ``n_iter_ - trace_.meta["resumed_from"]["engine_passes"]``).
+        An estimator loaded from a file saved without its solver state
         (``save(path)`` rather than ``save(path, state=True)``) has nothing to continue:
         ``warm_start=True`` then warns and the fit starts afresh from w = 0.
 
@@ -314,9 +317,10 @@ class StructuredSVM(BaseEstimator):
             # explicit w when there is one (linear kernel), else None
             expansion = None if isinstance(res.w, np.ndarray) else res.w
             coef = res.w if expansion is None else expansion.linear_coef()
-            n_iter = float(res.trace.last("engine_passes", res.trace.last("passes")))
             if state is not None and res.state is state:  # the solver continued it (it did not start afresh)
                 _continue_trace(res.trace, getattr(self, "trace_", None))
+            # after _continue_trace: a continued run's passes count from its start, as its trace does
+            n_iter = float(res.trace.last("engine_passes", res.trace.last("passes")))
             fitted = dict(coef_=coef, kernel_expansion_=expansion, trace_=res.trace, state_=res.state,
                           classes_=classes, stopped_=res.stopped,
                           class_weight_=class_weight if class_weight is not None or classes is None
@@ -803,8 +807,26 @@ class StructuredSVM(BaseEstimator):
             fitted.update(temperature_=T, _temperature_fit=trace)
         if state is not None:
             fitted.update(_restore_state(est, *state))
+            _check_state_lam(fitted["state_"], trace, getattr(header, "source", "model file"))
         est.__dict__.update(fitted)
         return est
+
+
+def _check_state_lam(state: Any, trace: Trace, src: str) -> None:
+    """The solver state was written by the fit whose trace the file holds: the two lam agree.
+
+    A state's lam scales every stored block (w_i = A alpha_[i] / (lam n) ... ), so a forged
+    one would resume from an infeasible dual point whose gap certifies nothing; the trace's
+    ``meta["lam"]`` is written by the same fit (``set_params(lam=...)`` after a fit changes
+    ``params`` but neither of these two)."""
+    lam = getattr(state, "lam", None)
+    saved = trace.meta.get("lam")
+    if lam is None or saved is None:
+        return
+    if isinstance(saved, bool) or not isinstance(saved, (int, float)) or not math.isclose(
+            float(lam), float(saved), rel_tol=1e-12):
+        raise ValueError(f"{src}: field 'state.lam' = {float(lam)!r} differs from the lam of the fit that wrote "
+                         f"the state (the trace's meta.lam = {saved!r})")
 
 
 def _is_one(weight: Any) -> bool:

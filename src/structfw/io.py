@@ -34,13 +34,13 @@ wrote them to check.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import re
 import secrets
 import struct
-import hashlib
 import tokenize
 import warnings
 import zlib
@@ -214,6 +214,30 @@ def pack_state(meta: Mapping[str, Any],
 
 
 # --------------------------------------------------------------------------- reading
+def read_text_file(path: str | os.PathLike[str], what: str, max_bytes: int = MAX_TEXT_CHARS) -> str:
+    """The UTF-8 text of a small file (a trace, a path), for a parser of untrusted input.
+
+    A file larger than ``max_bytes``, or one that is not UTF-8 text (random bytes, a
+    binary file given by mistake), is a ValueError naming the file and what was expected
+    (``what``); a missing file stays a FileNotFoundError.
+    """
+    src = os.fspath(path)
+    p = Path(src)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no {what} at {src}") from None
+    except (OSError, ValueError) as exc:  # a name too long, an embedded NUL
+        raise ValueError(f"{_short(src)}: cannot be read as a {what} ({_short(exc)})") from None
+    if size > max_bytes:
+        raise ValueError(f"{src}: {size} bytes, larger than any {what} ({max_bytes} bytes at most)")
+    data = p.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{src}: not a {what} (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
+
+
 def read_model_file(path: str | os.PathLike[str], kind: str,
                     max_member_bytes: int = MAX_MEMBER_BYTES) -> tuple[FieldMap, FieldMap]:
     """Read and structurally validate a model file of estimator ``kind``.

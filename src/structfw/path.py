@@ -261,7 +261,8 @@ class RegularizationPath:
         where = "path JSON"
         if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
             where = str(source)
-            source = Path(source).read_text()
+            from .io import read_text_file
+            source = read_text_file(source, "structfw regularisation path JSON file")
         try:
             doc = json.loads(source)
         except (ValueError, RecursionError) as exc:

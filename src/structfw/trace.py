@@ -16,8 +16,15 @@ from typing import Any, NoReturn, Self, overload
 import numpy as np
 import numpy.typing as npt
 
+from .io import read_text_file
+
 #: Columns every solver records (``dual`` is NaN where a solver has none).
 CORE_COLUMNS = ("passes", "oracle_calls", "time_s", "primal", "dual", "gap")
+#: Columns that count something (>= 0).
+COUNT_COLUMNS = ("passes", "engine_passes", "oracle_calls", "monitor_calls", "cache_hits", "time_s",
+                 "active_corners")
+#: Counts that accumulate over a fit (and its warm-started continuations): never decreasing.
+CUMULATIVE_COLUMNS = ("passes", "engine_passes", "oracle_calls", "monitor_calls", "cache_hits", "time_s")
 
 
 class Trace:
@@ -124,11 +131,7 @@ class Trace:
         name = "trace JSON text"
         if not text.lstrip().startswith("{"):
             name = str(source)
-            try:
-                text = Path(source).read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"{name}: not a JSON trace (not UTF-8 text: {exc.reason} at byte {exc.start})") \
-                    from None
+            text = read_text_file(source, "JSON trace")
         try:
             return cls.from_json_text(text)
         except ValueError as exc:
@@ -171,6 +174,7 @@ class Trace:
             lengths.add(len(values))
         if len(lengths) > 1:
             raise ValueError("trace columns have different lengths")
+        _check_meta(meta)
         tr = cls(meta)
         n = lengths.pop() if lengths else 0
         try:
@@ -178,7 +182,42 @@ class Trace:
                 tr.append(**{c: (math.nan if cols[c][t] is None else cols[c][t]) for c in cols})
         except OverflowError:  # an integer too large for a float
             raise ValueError("trace holds a number out of float range") from None
+        tr.check_values()
         return tr
+
+    def check_values(self) -> None:
+        """Raise ValueError unless every column holds values a solver can record.
+
+        The counts (`COUNT_COLUMNS`) are >= 0 and never decrease from one checkpoint to
+        the next (a resumed fit continues them); ``primal`` and ``test_loss`` are >= 0
+        (P(w) >= 0 since H_i(y_i; w) = 0, eq. (1) of the BCFW paper); ``gap`` is >= 0 up to
+        rounding (weak duality); ``oracle_time_frac`` lies in [0, 1].  NaN stands for a
+        value not recorded and passes.
+        """
+        for col in self.columns:
+            v = self[col]
+            known = v[~np.isnan(v)]
+            if col in COUNT_COLUMNS:
+                if known.size and known.min() < 0:
+                    raise ValueError(f"trace column {col!r} holds a negative count ({known.min():g})")
+                if col in CUMULATIVE_COLUMNS and known.size > 1 and np.any(np.diff(known) < 0):
+                    k = int(np.flatnonzero(np.diff(known) < 0)[0])
+                    raise ValueError(f"trace column {col!r} decreases ({known[k]:g} then {known[k + 1]:g}); "
+                                     "counts only grow from one checkpoint to the next")
+            elif col in ("primal", "test_loss"):
+                if known.size and known.min() < 0:
+                    raise ValueError(f"trace column {col!r} holds a negative value ({known.min():g}); "
+                                     "it is >= 0 by definition")
+            elif col == "gap":
+                primal = self["primal"] if "primal" in self else np.zeros(len(self))
+                slack = 1e-9 * (1.0 + np.abs(np.nan_to_num(primal)))
+                if np.any(v < -slack):
+                    k = int(np.flatnonzero(v < -slack)[0])
+                    raise ValueError(f"trace column 'gap' holds {v[k]:g} at checkpoint {k}: a duality gap "
+                                     "is >= 0 (weak duality)")
+            elif col == "oracle_time_frac":
+                if known.size and (known.min() < 0 or known.max() > 1):
+                    raise ValueError("trace column 'oracle_time_frac' must lie in [0, 1]")
 
     def to_csv(self, path: str | os.PathLike[str]) -> None:
         cols = self.columns
@@ -224,6 +263,10 @@ class Trace:
                     tr._rows.append(values)
         except (UnicodeDecodeError, csv.Error) as exc:
             raise ValueError(f"{src}: not a trace CSV ({type(exc).__name__}: {str(exc)[:80]})") from None
+        try:
+            tr.check_values()
+        except ValueError as exc:
+            raise ValueError(f"{src}: {exc}") from None
         return tr
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -238,6 +281,18 @@ class Trace:
     def load(cls, path: str | os.PathLike[str]) -> Self:
         path = Path(path)
         return cls.from_csv(path) if path.suffix.lower() == ".csv" else cls.from_json(path)
+
+
+def _check_meta(meta: Any, depth: int = 0) -> None:
+    """The meta block holds JSON values only: finite numbers (1e999 parses as inf)."""
+    if isinstance(meta, float) and not math.isfinite(meta):
+        raise ValueError("trace 'meta' holds a number out of float range")
+    if isinstance(meta, dict):
+        for v in meta.values():
+            _check_meta(v, depth + 1)
+    elif isinstance(meta, list):
+        for v in meta:
+            _check_meta(v, depth + 1)
 
 
 def _reject_json_constant(name: str) -> NoReturn:

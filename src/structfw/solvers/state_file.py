@@ -36,7 +36,7 @@ from .corners import CornerStore, cs_rehash
 from .cutting_plane import CuttingPlaneState
 from .fw import FWState
 from .online_eg import OnlineEGState
-from .problem import _nonneg_set
+from .problem import LAM_FLOOR, _nonneg_set
 from .sampling import SAMPLINGS, BlockSampler
 from .ssg import SSGState
 
@@ -476,6 +476,8 @@ def check_state(state, d=None, nonneg=None):
 
 def _lam(st, path, n):
     lam = _real(st.lam, f"{path}.lam", 0.0, lo_open=True, what="a positive finite number")
+    if lam < LAM_FLOOR:   # no fit runs below it (check_lam), so no state of one exists
+        raise ValueError(f"field '{path}.lam' = {lam!r}: below the smallest lam a fit accepts, {LAM_FLOOR:g}")
     if not math.isfinite(1.0 / (lam * n)):
         raise ValueError(f"field '{path}.lam' = {lam!r}: too small (1 / (lam n) overflows)")
     return lam
