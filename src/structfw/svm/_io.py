@@ -97,7 +97,10 @@ def save_svc(est: FrankWolfeSVC, path: str | os.PathLike[str]) -> Path:
 def _params(cls: type[_SVC], header: sfio.FieldMap) -> _SVC:
     p = sfio.header_dict(header, "params")
     names = set(cls().get_params(deep=False))
-    sfio.check_fields(p, sorted(names))
+    # parameters added since the first files were written; absent, they take their
+    # default, which is what those files' fits did
+    later = {"gradient"}
+    sfio.check_fields(p, sorted(names - later), optional=sorted(later))
     rs = p["random_state"]
     if rs is not None and not (sfio._is_int(rs) and 0 <= rs < 2 ** 32):
         raise ValueError(f"{p.source}: field 'random_state' must be null or an int in "

@@ -53,12 +53,18 @@ from ._kernels import kernel_column, kernel_from_dots
 
 METHODS = {"fw": 0, "mfw": 1, "swap": 2, "partan": 3}
 
-# int state layout (Iterate.ist)
-_IT, _HASPREV, _STEPTYPE, _LASTI, _LASTV = range(5)
+# int state layout (Iterate.ist); _XGAPIT: the iteration at which fs[_XGAP] is the exact gap
+_IT, _HASPREV, _STEPTYPE, _LASTI, _LASTV, _XGAPIT = range(6)
 # float state layout (Iterate.fs)
-_F, _FP, _W, _GAP, _LAM, _MU = range(6)
-# cache counters layout (ColumnCache.counters)
-_CLOCK, _HITS, _MISSES, _PREFETCHED = range(4)
+_F, _FP, _W, _GAP, _LAM, _MU, _XGAP = range(7)
+# counters layout (ColumnCache.counters): the LRU clock and hit/miss counts; kernel
+# evaluations k(x_j, x_l) in all and those of exact-gap computations (full checks and the
+# reported gap of the sample-only gradient); the number of full checks, the kernel
+# evaluations of the last one and the count of all evaluations right after it
+(_CLOCK, _HITS, _MISSES, _PREFETCHED, _KEVALS, _KCHECK, _NCHECKS, _LASTCHECK,
+ _ATCHECK) = range(9)
+# active-set state layout (ActiveSet.ist): its size, iterations since the last compaction
+_NA, _SINCE_COMPACT = range(2)
 # statuses returned by _iterate
 RAN, CONVERGED, NONFINITE = 0, 1, 2
 
@@ -67,7 +73,8 @@ POLL_EVERY = 1000
 
 _CACHE_FIELDS = ("X", "XT", "sqn", "y", "kind", "gamma", "coef0", "degree", "invC", "block",
                  "cols", "slot_of", "idx_of", "last_used", "counters")
-_ITERATE_FIELDS = ("alpha", "alpha_p", "g", "g_p", "diag", "fs", "ist", "perm")
+_ITERATE_FIELDS = ("alpha", "alpha_p", "g", "g_p", "diag", "fs", "ist", "perm", "rng")
+_ACTIVE_FIELDS = ("idx", "pos", "XA", "sqnA", "yA", "w", "ist")
 
 
 # The two bundles are numba structrefs rather than tuples: a structref crosses the
@@ -103,15 +110,40 @@ class _IterateType(types.StructRef):
 
 class Iterate(structref.StructRefProxy):
     """The iterate: alpha and g = Kt alpha, their previous values (PARTAN), the
-    diagonal of Kt, the float / int scalar state (layouts ``_F..`` and ``_IT..``) and
-    the sampler's permutation buffer."""
+    diagonal of Kt, the float / int scalar state (layouts ``_F..`` and ``_IT..``), the
+    sampler's permutation buffer and its generator state ``rng`` (one uint64, see
+    `_rand_below`).  With the sample-only gradient, g and g_p are valid on the active
+    set only."""
 
     def __new__(cls, **fields):
         return structref.StructRefProxy.__new__(cls, *(fields[k] for k in _ITERATE_FIELDS))
 
 
+@structref.register
+class _ActiveSetType(types.StructRef):
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class ActiveSet(structref.StructRefProxy):
+    """The active set A of the sample-only gradient (``gradient="sample"``): every index
+    with alpha_j > 0 or (PARTAN) alpha^(k-1)_j > 0, and possibly a few that left the
+    support since the last compaction.
+
+    Fields: ``idx[:n]`` the indices in order of entry, ``pos[j]`` the position of j or -1,
+    ``XA`` their rows of the training matrix (contiguous, for the BLAS products of the
+    sample's rows against A; no columns for a Gram / raw matrix), ``sqnA`` / ``yA``
+    their squared norms and labels, ``w`` a weight buffer and ``ist`` (size, iterations
+    since the last compaction).  XA, sqnA, yA and w grow by doubling.
+    """
+
+    def __new__(cls, **fields):
+        return structref.StructRefProxy.__new__(cls, *(fields[k] for k in _ACTIVE_FIELDS))
+
+
 structref.define_proxy(ColumnCache, _ColumnCacheType, list(_CACHE_FIELDS))
 structref.define_proxy(Iterate, _IterateType, list(_ITERATE_FIELDS))
+structref.define_proxy(ActiveSet, _ActiveSetType, list(_ACTIVE_FIELDS))
 
 
 # Built in compiled code because numba does not cache a structref constructor called from
@@ -124,13 +156,13 @@ def _new_column_cache(X, XT, sqn, y, kind, gamma, coef0, degree, invC, block, co
 
 
 @njit(cache=True)
-def _new_iterate(alpha, alpha_p, g, g_p, diag, fs, ist, perm):
-    return Iterate(alpha, alpha_p, g, g_p, diag, fs, ist, perm)
+def _new_iterate(alpha, alpha_p, g, g_p, diag, fs, ist, perm, rng):
+    return Iterate(alpha, alpha_p, g, g_p, diag, fs, ist, perm, rng)
 
 
 @njit(cache=True)
-def _seed(s):
-    np.random.seed(s)
+def _new_active_set(idx, pos, XA, sqnA, yA, w, ist):
+    return ActiveSet(idx, pos, XA, sqnA, yA, w, ist)
 
 
 # ------------------------------------------------------------------ kernel-column cache
@@ -176,6 +208,7 @@ def _get_col(i, cc):
     if idx_of[best] >= 0:
         cc.slot_of[idx_of[best]] = -1
     col = kernel_column(cc.X, cc.sqn, i, cc.kind, cc.gamma, cc.coef0, cc.degree)
+    ctr[_KEVALS] += col.shape[0]
     _store(best, i, col, cc, ctr[_CLOCK])
     return best
 
@@ -248,6 +281,7 @@ def _prefetch(i, g, cc):
     clock0 = ctr[_CLOCK]
     ctr[_MISSES] += 1
     ctr[_PREFETCHED] += k - 1
+    ctr[_KEVALS] += k * m
     first = -1
     col = np.empty(m)
     for r in range(k):
@@ -274,19 +308,49 @@ def _col(i, g, cc):
 
 
 # ------------------------------------------------------------------ vertex search
+# splitmix64 (Steele, Lea & Flood 2014): a small generator whose stream a test can
+# reproduce in plain Python, so that the sampled sets of both gradient modes, and of a
+# reference implementation, are the same for the same seed
+_SM_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_SM_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_SM_M2 = np.uint64(0x94D049BB133111EB)
+_SH30, _SH27, _SH31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
 @njit(cache=True)
-def _argmin_sample(g, sample_size, perm):
-    """argmin of g over all indices, or over a fresh random sample (10) of them."""
-    m = g.shape[0]
-    if sample_size <= 0 or sample_size >= m:
-        return np.argmin(g)
-    best = -1
-    bestv = np.inf
-    for t in range(sample_size):
-        r = t + np.random.randint(0, m - t)
+def _rand_below(rng, n):
+    """Advance the splitmix64 state ``rng[0]`` and return its output modulo n (n >= 1)."""
+    s = rng[0] + _SM_GAMMA
+    rng[0] = s
+    z = (s ^ (s >> _SH30)) * _SM_M1
+    z = (z ^ (z >> _SH27)) * _SM_M2
+    z = z ^ (z >> _SH31)
+    return np.int64(z % np.uint64(n))
+
+
+@njit(cache=True)
+def _draw_sample(perm, ns, rng):
+    """Move a uniform random ns-subset of the indices to perm[:ns], the sample S of (10)
+    (partial Fisher-Yates shuffle, continuing from the permutation left by the last draw)."""
+    m = perm.shape[0]
+    for t in range(ns):
+        r = t + _rand_below(rng, m - t)
         tmp = perm[t]
         perm[t] = perm[r]
         perm[r] = tmp
+
+
+@njit(cache=True)
+def _argmin_sample(g, sample_size, perm, rng):
+    """argmin of g over all indices, or over a fresh random sample (10) of them (the
+    first of the sample, in its order, on ties)."""
+    m = g.shape[0]
+    if sample_size <= 0 or sample_size >= m:
+        return np.argmin(g)
+    _draw_sample(perm, sample_size, rng)
+    best = perm[0]
+    bestv = g[best]
+    for t in range(1, sample_size):
         j = perm[t]
         if g[j] < bestv:
             bestv = g[j]
@@ -295,19 +359,19 @@ def _argmin_sample(g, sample_size, perm):
 
 
 @njit(cache=True)
-def _fw_vertex(g, f, tol, sample_size, n_resample, full_check, perm):
+def _fw_vertex(g, f, tol, sample_size, n_resample, full_check, perm, rng):
     """FW vertex (6) / randomised search (10) and the stopping test on the gap (3)/(9).
 
     Returns (i, gap, stop).  With sampling, a small sampled gap is trusted only after
     ``n_resample`` more samples (and, with ``full_check``, the exact gap) agree."""
     m = g.shape[0]
-    i = _argmin_sample(g, sample_size, perm)
+    i = _argmin_sample(g, sample_size, perm, rng)
     gap = 2.0 * f - g[i]
     if gap > tol:
         return i, gap, False
     if sample_size > 0 and sample_size < m:
         for _r in range(n_resample):
-            i2 = _argmin_sample(g, sample_size, perm)
+            i2 = _argmin_sample(g, sample_size, perm, rng)
             if g[i2] < g[i]:
                 i = i2
             gap = 2.0 * f - g[i]
@@ -588,7 +652,7 @@ def _iterate(n_steps, method, tol, sample_size, n_resample, full_check, it, cc):
     for _ in range(n_steps):
         f = fs[_F]
         i, gap, stop = _fw_vertex(it.g, f, tol, sample_size, n_resample, full_check,
-                                  it.perm)
+                                  it.perm, it.rng)
         fs[_GAP] = gap
         if not (np.isfinite(gap) and np.isfinite(f)):
             return NONFINITE
@@ -597,6 +661,569 @@ def _iterate(n_steps, method, tol, sample_size, n_resample, full_check, it, cc):
         it.ist[_STEPTYPE] = _step(i, method, it, cc)
         it.ist[_IT] += 1
     return RAN
+
+
+# ====================================================================== sample-only gradient
+# The randomised iteration of section 4.2 as the paper specifies it (``gradient="sample"``):
+# the gradient is evaluated on the sample S only, each entry from the kernel row of the
+# sampled point against the active set A (the support),
+#
+#     (Kt alpha)_j = sum_{l in A} alpha_l Kt_jl,   j in S \ A,
+#
+# |S \ A| |A| kernel evaluations per draw: the paper's O(|S| |I(k)|).  What is kept from one
+# iteration to the next is what the closed-form steps need and what costs O(|A|) to keep:
+# alpha and the gradient on A (and, for PARTAN, alpha^(k-1) and its gradient on A), updated
+# from the row of Kt of each step's vertex against A; the objective f by the recursions
+# (12)/(15).  No kernel column of length m is ever computed or cached; nothing costs O(m)
+# per iteration.  The exact gap (3), which needs the whole gradient, costs (m - |A|) |A|
+# kernel evaluations (`_full_min_s`) and is computed only for ``sample_check="full"``
+# (rate-limited, see `_fw_vertex_s`) and for the gap reported at the end.
+
+@njit(cache=True)
+def _k_from_dot(dot, sqa, sqb, kind, gamma, coef0, degree):
+    """k(x_a, x_b) from <x_a, x_b> and the squared norms, as `kernel_from_dots` forms it."""
+    if kind == 0:
+        return dot
+    if kind == 1:
+        d2 = sqa + sqb - 2.0 * dot
+        if d2 < 0.0:
+            d2 = 0.0
+        return np.exp(-gamma * d2)
+    return (gamma * dot + coef0) ** degree
+
+
+@njit(cache=True)
+def _grow_active(ast, need):
+    """Make room for ``need`` rows in the active set's buffers (doubling)."""
+    cap = ast.sqnA.shape[0]
+    if need <= cap:
+        return
+    n = ast.ist[_NA]
+    new = max(need, 2 * cap)
+    d = ast.XA.shape[1]
+    XA = np.empty((new, d), ast.XA.dtype)
+    sq = np.empty(new)
+    yy = np.empty(new)
+    for a in range(n):
+        for t in range(d):
+            XA[a, t] = ast.XA[a, t]
+        sq[a] = ast.sqnA[a]
+        yy[a] = ast.yA[a]
+    ast.XA = XA
+    ast.sqnA = sq
+    ast.yA = yy
+    ast.w = np.empty(new)
+
+
+@njit(cache=True)
+def _activate(j, cc, ast):
+    """Add index j to the active set A."""
+    n = ast.ist[_NA]
+    _grow_active(ast, n + 1)
+    X = cc.X
+    for t in range(ast.XA.shape[1]):
+        ast.XA[n, t] = X[j, t]
+    ast.sqnA[n] = cc.sqn[j]
+    ast.yA[n] = cc.y[j]
+    ast.idx[n] = j
+    ast.pos[j] = n
+    ast.ist[_NA] = n + 1
+
+
+@njit(cache=True)
+def _alpha_weights(alpha, cc, ast):
+    """w_a = alpha_l y_l for l = A[a] (alpha_l for a raw matrix) and b = sum_a w_a (0 for a
+    raw matrix), so that (Kt alpha)_j = y_j (sum_a w_a k(x_j, x_l) + b) for j outside A."""
+    n = ast.ist[_NA]
+    w = ast.w
+    b = 0.0
+    for a in range(n):
+        wa = alpha[ast.idx[a]]
+        if cc.kind != 4:
+            wa *= ast.yA[a]
+        w[a] = wa
+        b += wa
+    return 0.0 if cc.kind == 4 else b
+
+
+@njit(cache=True)
+def _grad_outside(js, nj, b, cc, ast, out):
+    """out[r] = (Kt alpha)_j for the nj indices j = js[r] outside A, from their kernel rows
+    against A (weights ``ast.w`` and b of `_alpha_weights`): nj |A| kernel evaluations."""
+    if nj == 0:
+        return
+    n = ast.ist[_NA]
+    kind = cc.kind
+    w = ast.w
+    X = cc.X
+    if kind <= 2:
+        d = X.shape[1]
+        Xr = np.empty((nj, d), X.dtype)
+        # element by element (see `_prefetch`: a row slice assignment costs seconds of compile)
+        for r in range(nj):
+            j = js[r]
+            for t in range(d):
+                Xr[r, t] = X[j, t]
+        D = np.dot(Xr, ast.XA[:n].T)      # one BLAS-3 product for the whole sample
+        for r in range(nj):
+            j = js[r]
+            sj = cc.sqn[j]
+            s = 0.0
+            for a in range(n):
+                s += w[a] * _k_from_dot(D[r, a], sj, ast.sqnA[a], kind, cc.gamma, cc.coef0,
+                                        cc.degree)
+            out[r] = cc.y[j] * (s + b)
+    else:
+        for r in range(nj):
+            j = js[r]
+            s = 0.0
+            for a in range(n):
+                s += w[a] * X[j, ast.idx[a]]
+            out[r] = s if kind == 4 else cc.y[j] * (s + b)
+    cc.counters[_KEVALS] += nj * n
+
+
+@njit(cache=True)
+def _kt_row(j, cc, ast, out):
+    """out[a] = Kt_{j, A[a]} for the current active set (|A| kernel evaluations)."""
+    n = ast.ist[_NA]
+    kind = cc.kind
+    yj = cc.y[j]
+    p = ast.pos[j]
+    if kind <= 2:
+        dots = np.dot(ast.XA[:n], cc.X[j])
+        sj = cc.sqn[j]
+        for a in range(n):
+            k = _k_from_dot(dots[a], sj, ast.sqnA[a], kind, cc.gamma, cc.coef0, cc.degree)
+            out[a] = yj * ast.yA[a] * (k + 1.0)
+        if p >= 0:
+            if kind == 1:
+                out[p] = yj * yj * 2.0       # k(x_j, x_j) = 1 exactly, as in the columns
+            out[p] += cc.invC
+    else:
+        X = cc.X
+        for a in range(n):
+            v = X[j, ast.idx[a]]
+            out[a] = v if kind == 4 else yj * ast.yA[a] * (v + 1.0)
+        if p >= 0 and kind == 3:
+            out[p] += cc.invC
+    cc.counters[_KEVALS] += n
+
+
+@njit(cache=True)
+def _sample_min(ns, it, cc, ast):
+    """Draw a sample S of ns indices and return (i_S, (Kt alpha)_{i_S}) of (10): the gradient
+    on S from the maintained entries for S in A and from kernel rows against A for the rest
+    (the first of the sample, in its order, on ties, as `_argmin_sample`)."""
+    perm = it.perm
+    _draw_sample(perm, ns, it.rng)
+    b = _alpha_weights(it.alpha, cc, ast)
+    js = np.empty(ns, np.int64)
+    nj = 0
+    for t in range(ns):
+        j = perm[t]
+        if ast.pos[j] < 0:
+            js[nj] = j
+            nj += 1
+    vals = np.empty(max(nj, 1))
+    _grad_outside(js, nj, b, cc, ast, vals)
+    best = -1
+    bestv = np.inf
+    r = 0
+    for t in range(ns):
+        j = perm[t]
+        if ast.pos[j] >= 0:
+            v = it.g[j]
+        else:
+            v = vals[r]
+            r += 1
+        if best < 0 or v < bestv:
+            best = j
+            bestv = v
+    return best, bestv
+
+
+@njit(cache=True)
+def _full_min_s(it, cc, ast):
+    """argmin over all m indices of the exact gradient and its value: A from the maintained
+    entries, the others from their kernel rows against A in blocks of 256 ((m - |A|) |A|
+    kernel evaluations, also counted as exact-gap evaluations)."""
+    m = it.g.shape[0]
+    ev0 = cc.counters[_KEVALS]
+    b = _alpha_weights(it.alpha, cc, ast)
+    full = np.empty(m)
+    blk = 256
+    js = np.empty(blk, np.int64)
+    vals = np.empty(blk)
+    nj = 0
+    for j in range(m + 1):
+        if j < m:
+            if ast.pos[j] >= 0:
+                full[j] = it.g[j]
+                continue
+            js[nj] = j
+            nj += 1
+        if nj == blk or (j == m and nj > 0):
+            _grad_outside(js, nj, b, cc, ast, vals)
+            for r in range(nj):
+                full[js[r]] = vals[r]
+            nj = 0
+    i = np.argmin(full)
+    cc.counters[_KCHECK] += cc.counters[_KEVALS] - ev0
+    return i, full[i]
+
+
+@njit(cache=True)
+def _fw_vertex_s(f, tol, ns, n_resample, full_check, it, cc, ast):
+    """The randomised search (10) with the paper's safeguard and stopping test, on the
+    sample-only gradient.  Returns (i, grad_i, gap, stop).
+
+    The sampled gap Delta_S = 2f - min_S grad is <= the exact gap (3)/(9).  When it is
+    <= tol, ``n_resample`` more samples are drawn (the paper: twice); the best vertex of all
+    draws is kept, and the run goes on as soon as one shows a gap above tol.  Without
+    ``full_check`` it then stops (the paper's rule).  With ``full_check`` it stops only if the
+    exact gap, from the whole gradient, is <= tol too; if the exact gap is above tol, the
+    step is taken toward the exact FW vertex.  A full check costs (m - |A|) |A| kernel
+    evaluations, so another one is made only once the sampled searches have spent as many
+    since the last (before that the run goes on sampling): the checks after the first cost
+    at most as much as the searches, and a stop always has an exact gap <= tol behind it."""
+    i, gi = _sample_min(ns, it, cc, ast)
+    gap = 2.0 * f - gi
+    if gap > tol:
+        return i, gi, gap, False
+    for _r in range(n_resample):
+        i2, g2 = _sample_min(ns, it, cc, ast)
+        if g2 < gi:
+            i = i2
+            gi = g2
+        gap = 2.0 * f - gi
+        if gap > tol:
+            return i, gi, gap, False
+    if not full_check:
+        return i, gi, gap, True
+    ctr = cc.counters
+    if ctr[_NCHECKS] > 0 and ctr[_KEVALS] - ctr[_ATCHECK] < ctr[_LASTCHECK]:
+        return i, gi, gap, False
+    ev0 = ctr[_KEVALS]
+    i, gi = _full_min_s(it, cc, ast)
+    ctr[_NCHECKS] += 1
+    ctr[_LASTCHECK] = ctr[_KEVALS] - ev0
+    ctr[_ATCHECK] = ctr[_KEVALS]
+    gap = 2.0 * f - gi
+    it.fs[_XGAP] = gap
+    it.ist[_XGAPIT] = it.ist[_IT]
+    return i, gi, gap, not gap > tol
+
+
+@njit(cache=True)
+def _enter(i, it, cc, ast, row):
+    """row[:|A|] = Kt_{i, A}; an i outside A joins it, with its gradient entries (those of
+    alpha and, for PARTAN, of alpha^(k-1)) from that row, and row[pos(i)] = Kt_ii."""
+    n = ast.ist[_NA]
+    _kt_row(i, cc, ast, row)
+    if ast.pos[i] >= 0:
+        return
+    gi = 0.0
+    gpi = 0.0
+    for a in range(n):
+        j = ast.idx[a]
+        gi += it.alpha[j] * row[a]
+        gpi += it.alpha_p[j] * row[a]
+    _activate(i, cc, ast)
+    it.g[i] = gi
+    it.g_p[i] = gpi
+    row[n] = it.diag[i]
+
+
+@njit(cache=True)
+def _argmax_active(g, alpha, idx, n, exclude):
+    best = -1
+    bestv = -np.inf
+    for a in range(n):
+        j = idx[a]
+        if alpha[j] > 0.0 and j != exclude and g[j] > bestv:
+            bestv = g[j]
+            best = j
+    return best
+
+
+@njit(cache=True)
+def _fw_step_s(i, row, it, ast, remember_previous):
+    """`_fw_step` on A: alpha <- (1 - lam) alpha + lam e_i, gradient on A from row = Kt_{i,A}."""
+    alpha, g, fs = it.alpha, it.g, it.fs
+    n = ast.ist[_NA]
+    idx = ast.idx
+    f = fs[_F]
+    gi = g[i]
+    Kii = it.diag[i]
+    lam = _fw_step_size(f, gi, Kii)
+    fnew = (1.0 - lam) ** 2 * f + lam * (1.0 - lam) * gi + 0.5 * lam * lam * Kii  # (12)
+    if remember_previous:
+        for a in range(n):
+            j = idx[a]
+            it.alpha_p[j] = alpha[j]
+            it.g_p[j] = g[j]
+        fs[_FP] = f
+        fs[_W] = (1.0 - lam) * 2.0 * f + lam * gi
+        it.ist[_HASPREV] = 1
+    for a in range(n):
+        j = idx[a]
+        alpha[j] *= (1.0 - lam)
+        g[j] = (1.0 - lam) * g[j] + lam * row[a]
+    alpha[i] += lam
+    fs[_F] = fnew
+    fs[_LAM] = lam
+
+
+@njit(cache=True)
+def _away_step_s(v, rowv, it, ast):
+    """`_away_step` on A, rowv = Kt_{v,A}."""
+    alpha, g, fs = it.alpha, it.g, it.fs
+    n = ast.ist[_NA]
+    idx = ast.idx
+    f = fs[_F]
+    gv = g[v]
+    lam_max = alpha[v] / (1.0 - alpha[v])
+    den = 2.0 * f - 2.0 * gv + it.diag[v]
+    lam = lam_max
+    if den > 1e-300:
+        lam = min((gv - 2.0 * f) / den, lam_max)
+    if lam < 0.0:
+        lam = 0.0
+    fnew = f + lam * (2.0 * f - gv) + 0.5 * lam * lam * den
+    for a in range(n):
+        j = idx[a]
+        alpha[j] *= (1.0 + lam)
+        g[j] = (1.0 + lam) * g[j] - lam * rowv[a]
+    if lam >= lam_max:
+        alpha[v] = 0.0
+    else:
+        alpha[v] -= lam
+    fs[_F] = fnew
+    fs[_LAM] = lam
+
+
+@njit(cache=True)
+def _swap_vertex_s(i, row, it, ast):
+    """`_swap_vertex` on A (i in A, row = Kt_{i,A})."""
+    g, alpha = it.g, it.alpha
+    f = it.fs[_F]
+    gi = g[i]
+    Kii = it.diag[i]
+    v = _argmax_active(g, alpha, ast.idx, ast.ist[_NA], i)
+    if v < 0 or not g[v] > gi:
+        return -1
+    q = Kii + it.diag[v] - 2.0 * row[ast.pos[v]]
+    lam_sw = alpha[v]
+    if q > 1e-300:
+        lam_sw = min((g[v] - gi) / q, alpha[v])
+    dec_sw = lam_sw * (gi - g[v]) + 0.5 * lam_sw * lam_sw * q
+    lam_fw = _fw_step_size(f, gi, Kii)
+    dec_fw = lam_fw * (gi - 2.0 * f) + 0.5 * lam_fw * lam_fw * (2.0 * f - 2.0 * gi + Kii)
+    return v if dec_sw < dec_fw else -1
+
+
+@njit(cache=True)
+def _swap_step_s(i, v, row, rowv, it, ast):
+    """`_swap_step` on A."""
+    alpha, g, fs = it.alpha, it.g, it.fs
+    n = ast.ist[_NA]
+    idx = ast.idx
+    f = fs[_F]
+    gi = g[i]
+    q = it.diag[i] + it.diag[v] - 2.0 * row[ast.pos[v]]
+    lam = alpha[v]
+    if q > 1e-300:
+        lam = min((g[v] - gi) / q, alpha[v])
+    fnew = f + lam * (gi - g[v]) + 0.5 * lam * lam * q
+    for a in range(n):
+        j = idx[a]
+        g[j] += lam * (row[a] - rowv[a])
+    alpha[i] += lam
+    if lam >= alpha[v]:
+        alpha[v] = 0.0
+    else:
+        alpha[v] -= lam
+    fs[_F] = fnew
+    fs[_LAM] = lam
+
+
+@njit(cache=True)
+def _partan_step_s(i, row, it, ast):
+    """`_partan_step` on A (i in A, row = Kt_{i,A}): (7) with (11)-(12), then (8) with
+    (13)-(15), mu clipped to the simplex."""
+    alpha, alpha_p, g, g_p, fs = it.alpha, it.alpha_p, it.g, it.g_p, it.fs
+    n = ast.ist[_NA]
+    idx = ast.idx
+    f = fs[_F]
+    gi = g[i]
+    Kii = it.diag[i]
+    lam = _fw_step_size(f, gi, Kii)                                   # (11)
+    ft = (1.0 - lam) ** 2 * f + lam * (1.0 - lam) * gi + 0.5 * lam * lam * Kii  # (12)
+    W = fs[_W]
+    fp = fs[_FP]
+    V = (1.0 - lam) * W + lam * g_p[i]
+    q = 2.0 * (ft - V + fp)
+    mu = 0.0
+    if q > 1e-300:
+        mu = (V - 2.0 * ft) / q                 # (13)
+    lo = -np.inf
+    hi = np.inf
+    jlo = -1
+    jhi = -1
+    for a in range(n):                           # `_partan_interval` over A
+        j = idx[a]
+        aj = alpha[j]
+        ap = alpha_p[j]
+        if aj == 0.0 and ap == 0.0 and j != i:
+            continue
+        at = (1.0 - lam) * aj
+        if j == i:
+            at += lam
+        d = at - ap
+        if d < 0.0:
+            bnd = at / (-d)
+            if bnd < hi:
+                hi = bnd
+                jhi = j
+        elif d > 0.0:
+            bnd = -at / d
+            if bnd > lo:
+                lo = bnd
+                jlo = j
+    jzero = -1
+    if mu > hi:
+        mu = hi
+        jzero = jhi
+    elif mu < lo:
+        mu = lo
+        jzero = jlo
+    fnew = ft + mu * (2.0 * ft - V) + 0.5 * mu * mu * q             # (15)
+    Wnew = (1.0 + mu) * ((1.0 - lam) * 2.0 * f + lam * gi) - mu * W  # (14)
+    for a in range(n):
+        j = idx[a]
+        aj = alpha[j]
+        at = (1.0 - lam) * aj
+        if j == i:
+            at += lam
+        an = at + mu * (at - alpha_p[j])
+        if an < 0.0:
+            an = 0.0
+        alpha_p[j] = aj
+        alpha[j] = an
+        gj = g[j]
+        gt = (1.0 - lam) * gj + lam * row[a]
+        g[j] = gt + mu * (gt - g_p[j])
+        g_p[j] = gj
+    if jzero >= 0:
+        alpha[jzero] = 0.0
+    fs[_FP] = f
+    fs[_F] = fnew
+    fs[_W] = Wnew
+    fs[_LAM] = lam
+    fs[_MU] = mu
+
+
+@njit(cache=True)
+def _step_s(i, gi, method, it, cc, ast):
+    """`_step` on the sample-only gradient: i the sampled vertex, gi its gradient entry.
+    The MFW away test needs only gi and the gradient on the support, so an away step
+    computes the row of v only; the other steps the row of i (and SWAP that of v)."""
+    ist = it.ist
+    ist[_LASTI] = i
+    ist[_LASTV] = -1
+    it.fs[_MU] = 0.0
+    n = ast.ist[_NA]
+    if method == 1:
+        g, alpha = it.g, it.alpha
+        f = it.fs[_F]
+        v = _argmax_active(g, alpha, ast.idx, n, -1)
+        if v >= 0 and alpha[v] < 1.0 and (2.0 * f - g[v]) < (gi - 2.0 * f):
+            ist[_LASTV] = v
+            rowv = np.empty(n)
+            _kt_row(v, cc, ast, rowv)
+            _away_step_s(v, rowv, it, ast)
+            return 1
+    row = np.empty(n + 1)
+    _enter(i, it, cc, ast, row)
+    if method == 2:
+        v = _swap_vertex_s(i, row, it, ast)
+        if v >= 0:
+            ist[_LASTV] = v
+            rowv = np.empty(ast.ist[_NA])
+            _kt_row(v, cc, ast, rowv)
+            _swap_step_s(i, v, row, rowv, it, ast)
+            return 2
+    elif method == 3 and ist[_HASPREV] == 1:
+        _partan_step_s(i, row, it, ast)
+        return 3
+    _fw_step_s(i, row, it, ast, method == 3)
+    return 0
+
+
+#: Iterations between two looks at the active set for indices that left the support.
+COMPACT_EVERY = 64
+
+
+@njit(cache=True)
+def _compact(it, ast):
+    """Drop from A the indices with alpha_j = alpha^(k-1)_j = 0 (they left the support by a
+    drop or a clipped PARTAN step) once they are more than an eighth of A, so that |A| stays
+    the |I(k)| of the paper's cost O(|S| |I(k)|).  Changes only the order of the sums."""
+    n = ast.ist[_NA]
+    idx = ast.idx
+    alive = 0
+    for a in range(n):
+        j = idx[a]
+        if it.alpha[j] > 0.0 or it.alpha_p[j] > 0.0:
+            alive += 1
+    if n - alive < 16 or 8 * (n - alive) < n:
+        return
+    d = ast.XA.shape[1]
+    k = 0
+    for a in range(n):
+        j = idx[a]
+        if it.alpha[j] > 0.0 or it.alpha_p[j] > 0.0:
+            if k != a:
+                for t in range(d):
+                    ast.XA[k, t] = ast.XA[a, t]
+                ast.sqnA[k] = ast.sqnA[a]
+                ast.yA[k] = ast.yA[a]
+                idx[k] = j
+            ast.pos[j] = k
+            k += 1
+        else:
+            ast.pos[j] = -1
+    ast.ist[_NA] = k
+
+
+@njit(cache=True)
+def _iterate_s(n_steps, method, tol, sample_size, n_resample, full_check, it, cc, ast):
+    """`_iterate` on the sample-only gradient (0 < sample_size < m)."""
+    fs = it.fs
+    for _ in range(n_steps):
+        f = fs[_F]
+        i, gi, gap, stop = _fw_vertex_s(f, tol, sample_size, n_resample, full_check, it, cc,
+                                        ast)
+        fs[_GAP] = gap
+        if not (np.isfinite(gap) and np.isfinite(f)):
+            return NONFINITE
+        if stop:
+            return CONVERGED
+        it.ist[_STEPTYPE] = _step_s(i, gi, method, it, cc, ast)
+        it.ist[_IT] += 1
+        ast.ist[_SINCE_COMPACT] += 1
+        if ast.ist[_SINCE_COMPACT] >= COMPACT_EVERY:
+            ast.ist[_SINCE_COMPACT] = 0
+            _compact(it, ast)
+    return RAN
+
+
+@njit(cache=True)
+def _exact_gap_s(it, cc, ast):
+    """The exact duality gap (3) at the current iterate, from the whole gradient."""
+    _i, gmin = _full_min_s(it, cc, ast)
+    return 2.0 * it.fs[_F] - gmin
 
 
 class SimplexFWSolver:
@@ -613,8 +1240,20 @@ class SimplexFWSolver:
     tol : duality-gap tolerance.  max_iter : iteration cap.
     sample_size : None or int, size of the random vertex sample (10).
     sample_check : "resample" (the paper's safeguard: sample ``n_resample`` more times
-        before stopping) or "full" (additionally confirm with the exact gap).
-    cache_size : MB of kernel columns kept (LRU), at least two columns.
+        before stopping) or "full" (additionally confirm with the exact gap; with the
+        sample-only gradient the exact gap costs (m - |A|) |A| kernel evaluations and is
+        rate-limited, see `_fw_vertex_s`).
+    gradient : "full" or "sample", how the randomised search (0 < sample_size < m)
+        evaluates the gradient.  "full": the whole gradient is kept and updated from one
+        cached kernel column per step (O(m) per iteration, a column of m kernel
+        evaluations per new vertex).  "sample": the paper's randomised iteration, the
+        gradient on the sample only, from the sample's kernel rows against the active set
+        (|S \ A| |A| kernel evaluations per draw, nothing of size m per iteration, no
+        column cache).  Both draw the same samples from the same seed and take the same
+        steps (up to rounding); they differ in cost, and in the trace (below).
+        Ignored without sampling.
+    cache_size : MB of kernel columns kept (LRU), at least two columns (unused by the
+        sample-only gradient).
     trace_every : record gap/objective/time every this many iterations.
     seed : int seed of the sampler.
     kernel_dtype : "float64" or "float32": precision of the training matrix used for the
@@ -630,7 +1269,12 @@ class SimplexFWSolver:
     Attributes
     ----------
     converged : bool
-        The stopping test fired (gap <= tol).
+        The stopping test fired (gap <= tol; sampled gap <= tol on 1 + n_resample
+        samples with ``sample_check="resample"``).
+    sampled_gradient : bool
+        The sample-only gradient is in use.  Then the trace's intermediate gaps are the
+        sampled gaps Delta_S that the stopping test saw at the last search (lower bounds
+        on the exact gap); its first and last records, and `gap`, are exact.
     stopped : str or None
         Why `run` ended: "converged", "max_iter", "interrupted" (Ctrl-C, taken
         between chunks of compiled iterations; the iterate is the current one, which
@@ -642,7 +1286,7 @@ class SimplexFWSolver:
                  method="partan", tol=1e-4, max_iter=100000, sample_size=None,
                  sample_check="resample", n_resample=2, cache_size=200.0,
                  trace_every=10, seed=0, diag=None, block=16, kernel_dtype="float64",
-                 blas_threads=1):
+                 blas_threads=1, gradient="full"):
         from .._compile import install_compile_notice
 
         install_compile_notice()
@@ -666,8 +1310,13 @@ class SimplexFWSolver:
             from ._kernels import kernel_diagonal
             kd = kernel_diagonal(X, kind, float(gamma), float(coef0), float(degree))
             diag = kd if kind == 4 else kd + 1.0 + invC
+        if gradient not in ("full", "sample"):
+            raise ValueError(f"gradient must be 'full' or 'sample', got {gradient!r}")
+        self.sample_size = 0 if sample_size is None else int(sample_size)
+        # a sample of all m points is the deterministic search, on the full gradient
+        self.sampled_gradient = gradient == "sample" and 0 < self.sample_size < m
         n_slots = int(cache_size * 2 ** 20 // (kdt.itemsize * max(m, 1)))
-        n_slots = max(2, min(m, n_slots))
+        n_slots = 2 if self.sampled_gradient else max(2, min(m, n_slots))
         # squared norms from the float64 data (the RBF distance is formed in float64)
         sqn = np.einsum("ij,ij->i", X, X) if kind in (0, 1, 2) else np.zeros(m)
         Xk = X if kdt == np.float64 else np.ascontiguousarray(X, dtype=np.float32)
@@ -681,16 +1330,27 @@ class SimplexFWSolver:
             # kernel columns are cached in kernel_dtype; the gradient is accumulated in float64
             cols=np.zeros((n_slots, m), kdt), slot_of=-np.ones(m, np.int64),
             idx_of=-np.ones(n_slots, np.int64), last_used=np.zeros(n_slots, np.int64),
-            counters=np.zeros(4, np.int64))
+            counters=np.zeros(9, np.int64))
         self._i = SimpleNamespace(
             alpha=np.zeros(m), alpha_p=np.zeros(m), g=np.zeros(m), g_p=np.zeros(m),
             diag=np.require(diag, np.float64, ["C", "W"]), fs=np.zeros(8),
-            ist=np.zeros(5, np.int64), perm=np.arange(m, dtype=np.int64))
+            ist=np.zeros(6, np.int64), perm=np.arange(m, dtype=np.int64),
+            rng=np.zeros(1, np.uint64))
         self.cc = _new_column_cache(*(getattr(self._c, k) for k in _CACHE_FIELDS))
         self.it = _new_iterate(*(getattr(self._i, k) for k in _ITERATE_FIELDS))
+        self.ast = None
+        if self.sampled_gradient:
+            cap = min(m, 64)
+            ncol = Xk.shape[1] if kind in (0, 1, 2) else 0
+            # idx, pos and ist keep their arrays; XA, sqnA, yA and w are replaced when
+            # they grow, so Python reads only the former
+            self._a = SimpleNamespace(
+                idx=-np.ones(m, np.int64), pos=-np.ones(m, np.int64),
+                XA=np.zeros((cap, ncol), kdt), sqnA=np.zeros(cap), yA=np.zeros(cap),
+                w=np.zeros(cap), ist=np.zeros(2, np.int64))
+            self.ast = _new_active_set(*(getattr(self._a, k) for k in _ACTIVE_FIELDS))
         # method and stopping test, the scalar arguments of _iterate after n_steps
         self.tol = float(tol)
-        self.sample_size = 0 if sample_size is None else int(sample_size)
         self.n_resample = int(n_resample)
         self.full_check = sample_check == "full"
         self._opts = (self.method, self.tol, self.sample_size, self.n_resample,
@@ -713,16 +1373,30 @@ class SimplexFWSolver:
         return self._c.cols[s].astype(np.float64)
 
     def initialize(self):
-        """alpha^(0) = e_i0, i0 = argmin of the diagonal (first index on ties)."""
-        _seed(self.seed)
+        """alpha^(0) = e_i0, i0 = argmin of the diagonal (first index on ties).
+
+        The sampler restarts from ``seed``; the sample-only gradient starts with the
+        active set {i0} and the gradient entry g_i0 = Kt_i0i0 (no kernel column)."""
         it = self._i
+        it.rng[0] = np.uint64(self.seed % 2 ** 64)
+        it.perm[:] = np.arange(self.m)
         i0 = int(np.argmin(it.diag))
         it.alpha[:] = 0.0
+        it.alpha_p[:] = 0.0
         it.alpha[i0] = 1.0
-        it.g[:] = self.column(i0)
+        it.ist[:] = 0
+        it.ist[_XGAPIT] = -1
+        if self.sampled_gradient:
+            a = self._a
+            a.idx[:] = -1
+            a.pos[:] = -1
+            a.ist[:] = 0
+            _activate(i0, self.cc, self.ast)
+            it.g[:] = 0.0
+            it.g[i0] = it.diag[i0]
+        else:
+            it.g[:] = self.column(i0)
         it.fs[_F] = 0.5 * it.g[i0]
-        it.ist[_IT] = 0
-        it.ist[_HASPREV] = 0
         self._t0 = time.perf_counter()
         self._elapsed = 0.0
         self._trace = {"iteration": [], "gap": [], "objective": [], "time_s": []}
@@ -739,8 +1413,25 @@ class SimplexFWSolver:
 
     @property
     def gap(self):
-        """Exact duality gap (3) at the current iterate."""
-        return float(2.0 * self._i.fs[_F] - self._i.g.min())
+        """Exact duality gap (3) at the current iterate.
+
+        With the sample-only gradient this needs the whole gradient, (m - |A|) |A| kernel
+        evaluations, unless a full check already computed it at this iterate."""
+        it = self._i
+        if not self.sampled_gradient:
+            return float(2.0 * it.fs[_F] - it.g.min())
+        if it.ist[_XGAPIT] != it.ist[_IT]:
+            it.fs[_XGAP] = _exact_gap_s(self.it, self.cc, self.ast)
+            it.ist[_XGAPIT] = it.ist[_IT]
+        return float(it.fs[_XGAP])
+
+    @property
+    def active_size(self):
+        """|A| of the sample-only gradient (the support, and PARTAN's previous one), else
+        the number of nonzero alpha."""
+        if self.sampled_gradient:
+            return int(self._a.ist[_NA])
+        return int(np.count_nonzero(self._i.alpha))
 
     @property
     def last_step(self):
@@ -748,27 +1439,40 @@ class SimplexFWSolver:
         return {"type": int(ist[_STEPTYPE]), "i": int(ist[_LASTI]),
                 "v": int(ist[_LASTV]), "lam": float(fs[_LAM]), "mu": float(fs[_MU])}
 
-    def _record(self):
+    def _record(self, exact=True):
         tr = self._trace
         tr["iteration"].append(self.n_iter)
-        tr["gap"].append(self.gap)
+        # the sample-only gradient records the sampled gap of the last search in between
+        tr["gap"].append(self.gap if exact or not self.sampled_gradient
+                         else float(self._i.fs[_GAP]))
         tr["objective"].append(self.f)
         tr["time_s"].append(self._elapsed)
 
     def _resync(self):
-        # recompute the scalars kept by recursion from the maintained gradients
+        # recompute the scalars kept by recursion from the maintained gradients (on the
+        # active set with the sample-only gradient: alpha vanishes outside it)
         it = self._i
-        it.fs[_F] = 0.5 * float(it.alpha @ it.g)
+        if it.ist[_XGAPIT] == it.ist[_IT]:
+            return       # an exact gap was computed with the current f: keep them paired
+        if self.sampled_gradient:
+            A = self._a.idx[:self._a.ist[_NA]]
+            alpha, g, alpha_p, g_p = it.alpha[A], it.g[A], it.alpha_p[A], it.g_p[A]
+        else:
+            alpha, g, alpha_p, g_p = it.alpha, it.g, it.alpha_p, it.g_p
+        it.fs[_F] = 0.5 * float(alpha @ g)
         if it.ist[_HASPREV]:
-            it.fs[_FP] = 0.5 * float(it.alpha_p @ it.g_p)
-            it.fs[_W] = float(it.alpha @ it.g_p)
+            it.fs[_FP] = 0.5 * float(alpha_p @ g_p)
+            it.fs[_W] = float(alpha @ g_p)
 
     def _advance(self, n):
         """Run at most n compiled iterations; returns the status of `_iterate`."""
         if not self._initialised:
             self.initialize()
         t = time.perf_counter()
-        status = _iterate(int(n), *self._opts, self.it, self.cc)
+        if self.sampled_gradient:
+            status = _iterate_s(int(n), *self._opts, self.it, self.cc, self.ast)
+        else:
+            status = _iterate(int(n), *self._opts, self.it, self.cc)
         self._elapsed += time.perf_counter() - t
         self.converged = bool(status == CONVERGED)
         if status == NONFINITE:
@@ -813,7 +1517,8 @@ class SimplexFWSolver:
             if status == CONVERGED or since_record >= self.trace_every \
                     or self.n_iter >= self.max_iter:
                 self._resync()
-                self._record()
+                last = status == CONVERGED or self.n_iter >= self.max_iter
+                self._record(exact=last)
                 since_record = 0
             if status == CONVERGED:
                 break
@@ -822,6 +1527,8 @@ class SimplexFWSolver:
         if self.stopped == "interrupted" and since_record:
             self._resync()
             self._record()
+        elif self.stopped == "interrupted" and self.sampled_gradient and self._trace["gap"]:
+            self._trace["gap"][-1] = self.gap       # the last record is exact
         return self
 
     @property
@@ -831,9 +1538,17 @@ class SimplexFWSolver:
 
     @property
     def cache_stats(self):
+        """Column-cache counters (hits, misses, prefetched columns, slots) and the cost
+        counts: ``kernel_evals`` (every k(x_j, x_l) computed: m per kernel column, |A| per
+        row against the active set), ``check_evals`` (those of them spent on exact gaps:
+        full checks and the reported gap of the sample-only gradient), ``full_checks``
+        (exact-gap checks before a sampled stop, sample-only gradient) and ``active``
+        (`active_size`)."""
         ctr = self._c.counters
         return {"hits": int(ctr[_HITS]), "misses": int(ctr[_MISSES]),
-                "prefetched": int(ctr[_PREFETCHED]), "slots": int(self._c.cols.shape[0])}
+                "prefetched": int(ctr[_PREFETCHED]), "slots": int(self._c.cols.shape[0]),
+                "kernel_evals": int(ctr[_KEVALS]), "check_evals": int(ctr[_KCHECK]),
+                "full_checks": int(ctr[_NCHECKS]), "active": self.active_size}
 
 
 def solve_simplex_qp(Q, method="partan", tol=1e-6, max_iter=1000000, **kw):
