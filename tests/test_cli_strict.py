@@ -243,7 +243,7 @@ def test_a_cold_cache_compiles_the_leaf_kernels_in_a_second_process(tmp_path):
     import os
 
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "nbcache"))
-    code = ("from structfw import _compile as c\n"
+    code = ("from structfw.solvers import _warmup as c\n"
             "from structfw.oracles.compiled import CHAIN_DENSE\n"
             "assert c.kernels_cached(c.LEAF_KERNELS) is False\n"
             "p = c.compile_leaves_in_background(CHAIN_DENSE)\n"
@@ -254,7 +254,7 @@ def test_a_cold_cache_compiles_the_leaf_kernels_in_a_second_process(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True"]
     # a warm cache starts no helper
-    again = subprocess.run([sys.executable, "-c", "from structfw import _compile as c; "
+    again = subprocess.run([sys.executable, "-c", "from structfw.solvers import _warmup as c; "
                             "print(c.compile_leaves_in_background(0))"], capture_output=True, text=True, env=env,
                            timeout=600)
     assert again.stdout.strip() == "None", again.stderr
@@ -267,14 +267,14 @@ def test_a_process_that_ends_while_its_compile_helper_runs_waits_for_it(tmp_path
     import os
 
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "nbcache"))
-    code = ("from structfw import _compile as c\n"
+    code = ("from structfw.solvers import _warmup as c\n"
             "from structfw.oracles.compiled import CHAIN_DENSE\n"
             "assert c.compile_leaves_in_background(CHAIN_DENSE).poll() is None\n")
     out = subprocess.run([sys.executable, "-X", "dev", "-W", "always::ResourceWarning", "-c", code],
                          capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode == 0, out.stderr
     assert "ResourceWarning" not in out.stderr and "still running" not in out.stderr, out.stderr
-    after = subprocess.run([sys.executable, "-c", "from structfw import _compile as c; "
+    after = subprocess.run([sys.executable, "-c", "from structfw.solvers import _warmup as c; "
                             "print(c.kernels_cached(c.LEAF_KERNELS), c.kernels_cached(c.CHAIN_LEAF_KERNELS))"],
                            capture_output=True, text=True, env=env, timeout=600)
     assert after.stdout.split() == ["True", "True"], after.stderr

@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
-from .._compile import compile_leaves_in_background
+from ._warmup import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
 from ..oracles.compiled import chain_csr_hinges_fm, corner, corner_fm, corner_hinge, csr_feature_major
 from .corners import (ALPHA_EPS, NO_LABELS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._compile import compile_leaves_in_background
+from ._warmup import compile_leaves_in_background
 from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL, GAP, K, MAX_GAP, NEED, ORACLE_CALLS,
                         ORDER, PAIRWISE_STEP, factored_fw_chunk, general_chunk, plain_fw_chunk)
 from .._linalg import sparse_dot_dense
