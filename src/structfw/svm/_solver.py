@@ -670,7 +670,8 @@ def _iterate(n_steps, method, tol, sample_size, n_resample, full_check, it, cc):
 #
 #     (Kt alpha)_j = sum_{l in A} alpha_l Kt_jl,   j in S \ A,
 #
-# |S \ A| |A| kernel evaluations per draw: the paper's O(|S| |I(k)|).  What is kept from one
+# |S - A| |A| kernel evaluations per draw (S - A: the sampled points outside A), the
+# paper's O(|S| |I(k)|).  What is kept from one
 # iteration to the next is what the closed-form steps need and what costs O(|A|) to keep:
 # alpha and the gradient on A (and, for PARTAN, alpha^(k-1) and its gradient on A), updated
 # from the row of Kt of each step's vertex against A; the objective f by the recursions
@@ -1248,7 +1249,7 @@ class SimplexFWSolver:
         cached kernel column per step (O(m) per iteration, a column of m kernel
         evaluations per new vertex).  "sample": the paper's randomised iteration, the
         gradient on the sample only, from the sample's kernel rows against the active set
-        (|S \ A| |A| kernel evaluations per draw, nothing of size m per iteration, no
+        (|S - A| |A| kernel evaluations per draw, nothing of size m per iteration, no
         column cache).  Both draw the same samples from the same seed and take the same
         steps (up to rounding); they differ in cost, and in the trace (below).
         Ignored without sampling.
