@@ -5,7 +5,9 @@ and prediction go through it, so they run serially, on local threads or processe
 on a Ray cluster (`structfw.executor_ray`) without the solvers changing.  A data
 set is *bound* once (`SerialExecutor.bind`): the model and the examples go to the
 workers once, and every later call sends only block indices and w.  An example whose
-oracle raises is named in the error (`ExampleError`), wherever it ran.
+oracle raises is named in the error (`ExampleError`), wherever it ran.  A worker
+process that dies is replaced and its calls are sent again (`ProcessExecutor`); with
+``oracle_timeout`` each example's oracle is timed from its own start (`OracleTimeout`).
 
 Besides the blocking calls, `SerialExecutor.submit` starts one oracle call and
 returns a future: the asynchronous minibatch engine keeps a window of them in flight.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import math
+import multiprocessing
 import os
 import queue
 import signal
@@ -45,6 +48,8 @@ _Data: TypeAlias = "tuple[StructuredModel, Sequence[Any], Sequence[Any] | None]"
 
 #: a worker process's bound data sets, filled by its initializer
 _WORKER_DATA: dict[int, _Data] = {}
+#: a worker process's row of its pool's `_Board` (None without an oracle timeout)
+_WORKER_PROGRESS: _Progress | None = None
 _KEYS = itertools.count()
 
 
@@ -59,12 +64,17 @@ class ExampleError(RuntimeError):
 
 
 class OracleTimeout(ExampleError, TimeoutError):
-    """An oracle call did not return within its ``oracle_timeout``; the message names its examples.
+    """An example's oracle did not return within ``oracle_timeout``; the message names the example.
+
+    The limit is per example: each example's oracle is timed from its own start, also
+    when a worker runs several examples of one call in turn (`ProcessExecutor`).
 
     Attributes
     ----------
     indices : list of int
-        The examples of the call that timed out (one of them hung).
+        The examples whose oracles were still running past the limit (the ones that hung).
+        When no worker was running any oracle at all (workers stuck before reaching
+        them: starting, or receiving the data), the examples of the call that waited.
     """
 
     def __init__(self, message: str, indices: Iterable[SupportsInt] = ()) -> None:
@@ -85,28 +95,80 @@ def check_oracle_timeout(oracle_timeout: object) -> float | None:
 
 
 def _wait(future: Future[list[Any]], oracle_timeout: float | None, indices: Collection[Any],
-          inflight: _Inflight) -> list[Any]:
-    """future.result(), raising OracleTimeout when the call overstays (oracle_timeout None: wait for ever).
+          inflight: _Inflight, board: _Board | None) -> list[Any]:
+    """future.result(), raising OracleTimeout once an example's oracle overstays (oracle_timeout None: wait for ever).
 
-    A call on k examples is given k * oracle_timeout seconds, counted from the later of
-    its submission and the last call of the executor that finished: a call queued
-    behind others on busy workers is not timed out for its wait, only the pool making
-    no progress is."""
-    if oracle_timeout is None:
+    Parameters
+    ----------
+    future : Future
+        The call waited for.
+    oracle_timeout : float or None
+        Seconds one example's oracle may run.
+    indices : collection of int
+        The call's examples (named only if the workers are stuck outside the oracles).
+    inflight : _Inflight
+        The executor's calls in flight: when this one was submitted, when the last one finished.
+    board : _Board or None
+        What each worker of the call's pool is running (None without a timeout).
+
+    Returns
+    -------
+    list
+        The call's labellings.
+
+    Raises
+    ------
+    OracleTimeout
+        When a worker's current example has run longer than oracle_timeout -- in this
+        call or another one: a hung worker holds up the calls queued behind it, so the
+        example that hung is named, whichever call it belongs to.  Also when no worker
+        runs any oracle while this call waits, for len(indices) * oracle_timeout
+        seconds since the later of its submission, the last finished call and the
+        board's last change: workers stuck outside the oracles.
+    """
+    if oracle_timeout is None or board is None:
         return future.result()
-    limit = oracle_timeout * max(len(indices), 1)
+    stuck_after = oracle_timeout * max(len(indices), 1)
+    look_every = max(oracle_timeout / 4, 1e-3)  # an overstay is seen at most a quarter limit late
     while True:
-        remaining = inflight.deadline(future, limit) - time.monotonic()
         try:
-            return future.result(timeout=max(remaining, 0.0))
+            return future.result(timeout=look_every)
         except FuturesTimeout:
             if future.done():  # the oracle itself raised a TimeoutError (not wrapped): not ours to rename
                 raise
-        if time.monotonic() >= inflight.deadline(future, limit):  # else another call finished meanwhile
-            raise _timeout_error(oracle_timeout, limit, indices) from None
+        now = time.monotonic()
+        running = board.running()
+        hung = sorted({i for i, started in running if now - started > oracle_timeout})
+        if hung:
+            raise _hung_error(oracle_timeout, hung) from None
+        if not running and now >= max(inflight.deadline(future, stuck_after), board.last_change() + stuck_after):
+            raise _stuck_error(oracle_timeout, stuck_after, indices) from None
+
+
+def _examples(blocks: Sequence[int]) -> str:
+    return (f"example {blocks[0]}" if len(blocks) == 1 else
+            f"examples {blocks[:10]}{'...' if len(blocks) > 10 else ''}")
+
+
+def _hung_error(oracle_timeout: float, hung: Sequence[int]) -> OracleTimeout:
+    """The OracleTimeout of examples whose own oracle ran past the limit."""
+    which = _examples(hung)
+    return OracleTimeout(f"the oracle did not return within oracle_timeout={oracle_timeout:g} s (per example, timed "
+                         f"from the start of that example's oracle): {which} hung; the workers are ended when the "
+                         f"executor closes", hung)
+
+
+def _stuck_error(oracle_timeout: float, limit: float, indices: Collection[SupportsInt]) -> OracleTimeout:
+    """The OracleTimeout of a call that waited ``limit`` s while no worker ran any oracle."""
+    blocks = [int(i) for i in indices]
+    return OracleTimeout(f"no worker started an oracle for {limit:g} s while the call on {_examples(blocks)} waited "
+                         f"(oracle_timeout={oracle_timeout:g} s per example, {len(blocks)} in the call): the workers "
+                         f"are stuck outside the oracles (starting, or receiving the data); they are ended when the "
+                         f"executor closes", blocks)
 
 
 def _timeout_error(oracle_timeout: float, limit: float, indices: Collection[SupportsInt]) -> OracleTimeout:
+    """The OracleTimeout of a call timed as a whole (the Ray executor: ``limit`` = k * oracle_timeout)."""
     blocks = [int(i) for i in indices]
     which = (f"example {blocks[0]}" if len(blocks) == 1 else
              f"one of examples {blocks[:10]}{'...' if len(blocks) > 10 else ''}")
@@ -115,22 +177,114 @@ def _timeout_error(oracle_timeout: float, limit: float, indices: Collection[Supp
                          f"executor closes", blocks)
 
 
-def _run(data: _Data, augmented: bool, indices: Iterable[Any], w: npt.NDArray[np.float64]) -> list[Any]:
-    """Loss-augmented decoding (or plain decoding) of the examples ``indices`` of data = (model, X, Y) at w."""
+class _Board:
+    """Which example each worker's oracle is running, and since when: the per-example timeout's clock.
+
+    One row per worker (thread, or process: then in shared memory) of three numbers:
+    busy (1.0 while the worker runs a call, else 0.0), the example it is on, and the
+    ``time.monotonic()`` of the row's last change -- the start of that example's oracle,
+    or when the worker went idle.  CLOCK_MONOTONIC is system-wide, so the times a
+    worker process writes compare with the parent's.
+
+    There is no lock: a worker killed while it held one would block every waiter.
+    A worker writes the time first and the busy flag last (`_Progress`), the waiter
+    reads them the other way round (`running`), so a row read while it changes pairs
+    an old example with a new time at worst: a fresh time, which no timeout acts on.
+
+    Parameters
+    ----------
+    slots : int
+        Rows (workers).
+    shared : bool
+        Put the rows in shared memory, for worker processes (which claim a row each with `claim`).
+    """
+
+    def __init__(self, slots: int, shared: bool = False) -> None:
+        self.buffer: Any = multiprocessing.RawArray("d", 3 * slots) if shared else bytearray(24 * slots)
+        #: the next row a worker process may claim (a process pool gives its workers no number)
+        self.claimed: Any = multiprocessing.Value("i", 0) if shared else None
+        self._rows = np.frombuffer(self.buffer, np.float64).reshape(slots, 3)
+
+    @classmethod
+    def attach(cls, buffer: Any, claimed: Any) -> _Board:
+        """The board of a worker process: the parent's shared rows."""
+        board = cls.__new__(cls)
+        board.buffer, board.claimed = buffer, claimed
+        board._rows = np.frombuffer(buffer, np.float64).reshape(-1, 3)
+        return board
+
+    def claim(self) -> int | None:
+        """A worker process's own row (None when all are taken: it then reports nothing)."""
+        with self.claimed.get_lock():
+            slot = int(self.claimed.value)
+            self.claimed.value = slot + 1
+        return slot if slot < len(self._rows) else None
+
+    def progress(self, slot: int | None) -> _Progress | None:
+        """The handle through which the worker of row ``slot`` reports its examples."""
+        return None if slot is None else _Progress(self._rows[slot])
+
+    def running(self) -> list[tuple[int, float]]:
+        """(example, start time of its oracle) of every busy worker."""
+        out = []
+        for row in self._rows:
+            if row[0]:  # busy first, the time last: see the class docstring
+                i = int(row[1])
+                out.append((i, float(row[2])))
+        return out
+
+    def last_change(self) -> float:
+        """When a worker last started an example or went idle (0.0 if none ever did)."""
+        return float(self._rows[:, 2].max()) if len(self._rows) else 0.0
+
+
+class _Progress:
+    """A worker's writes to its row of a `_Board`: the example it starts, and when it is idle again."""
+
+    __slots__ = ("row",)
+
+    def __init__(self, row: npt.NDArray[np.float64]) -> None:
+        self.row = row
+
+    def start(self, i: int) -> None:
+        row = self.row
+        row[2] = time.monotonic()  # the time first, the busy flag last: see _Board
+        row[1] = i
+        row[0] = 1.0
+
+    def idle(self) -> None:
+        row = self.row
+        row[0] = 0.0
+        row[2] = time.monotonic()
+
+
+def _run(data: _Data, augmented: bool, indices: Iterable[Any], w: npt.NDArray[np.float64],
+         progress: _Progress | None = None) -> list[Any]:
+    """Loss-augmented decoding (or plain decoding) of the examples ``indices`` of data = (model, X, Y) at w.
+
+    ``progress``, when given, is told each example as its oracle starts, and when the call ends."""
     model, X, Y = data
     out = []
-    for i in indices:
-        try:
-            out.append(model.loss_augmented_decode(X[i], cast("Sequence[Any]", Y)[i], w) if augmented  # bound with Y
-                       else model.decode(X[i], w))
-        except Exception as exc:  # the worker's traceback is lost across processes: say where
-            what = "loss_augmented_decode" if augmented else "decode"
-            raise ExampleError(f"{type(model).__name__}.{what} failed on example {int(i)}: "
-                               f"{type(exc).__name__}: {exc}") from exc
+    try:
+        for i in indices:
+            if progress is not None:
+                progress.start(int(i))
+            try:
+                out.append(model.loss_augmented_decode(X[i], cast("Sequence[Any]", Y)[i], w) if augmented  # with Y
+                           else model.decode(X[i], w))
+            except Exception as exc:  # the worker's traceback is lost across processes: say where
+                what = "loss_augmented_decode" if augmented else "decode"
+                raise ExampleError(f"{type(model).__name__}.{what} failed on example {int(i)}: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        if progress is not None:
+            progress.idle()
     return out
 
 
-def _init_worker(bound: dict[int, _Data], parent: int) -> None:
+def _init_worker(bound: dict[int, _Data], parent: int, board: tuple[Any, Any] | None = None) -> None:
+    """A worker process starts: signals, death with the parent, the data sets, and its row of the board."""
+    global _WORKER_PROGRESS
     # Ctrl-C goes to the whole foreground process group: the parent decides (it ends the fit at a
     # safe point, or on a second Ctrl-C ends us through close), a worker must not die of it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -139,6 +293,9 @@ def _init_worker(bound: dict[int, _Data], parent: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent(parent)
     _WORKER_DATA.update(bound)
+    if board is not None:
+        shared = _Board.attach(*board)
+        _WORKER_PROGRESS = shared.progress(shared.claim())
 
 
 _PR_SET_PDEATHSIG = 1
@@ -167,7 +324,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _run_in_worker(key: int, augmented: bool, indices: Iterable[Any], w: npt.NDArray[np.float64]) -> list[Any]:
-    return _run(_WORKER_DATA[key], augmented, indices, w)
+    return _run(_WORKER_DATA[key], augmented, indices, w, _WORKER_PROGRESS)
 
 
 class SerialExecutor:
@@ -232,8 +389,8 @@ class SerialExecutor:
 
 
 class _Inflight:
-    """An executor's futures that have not finished (close() must not wait for them), with the clock
-    of the oracle timeout: when each was submitted and when the last one finished."""
+    """An executor's futures that have not finished (close() must not wait for them), and when each
+    was submitted and the last one finished: the clock of workers stuck outside the oracles (`_wait`)."""
 
     def __init__(self) -> None:
         self._started: dict[Future[Any], float] = {}
@@ -270,18 +427,23 @@ class ProcessExecutor(SerialExecutor):
     n_jobs : int
         Worker processes.
     oracle_timeout : float or None
-        Seconds one example's oracle may take: a call on k examples that has not
-        returned after k * oracle_timeout seconds raises `OracleTimeout`, naming
-        its examples.  The time counts from the later of the call's submission and the
-        last call that finished, so a call waiting for a busy worker is not timed out;
-        the first call on a new worker also loads the compiled oracle (allow for it).
-        None waits for ever.
+        Seconds one example's oracle may take.  Each example is timed from the start
+        of its own oracle (a worker runs the examples of a call in turn and reports
+        each, `_Board`): once one has run longer, the waiting call raises
+        `OracleTimeout` naming that example -- about oracle_timeout seconds after it
+        started, whatever the size of its call.  A call queued behind busy workers is
+        not timed out for its wait.  The first example on a new worker also loads the
+        compiled oracle: allow for it.  None waits for ever.
 
     Notes
     -----
-    `close` (or leaving a ``with`` block) terminates workers whose calls are still
-    running (a hung oracle, an aborted fit); the workers ignore Ctrl-C (the parent
-    handles it) and, on Linux, die with their parent.
+    A worker process that dies (killed, out of memory, an oracle that crashes the
+    interpreter) is replaced: the pool is restarted with the bound data sets and the
+    calls it held are sent again (at most `MAX_RESENDS` times each), whether the death
+    shows while a call runs or, for a worker that died while the pool was idle, when
+    the next call is submitted.  `close` (or leaving a ``with`` block) terminates
+    workers whose calls are still running (a hung oracle, an aborted fit); the workers
+    ignore Ctrl-C (the parent handles it) and, on Linux, die with their parent.
     """
 
     def __init__(self, n_jobs: int, oracle_timeout: float | None = None) -> None:
@@ -289,6 +451,7 @@ class ProcessExecutor(SerialExecutor):
         self.n_jobs = int(n_jobs)
         self.oracle_timeout = check_oracle_timeout(oracle_timeout)
         self._pool: ProcessPoolExecutor | None = None
+        self._board: _Board | None = None  # of self._pool; a new pool gets a new one (no dead worker's row)
         self._inflight = _Inflight()
 
     def bind(self, model: StructuredModel, X: Sequence[Any], Y: Sequence[Any] | None = None) -> int:
@@ -297,9 +460,12 @@ class ProcessExecutor(SerialExecutor):
         return key
 
     def _workers(self) -> ProcessPoolExecutor:
+        """The pool (started, with the bound data sets and a fresh board, if there is none)."""
         if self._pool is None:
+            self._board = _Board(self.n_jobs, shared=True) if self.oracle_timeout is not None else None
+            board = None if self._board is None else (self._board.buffer, self._board.claimed)
             self._pool = ProcessPoolExecutor(self.n_jobs, initializer=_init_worker,
-                                             initargs=(dict(self._data), os.getpid()))
+                                             initargs=(dict(self._data), os.getpid(), board))
         return self._pool
 
     def submit(self, key: int, w: npt.NDArray[np.float64], indices: Collection[Any]) -> _ResentCall:
@@ -315,7 +481,10 @@ class ProcessExecutor(SerialExecutor):
         return out
 
     def _restart(self, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
-        """A worker died (the pool is broken): a new pool, with the data, unless a call already made one."""
+        """A worker died (the pool is broken): a new pool, with the data, unless a call already made one.
+
+        Every call that finds the pool broken -- at submission or while waiting -- comes
+        here with the pool it used; the first one replaces it, the others get the new one."""
         if self._pool is broken:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -363,30 +532,51 @@ MAX_RESENDS = 3
 
 
 class _ResentCall:
-    """One call on a process pool; result() sends it again on a new pool if a worker died."""
+    """One call on a process pool, sent again on a new pool when a worker died.
+
+    A dead worker shows in one of two places: when the call is submitted (a worker
+    that died while the pool was idle: the pool noticed, and refuses new calls at
+    once) or while it is waited for (the pool breaks under the running call).  Both
+    go the same way: restart the pool (`ProcessExecutor._restart`: the data sets are
+    bound again) and send the call again, at most `MAX_RESENDS` times in all.
+    """
 
     def __init__(self, executor: ProcessExecutor,
                  args: tuple[int, bool, npt.NDArray[np.int64], npt.NDArray[np.float64]]) -> None:
         self.executor, self.args = executor, args
-        self.pool = executor._workers()
-        self.future = executor._inflight.add(self.pool.submit(_run_in_worker, *args))
+        self.resends = 0
+        self._send(executor._workers())
 
-    def _wait(self) -> list[Any]:
-        return _wait(self.future, self.executor.oracle_timeout, self.args[2], self.executor._inflight)
+    def _send(self, pool: ProcessPoolExecutor) -> None:
+        """Submit the call on ``pool``, restarting it as often as it is found broken."""
+        while True:
+            try:
+                future = pool.submit(_run_in_worker, *self.args)
+            except BrokenProcessPool:
+                self._count_resend()
+                pool = self.executor._restart(pool)
+                continue
+            self.pool, self.board = pool, self.executor._board  # the pool's board (_workers made both)
+            self.future = self.executor._inflight.add(future)
+            return
+
+    def _count_resend(self) -> None:
+        """One more send after a death; RuntimeError once they are used up."""
+        if self.resends >= MAX_RESENDS:
+            blocks = [int(i) for i in self.args[2]]
+            raise RuntimeError(f"worker processes died {MAX_RESENDS + 1} times while the oracles of examples "
+                               f"{blocks[:10]}{'...' if len(blocks) > 10 else ''} were sent or running; "
+                               f"giving up") from None
+        self.resends += 1
 
     def result(self) -> list[Any]:
-        for _ in range(MAX_RESENDS):
+        while True:
             try:
-                return self._wait()
+                return _wait(self.future, self.executor.oracle_timeout, self.args[2], self.executor._inflight,
+                             self.board)
             except BrokenProcessPool:
-                self.pool = self.executor._restart(self.pool)
-                self.future = self.executor._inflight.add(self.pool.submit(_run_in_worker, *self.args))
-        try:
-            return self._wait()
-        except BrokenProcessPool:
-            blocks = [int(i) for i in self.args[2]]
-            raise RuntimeError(f"worker processes died {MAX_RESENDS + 1} times running the oracles of examples "
-                               f"{blocks[:10]}{'...' if len(blocks) > 10 else ''}; giving up") from None
+                self._count_resend()
+                self._send(self.executor._restart(self.pool))
 
 
 class _DaemonThreadPool:
@@ -400,12 +590,13 @@ class _DaemonThreadPool:
     def __init__(self, n_threads: int) -> None:
         self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
             queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._work, name=f"structfw-oracle-{k}", daemon=True)
+        self._threads = [threading.Thread(target=self._work, args=(k,), name=f"structfw-oracle-{k}", daemon=True)
                          for k in range(n_threads)]
         for t in self._threads:
             t.start()
 
-    def _work(self) -> None:
+    def _work(self, k: int) -> None:
+        _THREAD_SLOT.k = k  # which row of the executor's board this thread writes (_run_on_thread)
         while True:
             item = self._queue.get()
             if item is None:
@@ -445,14 +636,25 @@ class _DaemonThreadPool:
                 t.join()
 
 
-class _TimedCall:
-    """One call on a thread pool; result() waits at most the executor's oracle timeout."""
+#: the number of a `_DaemonThreadPool` thread, in that thread
+_THREAD_SLOT = threading.local()
 
-    def __init__(self, executor: ThreadExecutor, future: Future[list[Any]], indices: Collection[Any]) -> None:
-        self.executor, self.future, self.indices = executor, future, indices
+
+def _run_on_thread(board: _Board | None, data: _Data, augmented: bool, indices: Iterable[Any],
+                   w: npt.NDArray[np.float64]) -> list[Any]:
+    """`_run` on a pool thread, reporting its examples on its row of ``board`` (if any)."""
+    return _run(data, augmented, indices, w, None if board is None else board.progress(_THREAD_SLOT.k))
+
+
+class _TimedCall:
+    """One call on a thread pool; result() raises OracleTimeout once an example's oracle overstays."""
+
+    def __init__(self, executor: ThreadExecutor, future: Future[list[Any]], indices: Collection[Any],
+                 board: _Board | None) -> None:
+        self.executor, self.future, self.indices, self.board = executor, future, indices, board
 
     def result(self) -> list[Any]:
-        return _wait(self.future, self.executor.oracle_timeout, self.indices, self.executor._inflight)
+        return _wait(self.future, self.executor.oracle_timeout, self.indices, self.executor._inflight, self.board)
 
 
 class ThreadExecutor(SerialExecutor):
@@ -467,10 +669,11 @@ class ThreadExecutor(SerialExecutor):
     n_jobs : int
         Worker threads.
     oracle_timeout : float or None
-        Seconds one example's oracle may take (see `ProcessExecutor`); the call
-        then raises `OracleTimeout`.  A thread cannot be killed: the hung oracle
-        keeps its thread until it returns (the threads are daemons, so it does not hold
-        the interpreter's exit); use processes for oracles that may hang.
+        Seconds one example's oracle may take, timed from that example's own start
+        (see `ProcessExecutor`); the waiting call then raises `OracleTimeout` naming
+        the example.  A thread cannot be killed: the hung oracle keeps its thread until
+        it returns (the threads are daemons, so it does not hold the interpreter's
+        exit); use processes for oracles that may hang.
     """
 
     def __init__(self, n_jobs: int, oracle_timeout: float | None = None) -> None:
@@ -478,27 +681,30 @@ class ThreadExecutor(SerialExecutor):
         self.n_jobs = int(n_jobs)
         self.oracle_timeout = check_oracle_timeout(oracle_timeout)
         self._pool: _DaemonThreadPool | None = None
+        self._board: _Board | None = None  # of self._pool (one row per thread), with a timeout only
         self._inflight = _Inflight()
 
     def _workers(self) -> _DaemonThreadPool:
         if self._pool is None:
+            self._board = _Board(self.n_jobs) if self.oracle_timeout is not None else None
             self._pool = _DaemonThreadPool(self.n_jobs)
         return self._pool
 
+    def _call(self, key: int, augmented: bool, indices: Collection[Any], w: npt.NDArray[np.float64]) -> _TimedCall:
+        future = self._inflight.add(self._workers().submit(_run_on_thread, self._board, self._data[key], augmented,
+                                                           indices, w))
+        return _TimedCall(self, future, indices, self._board)
+
     def submit(self, key: int, w: npt.NDArray[np.float64], indices: Collection[Any]) -> _TimedCall:
-        future = self._inflight.add(self._workers().submit(_run, self._data[key], True, indices, w))
-        return _TimedCall(self, future, indices)
+        return self._call(key, True, indices, w)
 
     def _map(self, key: int, augmented: bool, indices: Iterable[Any] | None, w: npt.NDArray[np.float64]) -> list[Any]:
-        pool = self._workers()
         idx = np.arange(self._size(key)) if indices is None else np.asarray(indices, np.int64)
         bounds = np.linspace(0, len(idx), self.n_jobs + 1).astype(int)
-        data = self._data[key]
-        calls = [(self._inflight.add(pool.submit(_run, data, augmented, idx[a:b], w)), idx[a:b])
-                 for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        calls = [self._call(key, augmented, idx[a:b], w) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
         out = []
-        for f, part in calls:
-            out.extend(_wait(f, self.oracle_timeout, part, self._inflight))
+        for call in calls:
+            out.extend(call.result())
         return out
 
     def close(self) -> None:
@@ -548,8 +754,9 @@ def get_executor(n_jobs: int | None = None, backend: str = "process",
         "process", "thread", "ray" (the local cluster, started if none runs, or the one
         named by the ``RAY_ADDRESS`` environment variable) or "ray:ADDRESS".
     oracle_timeout : float or None
-        Seconds one example's oracle may take on a worker; a call that takes longer
-        raises `OracleTimeout` naming its examples.  A serial in-process oracle
+        Seconds one example's oracle may take on a worker, timed from that example's
+        own start; once one takes longer, `OracleTimeout` is raised naming it (Ray
+        times a call of k examples as a whole, k * oracle_timeout).  A serial in-process oracle
         cannot be pre-empted (a numba kernel holds the thread), so with a timeout the
         oracles always run on workers: one, for ``n_jobs`` None or 1.  Without one, a
         second Ctrl-C is the way out of a hung oracle.
