@@ -143,3 +143,104 @@ def test_cli_fashion_60k_on_a_subsample(tmp_path):
     assert saved["config"]["pairs"] == "tops" and saved["config"]["C"] in (1.0, 10.0)
     assert saved["config"]["gamma_rule"] == "cvm"
     assert (tmp_path / "svm_large.png").is_file()
+
+
+def _write_svmlight(path, X, y):
+    """A LIBSVM text file as a9a / ijcnn1 are distributed: one-based ids, +1 / -1 labels,
+    zero features left out."""
+    with open(path, "w") as fh:
+        for xi, yi in zip(X, y):
+            feats = " ".join(f"{j + 1}:{v:.6g}" for j, v in enumerate(xi) if v != 0)
+            fh.write(f"{'+1' if yi > 0 else '-1'} {feats}\n")
+
+
+def test_cli_data_file_runs_tables_2_to_4_with_both_gradients(tmp_path):
+    """``--data FILE`` (an svmlight file, as a9a / w8a / ijcnn1 would be given): Tables 2-4,
+    Table 4 with the paper's sample-only gradient and the full one on the same seeds, and a
+    column cache bounded to two columns without prefetch."""
+    Xtr, Xte, ytr, yte = _tiny(150, seed=3)
+    _write_svmlight(tmp_path / "train.svm", Xtr, ytr)
+    _write_svmlight(tmp_path / "test.svm", Xte, yte)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(bench_svm, [
+        "--data", str(tmp_path / "train.svm"), "--test-data", str(tmp_path / "test.svm"),
+        "--C", "1", "--sample-size", "20", "--seeds", "2", "--tols", "1e-3",
+        "--cache-columns", "2", "--block", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    saved = json.loads((out / "svm_large.json").read_text())
+    cfg = saved["config"]
+    assert cfg["dataset"] == "train.svm" and cfg["m"] == 150 and cfg["t"] == 60
+    assert cfg["runs"] == 2 and cfg["cache_columns"] == 2 and cfg["block"] == 1
+    by_grad = saved["table4_by_gradient"]
+    assert set(by_grad) == {"sample", "full"} and saved["table4"] == by_grad["sample"]
+    for s_row, f_row in zip(by_grad["sample"], by_grad["full"]):
+        assert s_row["method"] == f_row["method"] and s_row["runs"] == 2
+        # the same seeds draw the same samples: the two gradients take the same steps
+        assert [r["iter"] for r in s_row["per_run"]] == [r["iter"] for r in f_row["per_run"]]
+        assert s_row["kernel_evals"] > 0 and f_row["kernel_evals"] > 0
+    for r in saved["table2"]:
+        assert r["cache_slots"] == 2
+        # two cached columns and no prefetch: the columns follow the iterations
+        assert r["columns"] >= 0.3 * r["iter"] and r["kernel_evals"] == 150 * r["columns"]
+    ratios = saved["ratios"]
+    assert "partan_full_over_sample_gradient_kernel_evals" in ratios
+    assert "table4_sample_fw_over_partan_cpu_s" in ratios
+    md = (out / "svm_large.md").read_text()
+    assert "gradient on the sample only" in md and "full gradient kept" in md
+    assert "2 columns, block 1" in md
+    # one file, split 70/30 by the bench, Table 4 with one gradient
+    res = CliRunner().invoke(bench_svm, [
+        "--data", str(tmp_path / "train.svm"), "--C", "1", "--gradient", "sample",
+        "--sample-size", "20", "--seeds", "1", "--tols", "1e-3", "--methods", "fw,partan",
+        "--out", str(tmp_path / "one")])
+    assert res.exit_code == 0, res.output
+    saved = json.loads((tmp_path / "one" / "svm_large.json").read_text())
+    assert saved["config"]["m"] == 105 and saved["config"]["t"] == 45
+    assert [r["method"] for r in saved["table2"]] == ["fw", "partan"]
+    assert list(saved["table4_by_gradient"]) == ["sample"]
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--test-data", "x.svm"], "--test-data"),
+    (["--data", "a.svm", "--dataset", "fashion-60k"], "--data"),
+    (["--data", "missing.svm", "--C", "1"], "--data"),
+    (["--dataset", "fashion-60k", "--cache-columns", "1"], "--cache-columns"),
+    (["--dataset", "fashion-60k", "--block", "0"], "--block"),
+    (["--dataset", "fashion-60k", "--block", "wide"], "--block"),
+    (["--dataset", "fashion-60k", "--methods", "fw,newton"], "--methods"),
+    (["--dataset", "fashion-60k", "--seeds", "0"], "--seeds"),
+    (["--dataset", "fashion-60k", "--max-iter", "0"], "--max-iter"),
+    (["--dataset", "fashion-60k", "--gradient", "half"], "--gradient"),
+    (["--gradient", "sample"], "--gradient"),
+    (["--cache-columns", "4"], "--cache-columns"),
+])
+def test_new_options_usage_errors_name_the_option(args, option, tmp_path):
+    res = CliRunner().invoke(bench_svm, args + ["--out", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    assert option in res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_data_file_with_three_labels_is_refused_naming_it(tmp_path):
+    X, _, _, _ = _tiny(30)
+    _write_svmlight(tmp_path / "three.svm", X, np.ones(30))
+    text = (tmp_path / "three.svm").read_text().splitlines()
+    text[0] = "3" + text[0][2:]
+    text[1] = "-1" + text[1][2:]
+    (tmp_path / "three.svm").write_text("\n".join(text) + "\n")
+    res = CliRunner().invoke(bench_svm, ["--data", str(tmp_path / "three.svm"), "--C", "1",
+                                         "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "--data" in res.output and "three.svm" in res.output
+    assert "two label values" in res.output
+
+
+def test_cache_mb_for_columns_gives_that_many_slots():
+    from structfw.bench.svm import cache_mb_for_columns
+    from structfw.svm import SimplexFWSolver
+    X, _, y, _ = _tiny(300)
+    for n in (2, 3, 17):
+        mb = cache_mb_for_columns(n, X)
+        s = SimplexFWSolver(X, y.astype(float), cache_size=mb)
+        assert s.cache_stats["slots"] == n
+    with pytest.raises(ValueError, match="n_columns"):
+        cache_mb_for_columns(1, X)

@@ -97,23 +97,50 @@ def load_fashion_pair(a=5, b=7, directory=FASHION_DIR, log=print):
 
 
 # ---------------------------------------------------------------------------- runs
+def cache_mb_for_columns(n_columns, X, kernel_dtype="auto"):
+    """The ``cache_size`` (MB) that holds exactly ``n_columns`` kernel columns of X.
+
+    The columns have len(X) entries in the kernel dtype that FrankWolfeSVC uses
+    (``kernel_dtype="auto"``: float32 when ``X.size >= 1e6``).  Half a column more than
+    needed keeps the solver's floor division from losing one to rounding."""
+    n_columns = int(n_columns)
+    if n_columns < 2:
+        raise ValueError(f"n_columns must be >= 2 (the solver keeps at least two columns); "
+                         f"got {n_columns}")
+    large = X.size >= 1_000_000
+    itemsize = 4 if kernel_dtype == "float32" or (kernel_dtype == "auto" and large) else 8
+    return (n_columns + 0.5) * itemsize * X.shape[0] / 2 ** 20
+
+
 def _fit_fw(Xtr, Xte, ytr, yte, gamma, C, method, tol, sample_size=None, seed=0,
-            max_iter=200000, cache_size=1000.0, trace_every=50, kernel_dtype="auto"):
+            max_iter=200000, cache_size=1000.0, trace_every=50, kernel_dtype="auto",
+            gradient="full", sample_check="resample", block="auto", cache_columns=None):
+    """One FrankWolfeSVC fit: accuracy, wall and process CPU time, iterations, SVs, exact
+    final gap and the solver's cost counters (kernel evaluations; ``cache_columns`` bounds
+    the column cache to that many columns instead of ``cache_size`` MB)."""
     import warnings
 
     from ..svm.classifier import FrankWolfeSVC
+    if cache_columns is not None:
+        cache_size = cache_mb_for_columns(cache_columns, Xtr, kernel_dtype)
     clf = FrankWolfeSVC(C=C, gamma=gamma, method=method, tol=tol, sample_size=sample_size,
                         random_state=seed, max_iter=max_iter, cache_size=cache_size,
-                        trace_every=trace_every, kernel_dtype=kernel_dtype)
+                        trace_every=trace_every, kernel_dtype=kernel_dtype, gradient=gradient,
+                        sample_check=sample_check, block=block)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t, c = time.perf_counter(), time.process_time()
         clf.fit(Xtr, ytr)
         fit_s, cpu_s = time.perf_counter() - t, time.process_time() - c
+    st = clf.fit_stats_[0]
     return {"method": method, "sample_size": sample_size, "tol": tol,
+            "gradient": gradient if sample_size else "deterministic",
             "acc": 100.0 * clf.score(Xte, yte), "time_s": fit_s, "cpu_s": cpu_s,
             "iter": int(clf.n_iter_[0]), "svs": int(len(clf.support_)),
             "gap": float(clf.gap_[0]), "converged": bool(clf.converged_),
+            "kernel_evals": st["kernel_evals"], "check_evals": st["check_evals"],
+            "full_checks": st["full_checks"], "columns": st["misses"] + st["prefetched"],
+            "cache_slots": st["slots"],
             "trace": {k: v.tolist() for k, v in clf.trace_.items()}}
 
 
@@ -438,6 +465,51 @@ def load_fashion_60k(pairs="tops", n_train=None, seed=0, path=None):
     return Xtr, Xte, ytr, yte
 
 
+def load_svmlight_task(train, test=None, seed=0, n_train=None):
+    """A binary task from LIBSVM files (a9a, w8a, ijcnn1 as distributed): training file and
+    optional test file (same columns, `structfw.datasets.svmlight.load_svmlight_pair`), or
+    one file split 70/30 at random (stratified, ``seed``).
+
+    Parameters
+    ----------
+    train : str or Path
+        svmlight/LIBSVM file with exactly two label values (the larger becomes +1).
+    test : str or Path, optional
+        Its test file (a9a.t ...).
+    seed : int
+        Seed of the split (and of the subsample).
+    n_train : int, optional
+        Stratified subsample of the training part (smoke runs).
+
+    Returns
+    -------
+    Xtr, Xte, ytr, yte : dense float64 arrays, labels +1 / -1.
+
+    Raises
+    ------
+    ValueError
+        The file is not a two-class svmlight file, naming it.
+    """
+    from ..datasets.svmlight import load_svmlight, load_svmlight_pair
+    if test is not None:
+        Xtr, ytr, Xte, yte = load_svmlight_pair(train, test, dense=True, binary=True)
+    else:
+        X, y = load_svmlight(train, dense=True)
+        values = np.unique(y)
+        if values.shape[0] != 2:
+            raise ValueError(f"{train}: a binary task needs exactly two label values; found "
+                             f"{values.shape[0]}: {values[:10].tolist()}")
+        y = np.where(y == values[1], 1, -1)
+        if min(np.sum(y == 1), np.sum(y == -1)) < 2:
+            raise ValueError(f"{train}: each of the two labels needs at least two examples for "
+                             "the 70/30 split")
+        Xtr, Xte, ytr, yte = _split(np.asarray(X, dtype=np.float64), y, seed)
+    if n_train is not None and n_train < len(ytr):
+        Xtr, ytr = _stratified_subset(Xtr, ytr, n_train, seed)
+    return (np.asarray(Xtr, dtype=np.float64), np.asarray(Xte, dtype=np.float64),
+            np.asarray(ytr), np.asarray(yte))
+
+
 def _stratified_subset(X, y, n, seed):
     from sklearn.model_selection import train_test_split
     if n >= len(y):
@@ -503,11 +575,11 @@ def _rusage_cpu():
 
 
 def _fit_timed(Xtr, Xte, ytr, yte, gamma, C, method, tol, sample_size=None, seed=0,
-               max_iter=200000, cache_size=1000.0, trace_every=100):
+               max_iter=200000, cache_size=1000.0, trace_every=100, **kw):
     """`_fit_fw` plus rusage CPU time and the load average before and after the fit."""
     load0, ru0 = os.getloadavg()[0], _rusage_cpu()
     r = _fit_fw(Xtr, Xte, ytr, yte, gamma, C, method, tol, sample_size=sample_size, seed=seed,
-                max_iter=max_iter, cache_size=cache_size, trace_every=trace_every)
+                max_iter=max_iter, cache_size=cache_size, trace_every=trace_every, **kw)
     r["rusage_cpu_s"] = _rusage_cpu() - ru0
     r["loadavg"] = [load0, os.getloadavg()[0]]
     return r
@@ -516,24 +588,30 @@ def _fit_timed(Xtr, Xte, ytr, yte, gamma, C, method, tol, sample_size=None, seed
 def run_large(out="bench_out/svm-large", data=None, dataset="fashion-60k", pairs="tops",
               gamma="cvm", C=None, select=True, grid=C_GRID, n_select=10000, select_tol=1e-3,
               sampling=True, sample_size=PAPER_SAMPLE_SIZE, runs=2, tols=(1e-3, 1e-4),
-              n_train=None, seed=0, max_iter=200000, cache_size=1000.0, log=print):
-    """Tables 2-4 of Frandi et al. (2015) on one large binary task (``--dataset fashion-60k``).
+              n_train=None, seed=0, max_iter=200000, cache_size=1000.0,
+              gradients=("sample", "full"), cache_columns=None, block="auto",
+              sample_check="resample", methods=None, log=print):
+    """Tables 2-4 of Frandi et al. (2015) on one large binary task (``--dataset fashion-60k``
+    or an svmlight file, ``--data``).
 
     Steps: gamma by the heuristic (on the training set); C by `select_C` (or given); then,
     with those, Table 2 (tol = 1e-4, FW / MFW / SWAP / PARTAN: accuracy, time, iterations,
-    SVs), Table 3 (iterations to reach each of ``tols``; 1e-4 is Table 2's runs) and, with
-    ``sampling``, Table 4 (randomised search with |S| = ``sample_size``, the paper's
-    safeguard of two more samples before stopping, mean over ``runs`` seeds).  Every fit
-    records wall time, process CPU time and the load average; PARTAN/FW ratios are taken
-    within this run.  Writes ``svm_large.json`` (with the tables as markdown under
-    ``"markdown"``), ``svm_large.md`` and ``svm_large.png`` to ``out``.
+    SVs, kernel evaluations), Table 3 (iterations to reach each of ``tols``; 1e-4 is Table
+    2's runs) and, with ``sampling``, Table 4 (randomised search with |S| =
+    ``sample_size``, the paper's safeguard of two more samples before stopping, mean over
+    ``runs`` seeds) once per entry of ``gradients``: ``"sample"``, the paper's iteration
+    (gradient on the sample only), and ``"full"``, the full-gradient variant, on the same
+    seeds (so on the same samples).  Every fit records wall time, process CPU time, the
+    load average and its kernel evaluations; PARTAN/FW ratios are taken within this run.
+    Writes ``svm_large.json`` (with the tables as markdown under ``"markdown"``),
+    ``svm_large.md`` and ``svm_large.png`` to ``out``.
 
     Parameters
     ----------
     out : str
         Output folder.
     data : tuple (Xtr, Xte, ytr, yte), optional
-        Use these arrays instead of loading ``dataset`` (tests, other data).
+        Use these arrays instead of loading ``dataset`` (tests, other data, `load_svmlight_task`).
     dataset : str
         Name recorded in the output ("fashion-60k" loads `load_fashion_60k`).
     pairs : str
@@ -547,13 +625,26 @@ def run_large(out="bench_out/svm-large", data=None, dataset="fashion-60k", pairs
     sampling : bool
         Run Table 4.
     sample_size, runs : int
-        |S| and the number of seeds of Table 4.
+        |S| and the number of seeds of Table 4 (the paper: 194 and 10).
     tols : sequence of float
         Tolerances of Table 3.
     n_train : int, optional
         Stratified subsample of the training set (smoke runs).
     seed, max_iter, cache_size
         As in FrankWolfeSVC.
+    gradients : sequence of {"sample", "full"}
+        The gradient modes of Table 4 (FrankWolfeSVC's ``gradient``); the first is the one
+        reported as ``table4``, each under ``table4_by_gradient``.
+    cache_columns : int >= 2, optional
+        Bound the kernel-column cache to this many columns (overrides ``cache_size``), e.g. 2
+        with ``block=1``: every step whose vertex column is not among the last two computes
+        it, so the time follows the iterations instead of the support.
+    block : "auto" or int >= 1
+        FrankWolfeSVC's ``block`` (1: no prefetched columns).
+    sample_check : {"resample", "full"}
+        FrankWolfeSVC's ``sample_check`` for Table 4 (the paper: "resample").
+    methods : sequence of str, optional
+        A subset of FW / MFW / SWAP / PARTAN (default all).
 
     Returns
     -------
@@ -563,6 +654,13 @@ def run_large(out="bench_out/svm-large", data=None, dataset="fashion-60k", pairs
     t_start, c_start = time.perf_counter(), time.process_time()
     if not select and (C is None or not C > 0):
         raise ValueError(f"C must be a positive float when select is False; got {C!r}")
+    gradients = tuple(gradients)
+    if not gradients or any(g not in ("sample", "full") for g in gradients) \
+            or len(set(gradients)) != len(gradients):
+        raise ValueError(f"gradients must list 'sample' and/or 'full' once each; got {gradients!r}")
+    methods = list(METHODS if methods is None else methods)
+    if not methods or any(m not in METHODS for m in methods):
+        raise ValueError(f"methods must be a non-empty subset of {METHODS}; got {methods!r}")
     os.makedirs(out, exist_ok=True)
     _warmup()
     if data is None:
@@ -578,7 +676,10 @@ def run_large(out="bench_out/svm-large", data=None, dataset="fashion-60k", pairs
                       "t": int(len(yte)), "n": int(Xtr.shape[1]), "gamma_rule": str(gamma),
                       "gamma": g, "seed": seed, "sample_size": sample_size, "runs": runs,
                       "tols_table3": list(tols), "max_iter": max_iter,
-                      "cache_size_mb": cache_size, "cpu_count": os.cpu_count()}}
+                      "cache_size_mb": cache_size, "cache_columns": cache_columns,
+                      "block": block, "gradients": list(gradients),
+                      "sample_check": sample_check, "methods": methods,
+                      "cpu_count": os.cpu_count()}}
     if select:
         sel = select_C(Xtr, ytr, g, grid=grid, seed=seed, n_select=n_select, tol=select_tol,
                        max_iter=max_iter, log=log)
@@ -587,7 +688,8 @@ def run_large(out="bench_out/svm-large", data=None, dataset="fashion-60k", pairs
         log(f"[svm large] C = {C:g} (validation {sel['m_fit']} fit / {sel['m_val']} held out, "
             f"{sel['time_s']:.0f} s)")
     res["config"]["C"] = float(C)
-    fit = dict(max_iter=max_iter, cache_size=cache_size)
+    fit = dict(max_iter=max_iter, cache_size=cache_size, cache_columns=cache_columns,
+               block=block)
     partial = os.path.join(out, "svm_large.partial.json")
 
     def save_partial(key, rows):  # a killed or late run still leaves its finished fits
@@ -596,35 +698,36 @@ def run_large(out="bench_out/svm-large", data=None, dataset="fashion-60k", pairs
             json.dump({k: v for k, v in res.items()}, fh, indent=1)
 
     # FW and PARTAN first (the paper's headline ratio), Table 3's extra tolerances last
-    order = ["fw", "partan", "mfw", "swap"]
+    order = [m for m in ["fw", "partan", "mfw", "swap"] if m in methods]
     t2 = []
     for m in order:
         r = _fit_timed(Xtr, Xte, ytr, yte, g, C, m, 1e-4, seed=seed, **fit)
         t2.append(r)
         save_partial("table2", t2)
         log(f"  T2 {m:7s} acc={r['acc']:.2f} wall={r['time_s']:.1f}s cpu={r['cpu_s']:.1f}s "
-            f"iter={r['iter']} svs={r['svs']} gap={r['gap']:.1e} load={r['loadavg']}")
+            f"iter={r['iter']} svs={r['svs']} kevals={r['kernel_evals']:.3g} "
+            f"gap={r['gap']:.1e} load={r['loadavg']}")
     res["table2"] = t2 = sorted(t2, key=lambda r: METHODS.index(r["method"]))
-    t4 = []
+    by_grad = {}
     if sampling:
-        for m in order:
-            rs = [_fit_timed(Xtr, Xte, ytr, yte, g, C, m, 1e-4, sample_size=sample_size,
-                             seed=seed + k, **fit) for k in range(runs)]
-            agg = {"method": m, "sample_size": sample_size, "runs": runs,
-                   **{k: float(np.mean([r[k] for r in rs]))
-                      for k in ("acc", "time_s", "cpu_s", "rusage_cpu_s", "iter", "svs", "gap")},
-                   "per_run": [{k: r[k] for k in ("acc", "time_s", "cpu_s", "iter", "svs", "gap",
-                                                  "loadavg")} for r in rs],
-                   "trace": rs[0]["trace"]}
-            t4.append(agg)
-            save_partial("table4", t4)
-            log(f"  T4 {m:7s} acc={agg['acc']:.2f} wall={agg['time_s']:.1f}s "
-                f"cpu={agg['cpu_s']:.1f}s iter={agg['iter']:.0f} svs={agg['svs']:.0f} "
-                f"true gap={agg['gap']:.1e}")
-    res["table4"] = t4 = sorted(t4, key=lambda r: METHODS.index(r["method"]))
+        for grad in gradients:
+            t4 = []
+            for m in order:
+                rs = [_fit_timed(Xtr, Xte, ytr, yte, g, C, m, 1e-4, sample_size=sample_size,
+                                 seed=seed + k, gradient=grad, sample_check=sample_check,
+                                 **fit) for k in range(runs)]
+                t4.append(_aggregate_runs(m, sample_size, grad, rs))
+                save_partial("table4_by_gradient", {**by_grad, grad: t4})
+                a = t4[-1]
+                log(f"  T4 {grad:6s} {m:7s} acc={a['acc']:.2f} wall={a['time_s']:.1f}s "
+                    f"cpu={a['cpu_s']:.1f}s iter={a['iter']:.0f} svs={a['svs']:.0f} "
+                    f"kevals={a['kernel_evals']:.3g} true gap={a['gap']:.1e}")
+            by_grad[grad] = sorted(t4, key=lambda r: METHODS.index(r["method"]))
+    res["table4_by_gradient"] = by_grad
+    res["table4"] = by_grad.get(gradients[0], [])
     t3 = []
     for tol in tols:
-        for m in METHODS:
+        for m in [m for m in METHODS if m in methods]:
             if tol == 1e-4:
                 r = dict(next(x for x in t2 if x["method"] == m))
             else:
@@ -632,7 +735,8 @@ def run_large(out="bench_out/svm-large", data=None, dataset="fashion-60k", pairs
             r = {k: v for k, v in r.items() if k != "trace"}
             t3.append(r)
             save_partial("table3", t3)
-        log(f"  T3 tol={tol:.0e} " + " ".join(f"{x['method']}={x['iter']}" for x in t3[-4:]))
+        log(f"  T3 tol={tol:.0e} " + " ".join(f"{x['method']}={x['iter']}"
+                                              for x in t3[-len(methods):]))
     res["table3"] = t3
     res["ratios"] = large_ratios(res)
     res["total_time_s"] = time.perf_counter() - t_start
@@ -649,23 +753,47 @@ def run_large(out="bench_out/svm-large", data=None, dataset="fashion-60k", pairs
     return res
 
 
+def _aggregate_runs(method, sample_size, gradient, rs):
+    """Table 4's row of one method: means over the seeds, and each run."""
+    keys = ("acc", "time_s", "cpu_s", "rusage_cpu_s", "iter", "svs", "gap", "kernel_evals",
+            "check_evals", "full_checks")
+    return {"method": method, "sample_size": sample_size, "gradient": gradient,
+            "runs": len(rs), **{k: float(np.mean([r[k] for r in rs])) for k in keys},
+            "per_run": [{k: r[k] for k in ("acc", "time_s", "cpu_s", "iter", "svs", "gap",
+                                           "kernel_evals", "check_evals", "loadavg")}
+                        for r in rs],
+            "trace": rs[0]["trace"]}
+
+
 def large_ratios(res):
-    """FW / method ratios of wall time, CPU time and iterations (Table 2 and Table 4),
-    and deterministic / sampled ratios per method, all from the same run."""
+    """FW / method ratios of wall time, CPU time, iterations and kernel evaluations (Table 2
+    and Table 4 per gradient mode), deterministic / sampled ratios per method, and full /
+    sample-only gradient ratios per method, all from the same run."""
     out = {}
-    for tab in ("table2", "table4"):
-        rows = {r["method"]: r for r in res.get(tab, [])}
+    tables = [("table2", res.get("table2", []))]
+    tables += [(f"table4_{g}", rows) for g, rows in res.get("table4_by_gradient", {}).items()]
+    keys = ("time_s", "cpu_s", "iter", "kernel_evals")
+    for tab, rows in tables:
+        rows = {r["method"]: r for r in rows}
         if "fw" not in rows:
             continue
         for m in METHODS[1:]:
             if m in rows:
-                for k in ("time_s", "cpu_s", "iter"):
-                    out[f"{tab}_fw_over_{m}_{k}"] = rows["fw"][k] / max(rows[m][k], 1e-12)
+                for k in keys:
+                    if k in rows[m]:
+                        out[f"{tab}_fw_over_{m}_{k}"] = rows["fw"][k] / max(rows[m][k], 1e-12)
     d2 = {r["method"]: r for r in res.get("table2", [])}
+    by_grad = res.get("table4_by_gradient", {})
     for r in res.get("table4", []):
         m = r["method"]
         for k in ("time_s", "cpu_s", "iter"):
             out[f"{m}_deterministic_over_sampled_{k}"] = d2[m][k] / max(r[k], 1e-12)
+    if "sample" in by_grad and "full" in by_grad:
+        full = {r["method"]: r for r in by_grad["full"]}
+        for r in by_grad["sample"]:
+            m = r["method"]
+            for k in keys:
+                out[f"{m}_full_over_sample_gradient_{k}"] = full[m][k] / max(r[k], 1e-12)
     return out
 
 
@@ -681,12 +809,15 @@ def format_large(res):
                  "validation points): " + ", ".join(
                      f"C={c:g}: {a:.2f} %" for c, a in zip(s["grid"], s["val_acc"]))
                  + f" -> C = {s['C']:g} ({s['time_s']:.0f} s).")
+    L.append(f"Kernel-column cache: {_cache_text(cfg)}.")
     L.append("\n### Table 2: tol = 1e-4\n")
-    L.append("| method | acc (%) | wall (s) | CPU (s) | iter | SVs | final gap | load avg |")
-    L.append("|---|---|---|---|---|---|---|---|")
+    L.append("| method | acc (%) | wall (s) | CPU (s) | iter | SVs | kernel evals | columns "
+             "| final gap | load avg |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
     for r in res["table2"]:
         L.append(f"| {r['method']} | {r['acc']:.2f} | {r['time_s']:.1f} | {r['cpu_s']:.1f} | "
-                 f"{r['iter']} | {r['svs']} | {r['gap']:.1e}"
+                 f"{r['iter']} | {r['svs']} | {_evals(r.get('kernel_evals'))} | "
+                 f"{r.get('columns', '-')} | {r['gap']:.1e}"
                  f"{'' if r['converged'] else ' (max_iter)'} | "
                  f"{r['loadavg'][0]:.1f}-{r['loadavg'][1]:.1f} |")
     L.append("\n### Table 3: iterations (wall s, CPU s) to reach tol\n")
@@ -700,25 +831,32 @@ def format_large(res):
             cells.append("-" if r is None else
                          f"{r['iter']} ({r['time_s']:.1f}, {r['cpu_s']:.1f})")
         L.append(f"| {m} | " + " | ".join(cells) + " |")
-    if res["table4"]:
-        L.append(f"\n### Table 4: randomised search |S| = {cfg['sample_size']}, tol = 1e-4, "
-                 f"mean of {cfg['runs']} runs ('true gap': exact duality gap at the stop)\n")
-        L.append("| method | acc (%) | wall (s) | CPU (s) | iter | SVs | true gap |")
-        L.append("|---|---|---|---|---|---|---|")
-        for r in res["table4"]:
+    by_grad = res.get("table4_by_gradient") or ({"full": res["table4"]} if res["table4"] else {})
+    for grad, rows in by_grad.items():
+        what = ("gradient on the sample only (the paper's)" if grad == "sample"
+                else "full gradient kept")
+        L.append(f"\n### Table 4: randomised search |S| = {cfg['sample_size']}, {what}, "
+                 f"tol = 1e-4, stop: {cfg.get('sample_check', 'resample')}, mean of "
+                 f"{cfg['runs']} runs ('true gap': exact duality gap at the stop; 'of which "
+                 "exact gap': kernel evaluations spent on exact gaps)\n")
+        L.append("| method | acc (%) | wall (s) | CPU (s) | iter | SVs | kernel evals | of which "
+                 "exact gap | true gap |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
             L.append(f"| {r['method']} | {r['acc']:.2f} | {r['time_s']:.1f} | {r['cpu_s']:.1f} | "
-                     f"{r['iter']:.0f} | {r['svs']:.0f} | {r['gap']:.1e} |")
-    L.append("\n### Ratios within this run (FW / method; deterministic / sampled)\n")
-    L.append("| ratio | wall | CPU | iter |")
-    L.append("|---|---|---|---|")
+                     f"{r['iter']:.0f} | {r['svs']:.0f} | {_evals(r.get('kernel_evals'))} | "
+                     f"{_evals(r.get('check_evals'))} | {r['gap']:.1e} |")
+    L.append("\n### Ratios within this run (FW / method; deterministic / sampled; full / "
+             "sample-only gradient)\n")
+    L.append("| ratio | wall | CPU | iter | kernel evals |")
+    L.append("|---|---|---|---|---|")
     rt = res["ratios"]
-    keys = sorted({k.rsplit("_", 1)[0].replace("_time", "").replace("_cpu", "")
-                   for k in rt})
-    for base in keys:
-        vals = [rt.get(f"{base}_{k}") for k in ("time_s", "cpu_s", "iter")]
-        if any(v is not None for v in vals):
-            L.append(f"| {base} | " + " | ".join("-" if v is None else f"{v:.2f}"
-                                                 for v in vals) + " |")
+    suffixes = ("time_s", "cpu_s", "iter", "kernel_evals")
+    bases = sorted({k[:-len(x) - 1] for k in rt for x in suffixes if k.endswith("_" + x)})
+    for base in bases:
+        vals = [rt.get(f"{base}_{k}") for k in suffixes]
+        L.append(f"| {base} | " + " | ".join("-" if v is None else f"{v:.2f}"
+                                             for v in vals) + " |")
     L.append("\n### The paper's Tables 2 and 4 (acc %, CPU s, iter, SVs), FW/PARTAN time ratio\n")
     L.append("| data set | m | table | FW | MFW | SWAP | PARTAN | FW/PARTAN time |")
     L.append("|---|---|---|---|---|---|---|---|")
@@ -733,6 +871,18 @@ def format_large(res):
     return "\n".join(L) + "\n"
 
 
+def _evals(v):
+    return "-" if v is None else f"{float(v):.3g}"
+
+
+def _cache_text(cfg):
+    cols = cfg.get("cache_columns")
+    block = cfg.get("block", "auto")
+    size = (f"{cols} columns" if cols is not None
+            else f"{cfg.get('cache_size_mb', 1000.0):g} MB")
+    return f"{size}, block {block}" + (" (no prefetched columns)" if block == 1 else "")
+
+
 def _figure_large(res, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -742,13 +892,15 @@ def _figure_large(res, path):
         for r in res["table2"]:
             tr = r["trace"]
             ax.semilogy(tr[key], np.maximum(tr["gap"], 1e-12), label=r["method"])
-        for r in res["table4"]:
-            tr = r["trace"]
-            ax.semilogy(tr[key], np.maximum(tr["gap"], 1e-12), "--",
-                        label=f"{r['method']} |S|={r['sample_size']}")
+        for grad, rows in (res.get("table4_by_gradient") or {"full": res["table4"]}).items():
+            for r in rows:
+                tr = r["trace"]
+                ax.semilogy(tr[key], np.maximum(tr["gap"], 1e-12),
+                            "--" if grad == "full" else ":",
+                            label=f"{r['method']} |S|={r['sample_size']} {grad}")
         ax.axhline(1e-4, color="k", lw=0.5)
         ax.set_xlabel("iteration" if key == "iteration" else "wall time (s)")
-        ax.set_ylabel("exact duality gap")
+        ax.set_ylabel("duality gap (sample-only: sampled gap between the ends)")
         ax.legend(fontsize=7, ncol=2)
     cfg = res["config"]
     fig.suptitle(f"{cfg['dataset']} ({cfg['pairs']}), m={cfg['m']}, C={cfg['C']:g}, "
@@ -764,7 +916,7 @@ def _figure_large(res, path):
 @click.command("svm")
 @click.option("--out", "out", default=None, type=click.Path(file_okay=False),
               help="Directory for JSON, markdown and PNG  [default: bench_out/svm, or "
-                   "bench_out/svm-large with --dataset fashion-60k].")
+                   "bench_out/svm-large with --dataset fashion-60k or --data].")
 @click.option("--quick", is_flag=True, default=False,
               help="Small smoke run: heart_scale + breast-cancer, tol 1e-3/1e-4, "
                    "fashion-mnist subsampled to 2,000 training images.")
@@ -777,48 +929,84 @@ def _figure_large(res, path):
               "with structfw", help="heart_scale file in svmlight format.")
 @click.option("--C", "C", default=None, type=float,
               help="SVM C, shared by all methods and libsvm  [default: 1.0; with "
-                   "--dataset fashion-60k it disables --select-C].")
+                   "--dataset fashion-60k or --data it disables --select-C].")
 @click.option("--dataset", type=click.Choice(["default", "fashion-60k"]), default="default",
               show_default=True,
               help="default: the small tasks above; fashion-60k: the paper's scale, one "
                    "binary task on all 60,000 Fashion-MNIST training images (test: 10,000).")
+@click.option("--data", "data_file", default=None, type=click.Path(dir_okay=False),
+              help="Tables 2-4 at the paper's scale on this two-class svmlight/LIBSVM file "
+                   "(a9a, w8a, ijcnn1 as distributed; .gz/.bz2/.xz read compressed), "
+                   "tested on --test-data or, without it, on a stratified 30 %% of it.")
+@click.option("--test-data", "test_file", default=None, type=click.Path(dir_okay=False),
+              help="--data: the test file (a9a.t, w8a.t, ijcnn1.t).")
 @click.option("--pairs", type=click.Choice(["tops", "even-odd"]), default="tops",
               show_default=True, help="fashion-60k: the pairing of classes into +1 / -1.")
 @click.option("--select-C/--no-select-C", "select_c", default=None,
-              help="fashion-60k: choose C on a 70/30 validation split of the training set "
+              help="Large runs: choose C on a 70/30 validation split of the training set "
                    "(the paper's), then refit  [default: on unless --C is given].")
 @click.option("--C-grid", "c_grid", default="0.1,1,10,100", show_default=True,
-              help="fashion-60k: comma-separated C values for --select-C.")
+              help="Large runs: comma-separated C values for --select-C.")
 @click.option("--select-n", default=10000, show_default=True, type=int,
-              help="fashion-60k: points used by --select-C (0: the whole training set).")
+              help="Large runs: points used by --select-C (0: the whole training set).")
 @click.option("--gamma", "gamma", default=None,
-              help="fashion-60k: RBF gamma, 'cvm' (the paper's heuristic, mean squared "
+              help="Large runs: RBF gamma, 'cvm' (the paper's heuristic, mean squared "
                    "pairwise distance, Tsang et al. 2005), 'scale' or a number  [default: cvm].")
 @click.option("--sampling/--no-sampling", default=None,
-              help="fashion-60k: run Table 4, the randomised search with |S| = "
+              help="Large runs: run Table 4, the randomised search with |S| = "
                    "--sample-size  [default: on].")
 @click.option("--sample-size", default=PAPER_SAMPLE_SIZE, show_default=True, type=int,
-              help="fashion-60k: |S| of --sampling.")
-@click.option("--runs", default=2, show_default=True, type=int,
-              help="fashion-60k: seeds averaged in Table 4 (the paper: 10).")
+              help="Large runs: |S| of --sampling.")
+@click.option("--gradient", "gradient", type=click.Choice(["sample", "full", "both"]),
+              default="both", show_default=True,
+              help="Large runs, Table 4: 'sample' evaluates the gradient on the sample only "
+                   "(the paper's randomised iteration), 'full' keeps the whole gradient; "
+                   "'both' runs the two on the same seeds.")
+@click.option("--sample-check", type=click.Choice(["resample", "full"]), default="resample",
+              show_default=True,
+              help="Large runs, Table 4: the paper's stop (two more samples) or also the "
+                   "exact gap.")
+@click.option("--seeds", "--runs", "runs", default=2, show_default=True, type=int,
+              help="Large runs: seeds averaged in Table 4 (the paper: 10).")
 @click.option("--tols", default="1e-3,1e-4", show_default=True,
-              help="fashion-60k: comma-separated tolerances of Table 3.")
+              help="Large runs: comma-separated tolerances of Table 3.")
+@click.option("--methods", default="fw,mfw,swap,partan", show_default=True,
+              help="Large runs: comma-separated subset of fw, mfw, swap, partan.")
 @click.option("--n-train", default=None, type=int,
-              help="fashion-60k: stratified subsample of the training images (smoke runs).")
+              help="Large runs: stratified subsample of the training set (smoke runs, "
+                   "moderate sizes).")
+@click.option("--max-iter", default=200000, show_default=True, type=int,
+              help="Large runs: iterations at most per fit.")
 @click.option("--cache-size", default=1000.0, show_default=True, type=float,
-              help="fashion-60k: MB of kernel columns each fit may cache (m = 60,000: "
+              help="Large runs: MB of kernel columns each fit may cache (m = 60,000: "
                    "1000 MB holds about 4,300 float32 columns).")
-def bench_svm(out, quick, large, seed, heart_path, C, dataset, pairs, select_c, c_grid,
-              select_n, gamma, sampling, sample_size, runs, tols, n_train, cache_size):
+@click.option("--cache-columns", default=None, type=int,
+              help="Large runs: bound the column cache to this many columns instead (>= 2; "
+                   "2 with --block 1: the time follows the iterations, not the support).")
+@click.option("--block", "block", default="auto", show_default=True,
+              help="Large runs: columns computed per cache miss ('auto' or an int >= 1; 1: no "
+                   "prefetched columns).")
+def bench_svm(out, quick, large, seed, heart_path, C, dataset, data_file, test_file, pairs,
+              select_c, c_grid, select_n, gamma, sampling, sample_size, gradient, sample_check,
+              runs, tols, methods, n_train, max_iter, cache_size, cache_columns, block):
     """Kernel SVM benchmark: FW / MFW / SWAP / PARTAN (and randomised search) vs libsvm."""
     if C is not None and C <= 0:
         raise click.BadParameter("C must be > 0", param_hint="--C")
-    if dataset == "default":
+    if test_file is not None and data_file is None:
+        raise click.UsageError("--test-data needs --data")
+    if data_file is not None and dataset != "default":
+        raise click.UsageError("--data and --dataset exclude each other: --data is the task")
+    if dataset == "default" and data_file is None:
         given = {"--select-C": select_c, "--gamma": gamma, "--sampling": sampling,
-                 "--n-train": n_train, "--cache-size": None if cache_size == 1000.0 else cache_size}
+                 "--n-train": n_train, "--cache-size": None if cache_size == 1000.0 else cache_size,
+                 "--cache-columns": cache_columns, "--block": None if block == "auto" else block,
+                 "--gradient": None if gradient == "both" else gradient,
+                 "--sample-check": None if sample_check == "resample" else sample_check,
+                 "--max-iter": None if max_iter == 200000 else max_iter,
+                 "--methods": None if methods == "fw,mfw,swap,partan" else methods}
         for name, v in given.items():
             if v is not None:
-                raise click.UsageError(f"{name} needs --dataset fashion-60k")
+                raise click.UsageError(f"{name} needs --dataset fashion-60k or --data FILE")
         out = out or "bench_out/svm"
         run_benchmark(out=out, quick=quick, large=large, seed=seed, heart_path=heart_path,
                       C=1.0 if C is None else C, log=click.echo)
@@ -831,31 +1019,71 @@ def bench_svm(out, quick, large, seed, heart_path, C, dataset, pairs, select_c, 
         raise click.UsageError("--no-select-C needs --C")
     grid = list(parse_number_list(c_grid, float, param_hint="--C-grid"))
     tol_list = list(parse_number_list(tols, float, param_hint="--tols"))
-    if gamma is None:
-        gamma = "cvm"
-    elif gamma not in ("cvm", "scale"):
-        try:
-            g = float(gamma)
-        except ValueError:
-            g = float("nan")
-        if not (np.isfinite(g) and g > 0):
-            raise click.BadParameter(f"expected 'cvm', 'scale' or a positive number; got "
-                                     f"{gamma!r}", param_hint="--gamma")
-        gamma = g
-    for name, v, lo in (("--sample-size", sample_size, 1), ("--runs", runs, 1),
-                        ("--select-n", select_n, 0)):
+    gamma = _parse_gamma_option(gamma)
+    for name, v, lo in (("--sample-size", sample_size, 1), ("--seeds/--runs", runs, 1),
+                        ("--select-n", select_n, 0), ("--max-iter", max_iter, 1)):
         if v < lo:
             raise click.BadParameter(f"must be >= {lo}; got {v}", param_hint=name)
     if not cache_size > 0:
         raise click.BadParameter(f"must be > 0; got {cache_size}", param_hint="--cache-size")
+    if cache_columns is not None and cache_columns < 2:
+        raise click.BadParameter(f"must be >= 2 (the solver keeps two columns at least); got "
+                                 f"{cache_columns}", param_hint="--cache-columns")
+    block = _parse_block_option(block)
+    method_list = [m.strip() for m in methods.split(",") if m.strip()]
+    if not method_list or any(m not in METHODS for m in method_list) \
+            or len(set(method_list)) != len(method_list):
+        raise click.BadParameter(f"expected a comma-separated subset of {', '.join(METHODS)}; "
+                                 f"got {methods!r}", param_hint="--methods")
     if n_train is not None and n_train < 20:
         raise click.BadParameter(f"must be >= 20; got {n_train}", param_hint="--n-train")
+    data = None
+    name = dataset
+    if data_file is not None:
+        try:
+            data = load_svmlight_task(data_file, test_file, seed=seed, n_train=n_train)
+        except (OSError, ValueError) as exc:
+            hint = ("--test-data" if test_file is not None and str(test_file) in str(exc)
+                    else "--data")
+            raise click.BadParameter(str(exc), param_hint=hint) from None
+        name, pairs, n_train = os.path.basename(data_file), "svmlight labels", None
     out = out or "bench_out/svm-large"
     try:
-        run_large(out=out, dataset=dataset, pairs=pairs, gamma=gamma, C=C, select=select,
-                  grid=grid, n_select=select_n or None, sampling=sampling is not False,
-                  sample_size=sample_size, runs=runs, tols=tol_list, n_train=n_train,
-                  seed=seed, cache_size=cache_size, log=click.echo)
+        run_large(out=out, data=data, dataset=name, pairs=pairs, gamma=gamma, C=C,
+                  select=select, grid=grid, n_select=select_n or None,
+                  sampling=sampling is not False, sample_size=sample_size, runs=runs,
+                  tols=tol_list, n_train=n_train, seed=seed, max_iter=max_iter,
+                  cache_size=cache_size, cache_columns=cache_columns, block=block,
+                  gradients=("sample", "full") if gradient == "both" else (gradient,),
+                  sample_check=sample_check, methods=method_list, log=click.echo)
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {out}/svm_large.json, svm_large.md, svm_large.png")
+
+
+def _parse_gamma_option(gamma):
+    if gamma is None:
+        return "cvm"
+    if gamma in ("cvm", "scale"):
+        return gamma
+    try:
+        g = float(gamma)
+    except ValueError:
+        g = float("nan")
+    if not (np.isfinite(g) and g > 0):
+        raise click.BadParameter(f"expected 'cvm', 'scale' or a positive number; got "
+                                 f"{gamma!r}", param_hint="--gamma")
+    return g
+
+
+def _parse_block_option(block):
+    if block == "auto":
+        return "auto"
+    try:
+        b = int(block)
+    except (TypeError, ValueError):
+        b = 0
+    if b < 1:
+        raise click.BadParameter(f"expected 'auto' or an integer >= 1; got {block!r}",
+                                 param_hint="--block")
+    return b

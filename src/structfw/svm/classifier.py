@@ -159,6 +159,9 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
     last records are exact).
     Fitting with ``gradient="sample"`` computes the exact final gap ``gap_`` from the
     whole gradient once per machine (n_samples x n_SV kernel evaluations).
+    fit_stats_ (list, one dict per machine: the solver's ``cache_stats``, i.e. kernel
+    evaluations in all and for exact gaps, full checks, column-cache hits / misses /
+    prefetched columns; diagnostics of this fit, not stored in model files).
 
     stopped_ : str
         Why the fit ended: "converged" (every machine reached tol), "max_iter" (some
@@ -523,8 +526,9 @@ def _machine_result(s, ypm, target):
     inter = float(alpha @ ypm) / rho
     if not (np.isfinite(coef).all() and np.isfinite(inter)):
         raise ValueError("FrankWolfeSVC: non-finite dual coefficients; no model was fitted")
+    gap = s.gap   # before the stats: with the sample-only gradient it costs kernel evaluations
     return dict(alpha=alpha, coef=coef, intercept=inter, n_iter=s.n_iter, f=s.f,
-                gap=s.gap, stopped=s.stopped, trace=s.trace)
+                gap=gap, stopped=s.stopped, trace=s.trace, stats=s.cache_stats)
 
 
 def _assemble(runs, X, y_enc, classes, kernel, gamma, fit_time, meta):
@@ -552,5 +556,5 @@ def _assemble(runs, X, y_enc, classes, kernel, gamma, fit_time, meta):
         gap_=np.asarray([r["gap"] for r in runs]),
         converged_=status == "converged", stopped_=status,
         trace_=runs[0]["trace"] if n_classes == 2 else [r["trace"] for r in runs],
-        **meta)
+        fit_stats_=[r["stats"] for r in runs], **meta)
     return fitted
