@@ -124,3 +124,58 @@ def test_gap_refresh_never_on_the_command_line():
     assert seen == {"gap_refresh": None}
     out = CliRunner().invoke(cmd, ["--gap-refresh", "often"])
     assert out.exit_code != 0 and "'often' is not an integer or 'never'" in out.output
+
+
+# ------------------------------------------------------------------ state through the call
+class _FailingOracle(Exception):
+    pass
+
+
+def _failing_after(model, calls):
+    """The toy model whose max oracle raises after ``calls`` calls (a user model that breaks mid-fit)."""
+    cls = type(model)
+
+    class Failing(cls):
+        budget = calls
+
+        def loss_augmented_decode(self, x, y_true, w):
+            Failing.budget -= 1
+            if Failing.budget < 0:
+                raise _FailingOracle("the oracle broke")
+            return super().loss_augmented_decode(x, y_true, w)
+
+    out = Failing.__new__(Failing)
+    out.__dict__.update(model.__dict__)
+    return out
+
+
+def _solvers():
+    from structfw.solvers import FW, SSG, CuttingPlane
+    return [BCFW(), BCFW(step="pairwise", sampling="gap", cache=True, averaging="weighted"),
+            MPBCFW(max_approx_passes=3), FW(), SSG(averaging="weighted"), CuttingPlane()]
+
+
+@pytest.mark.parametrize("solver", _solvers(), ids=lambda s: s.label)
+def test_every_exit_path_leaves_the_solver_as_it_was(solver):
+    """init_state returns the solve's context; nothing of a run is kept on the solver object,
+    whether the solve returns or raises, and a second solve starts from the same object."""
+    before = dict(vars(solver))
+    problem = make_toy_problem(seed=4)
+    res = solver.solve(problem, StopRule(max_passes=3, check_every=1), rng=0)
+    assert vars(solver).keys() == before.keys()
+    assert all(vars(solver)[k] is v or vars(solver)[k] == v for k, v in before.items())
+    model, X, Y = make_toy(n=6, m=4, d=3, seed=4)
+    broken = Problem(_failing_after(model, 8), X, Y, 0.1)
+    with pytest.raises(Exception, match="the oracle broke"):   # raw, or named by its example
+        solver.solve(broken, StopRule(max_passes=5, check_every=1), rng=0)
+    assert vars(solver).keys() == before.keys()
+    again = solver.solve(make_toy_problem(seed=4), StopRule(max_passes=3, check_every=1), rng=0)
+    np.testing.assert_allclose(again.w, res.w, rtol=1e-12, atol=1e-14)
+
+
+def test_init_state_returns_a_solve_context():
+    from structfw.solvers.base import SolveContext
+    problem = make_toy_problem(seed=2)
+    for solver in _solvers():
+        ctx = solver.init_state(problem, None, 0)
+        assert isinstance(ctx, SolveContext) and ctx.problem is problem and ctx.state is not None

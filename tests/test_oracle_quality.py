@@ -19,17 +19,26 @@ class NuOracle(EnumModel):
 
     def __init__(self, phi, loss, nu, lam, n):
         super().__init__(phi, loss)
-        self.nu, self.lam, self.n, self.solver = nu, lam, n, None
+        self.nu, self.lam, self.n, self.ctx = nu, lam, n, None
 
     def loss_augmented_decode(self, x, y_true, w):
         i = int(x)
         m = self.phi.shape[1]
         H = np.array([self.loss(y_true, i * 1000 + b) - (self.phi[i, int(y_true) % 1000] - self.phi[i, b]) @ w
                       for b in range(m)])
-        st = self.solver._ctx.st
+        st = self.ctx.st
         g = self.lam * st.block_w_dot(i, st.w) - st.li[i] + H / self.n
         allowed = np.flatnonzero(g >= self.nu * g.max() - 1e-15)
         return i * 1000 + int(allowed[np.argmin(g[allowed])])
+
+
+class _Watched(BCFW):
+    """BCFW that hands its solve context to the adversarial model (which reads the block gaps)."""
+
+    def init_state(self, problem, state, rng):
+        ctx = super().init_state(problem, state, rng)
+        self.model.ctx = ctx
+        return ctx
 
 
 def _problem(nu, seed):
@@ -46,8 +55,8 @@ def test_the_nu_corrected_step_meets_theorem_c1(nu):
     for seed in range(4):
         adv, problem, D_star, model = _problem(nu, seed)
         n = problem.n
-        solver = BCFW(step_size="predefined", oracle_quality=nu, check_oracle=False)
-        adv.solver = solver
+        solver = _Watched(step_size="predefined", oracle_quality=nu, check_oracle=False)
+        solver.model = adv
         res = solver.solve(problem, StopRule(max_passes=K, check_every=K), rng=seed)
         excess.append(D_star - res.dual)
         R2 = max(float(np.sum((model.phi[i, t] - model.phi[i, b]) ** 2))

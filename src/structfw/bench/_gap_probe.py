@@ -92,15 +92,15 @@ class ProbedBCFW(BCFW):
                 self._probe_norms = np.array([math.sqrt(float(np.dot(r[1].values, r[1].values))) for r in res])
         return primal, gaps, (res if corners else None)
 
-    def checkpoint(self, problem, st, monitor, initial, monitoring_only=False):
-        ctx = self._ctx
+    def checkpoint(self, ctx, monitor, initial, monitoring_only=False):
+        st = ctx.st
         sampler = st.sampler
         adaptive = sampler is not None and sampler.adaptive
         est_before = float(np.sum(sampler.estimates)) if adaptive else math.nan
         calls0 = ctx.counters["oracle_calls"]
         self._probe_gaps, self._probe_norms = None, None
         t0 = time.perf_counter()
-        gap = super().checkpoint(problem, st, monitor, initial, monitoring_only)
+        gap = super().checkpoint(ctx, monitor, initial, monitoring_only)
         g = self._probe_gaps
         rec = dict(passes=float(monitor.trace.last("passes")), engine_passes=int(ctx.passes_done),
                    gap=float(np.sum(g)) if g is not None else float(gap),
@@ -120,7 +120,7 @@ class ProbedBCFW(BCFW):
         if plan.cache:
             og = st.oracle_gaps
             seen = np.isfinite(og)
-            thr_global = plan.cache_nu / problem.n * st.full_gap
+            thr_global = plan.cache_nu / ctx.problem.n * st.full_gap
             rec["local_share"] = (float(np.mean(plan.cache_F * og[seen] >= thr_global)) if seen.any()
                                   and math.isfinite(thr_global) else math.nan)
             rec["cache_hits"] = float(ctx.counters["cache_hits"])

@@ -317,6 +317,27 @@ class Param:
         return f" {'>' if self.low_open else '>='} {self.low:g}"
 
 
+class SolveContext:
+    """One solve's own data, created by `Solver.init_state` and handed to every hook.
+
+    A solver object holds its options only; what a run needs between its hooks -- the
+    problem, the state it moves and anything a solver keeps from one hook to the next
+    (FW's corner, BCFW's plan, the kernel map) -- lives here, so that a solve that ends
+    in any way (a result, an exception, a second Ctrl-C) leaves the solver as it was, and
+    two solves with one solver object share nothing.
+
+    Attributes
+    ----------
+    problem : Problem
+    state : object
+        The solver's state (``FWState``, ``BCFWState``, ...): what a warm start continues.
+    """
+
+    def __init__(self, problem: Problem, state: Any) -> None:
+        self.problem = problem
+        self.state = state
+
+
 class Solver:
     """Base class of solvers: options declared in ``PARAMS``, the solve loop in `solve`.
 
@@ -326,9 +347,10 @@ class Solver:
     them, so ``sklearn.base.clone`` and nested ``solver__option`` searches work,
     and `solve` checks them again (an attribute may have been assigned).
 
-    Subclasses fill in the solve skeleton:
+    Subclasses fill in the solve skeleton, each hook taking the `SolveContext` that
+    `init_state` returned (nothing of a run is stored on the solver):
 
-    - `init_state` -- a new state, or the previous one continued (warm start);
+    - `init_state` -- a new state, or the previous one continued (warm start), in a context;
     - `run_pass` -- one pass of optimisation, polling the interrupt flag
       between its steps;
     - `checkpoint` -- measure (and for some variants refresh) the gap, record a trace row;
@@ -388,33 +410,32 @@ class Solver:
         A second Ctrl-C before that safe point (a hung oracle) raises KeyboardInterrupt.
         """
         self.validate_params()
-        own = set(vars(self))  # what solve adds to the solver object is per-run and removed at the end
         if monitor is None:
             monitor = Monitor(problem, stop, {"solver": self.label})
         with deferred_sigint() as flag:
-            st = self.init_state(problem, state, rng)
-            resumed = state is not None and st is state
+            ctx = self.init_state(problem, state, rng)
+            resumed = state is not None and ctx.state is state
             monitor.start_clock()
             stopped = None
             try:
-                gap = self.checkpoint(problem, st, monitor, initial=True)
+                gap = self.checkpoint(ctx, monitor, initial=True)
                 if resumed:
                     _check_resumed_gap(self, problem, monitor, gap)
                 stopped = "interrupted" if flag.requested else monitor.should_stop(0, gap)
                 done = 0
                 since_check = 0
                 while stopped is None:
-                    self.run_pass(problem, st, flag)
+                    self.run_pass(ctx, flag)
                     done += 1
                     since_check += 1
                     if flag.requested:
                         stopped = "interrupted"
                         # the state is consistent: evaluate it once (a second Ctrl-C aborts it)
-                        self.checkpoint(problem, st, monitor, initial=False, monitoring_only=True)
+                        self.checkpoint(ctx, monitor, initial=False, monitoring_only=True)
                         break
-                    if self.checkpoint_due(st, since_check, done, stop, monitor):
+                    if self.checkpoint_due(ctx, since_check, done, stop, monitor):
                         since_check = 0
-                        gap = self.checkpoint(problem, st, monitor, initial=False)
+                        gap = self.checkpoint(ctx, monitor, initial=False)
                         if resumed:
                             _check_resumed_gap(self, problem, monitor, gap)
                         stopped = "interrupted" if flag.requested else monitor.should_stop(done, gap)
@@ -434,43 +455,40 @@ class Solver:
                 # installed): the oracle runs before a step touches the state, so it is consistent
                 stopped = "interrupted"
                 try:
-                    self.checkpoint(problem, st, monitor, initial=False, monitoring_only=True)
+                    self.checkpoint(ctx, monitor, initial=False, monitoring_only=True)
                 except KeyboardInterrupt:
                     if flag.aborted:
                         raise
             finally:
                 monitor.close()
-        result = self.result(st, monitor, stopped)
-        for key in set(vars(self)) - own:
-            delattr(self, key)  # a solver object holds options only, never a run's data
-        return result
+        return self.result(ctx, monitor, stopped)
 
-    def checkpoint_due(self, state: Any, since_check: int, done: int, stop: StopRule, monitor: Monitor) -> bool:
+    def checkpoint_due(self, ctx: Any, since_check: int, done: int, stop: StopRule, monitor: Monitor) -> bool:
         every = stop.checkpoint_interval(monitor.problem.n, monitor.n_test)
         return since_check >= every or done >= stop.max_passes - 1e-9 or monitor.out_of_time()
 
-    def result(self, state: Any, monitor: Monitor, stopped: str) -> SolveResult:
+    def result(self, ctx: Any, monitor: Monitor, stopped: str) -> SolveResult:
         tr = monitor.trace
         if stopped == "interrupted" and monitor.best is not None:
             primal, w, gap, dual, certified = monitor.best
         else:
-            w = self.result_w(state)
+            w = self.result_w(ctx)
             primal, dual, gap = tr.last("primal"), tr.last("dual"), tr.last("gap")
             certified = monitor.certified_gap
-        return SolveResult(w=w, state=state, trace=tr, stopped=stopped, gap=gap, primal=primal, dual=dual,
+        return SolveResult(w=w, state=ctx.state, trace=tr, stopped=stopped, gap=gap, primal=primal, dual=dual,
                            certified_gap=certified)
 
-    def result_w(self, state: Any) -> npt.NDArray[np.float64] | KernelExpansion:
-        return state.w.copy()
+    def result_w(self, ctx: Any) -> npt.NDArray[np.float64] | KernelExpansion:
+        return cast("npt.NDArray[np.float64]", ctx.state.w.copy())
 
     def init_state(self, problem: Problem, state: object | None,
-                   rng: int | np.random.Generator | None) -> Any:  # pragma: no cover - abstract
+                   rng: int | np.random.Generator | None) -> SolveContext:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def run_pass(self, problem: Problem, state: Any, flag: InterruptFlag) -> None:  # pragma: no cover - abstract
+    def run_pass(self, ctx: Any, flag: InterruptFlag) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def checkpoint(self, problem: Problem, state: Any, monitor: Monitor, initial: bool,
+    def checkpoint(self, ctx: Any, monitor: Monitor, initial: bool,
                    monitoring_only: bool = False) -> float:  # pragma: no cover
         raise NotImplementedError
 

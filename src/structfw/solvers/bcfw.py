@@ -215,7 +215,8 @@ class BCFW(Solver):
         _new_averages(plan, st)
         return st
 
-    def init_state(self, problem: Problem, state: object | None, rng: int | np.random.Generator | None) -> BCFWState:
+    def init_state(self, problem: Problem, state: object | None,
+                   rng: int | np.random.Generator | None) -> BlockContext:
         st = continue_or_restart(state, BCFWState, problem)
         plan = self.plan(problem, None if st is None else st.storage)
         if st is not None:
@@ -225,8 +226,7 @@ class BCFW(Solver):
         if st is None:
             st = self.new_state(problem, rng, plan)
         st.fingerprint = problem.fingerprint
-        self._ctx = BlockContext(problem, st, plan)
-        return st
+        return BlockContext(problem, st, plan)
 
     # ============================================================= gap pass
     def gap_pass(self, problem: Problem, state: BCFWState, w: npt.NDArray[np.float64] | None = None,
@@ -254,19 +254,18 @@ class BCFW(Solver):
         return primal, gaps, res
 
     # ================================================================ skeleton parts
-    def checkpoint_due(self, st: BCFWState, since_check: int, done: int, stop: StopRule, monitor: Monitor) -> bool:
-        return self._ctx.plan.refresh_due(st.passes) or super().checkpoint_due(
-            st, since_check, done, stop, monitor)
+    def checkpoint_due(self, ctx: BlockContext, since_check: int, done: int, stop: StopRule,
+                       monitor: Monitor) -> bool:
+        return ctx.plan.refresh_due(ctx.st.passes) or super().checkpoint_due(ctx, since_check, done, stop, monitor)
 
-    def checkpoint(self, problem: Problem, st: BCFWState, monitor: Monitor, initial: bool,
+    def checkpoint(self, ctx: BlockContext, monitor: Monitor, initial: bool,
                    monitoring_only: bool = False) -> float:
         """A full gap pass at the reported iterate.  It is the algorithm's own gap pass at w
         (its oracle calls count, its gaps feed the sampler and the cache) on the gap_refresh
         schedule; any other checkpoint only measures.  With averaging the reported iterate is
         w_bar: the pass at w is made only when its gaps refresh the estimates (before the first
         step w_bar = w and one pass serves both)."""
-        ctx = self._ctx
-        plan = ctx.plan
+        problem, st, plan = ctx.problem, ctx.st, ctx.plan
         if monitoring_only or not plan.uses_gaps:
             refresh = False
         elif initial:
@@ -277,7 +276,7 @@ class BCFW(Solver):
             w_rep, dual = _reported_point(problem, st)
             same = w_rep is st.w or np.array_equal(w_rep, st.w)
             if refresh or same:
-                primal, gaps = _gap_pass_at_w(self, st, monitor, refresh)
+                primal, gaps = _gap_pass_at_w(self, ctx, monitor, refresh)
             if not same:
                 primal, _, _ = self.gap_pass(problem, st, w=w_rep, validate=plan.check_oracle and not refresh)
                 monitor.monitor_calls += problem.n
@@ -286,14 +285,15 @@ class BCFW(Solver):
             _record(ctx, st, monitor, w_rep, (primal, dual, gap))
         return gap
 
-    def result_w(self, st: BCFWState) -> npt.NDArray[np.float64]:
+    def result_w(self, ctx: BlockContext) -> npt.NDArray[np.float64]:
+        st = ctx.st
         if st.avg is None:
             return st.w.copy()
-        return cast("tuple[npt.NDArray[np.float64], float]", st.averaged(self._ctx.problem))[0]
+        return cast("tuple[npt.NDArray[np.float64], float]", st.averaged(ctx.problem))[0]
 
-    def run_pass(self, problem: Problem, st: BCFWState, flag: InterruptFlag) -> None:
+    def run_pass(self, ctx: BlockContext, flag: InterruptFlag) -> None:
         """n block iterations, or an outer iteration of MP-BCFW (`structfw.solvers.passes.run_pass`)."""
-        run_pass(self._ctx, flag)
+        run_pass(ctx, flag)
 
 
 def _block_w_dots(problem: Problem, st: BCFWState) -> npt.NDArray[np.float64]:
@@ -313,11 +313,11 @@ def _reported_point(problem: Problem, st: BCFWState) -> tuple[npt.NDArray[np.flo
     return w_bar, -0.5 * problem.lam * float(np.dot(w_bar, w_bar)) + lbar
 
 
-def _gap_pass_at_w(solver: BCFW, st: BCFWState, monitor: Monitor,
+def _gap_pass_at_w(solver: BCFW, ctx: BlockContext, monitor: Monitor,
                    refresh: bool) -> tuple[float, npt.NDArray[np.float64]]:
     """P(w) and the block gaps from a full gap pass at w; with ``refresh`` they and the corners
     become the algorithm's (`_refresh_estimates`), else its oracle calls count as monitoring."""
-    ctx = solver._ctx
+    st = ctx.st
     primal, gaps, res = solver.gap_pass(ctx.problem, st, validate=ctx.plan.check_oracle,
                                         corners=refresh and ctx.source.absorbs_corners)
     gaps = cast("npt.NDArray[np.float64]", gaps)  # at st.w: the block gaps are computed

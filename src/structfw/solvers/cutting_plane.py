@@ -55,7 +55,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._linalg import axpy
-from .base import Param, Solver, continue_or_restart
+from .base import Param, SolveContext, Solver, continue_or_restart
 
 if TYPE_CHECKING:
     from .._interrupt import InterruptFlag
@@ -299,22 +299,21 @@ class CuttingPlane(Solver):
         return "cutting-plane"
 
     def init_state(self, problem: Problem, state: object | None,
-                   rng: int | np.random.Generator | None) -> CuttingPlaneState:
+                   rng: int | np.random.Generator | None) -> _CuttingPlaneContext:
         check_qp_solver(self.qp_solver)
         st = continue_or_restart(state, CuttingPlaneState, problem) or CuttingPlaneState(problem)
         if st.lam != problem.lam:
             st.rescale_lam(problem)
-        self._k0 = st.k
-        self._cut: tuple[npt.NDArray[np.float64], float] | None = None
-        return st
+        return _CuttingPlaneContext(problem, st)
 
-    def checkpoint_due(self, state: CuttingPlaneState, since_check: int, done: int, stop: StopRule,
+    def checkpoint_due(self, ctx: _CuttingPlaneContext, since_check: int, done: int, stop: StopRule,
                        monitor: Monitor) -> bool:
         return True  # the next iteration needs this oracle pass anyway (it gives the new constraint)
 
-    def checkpoint(self, problem: Problem, st: CuttingPlaneState, monitor: Monitor, initial: bool,
+    def checkpoint(self, ctx: _CuttingPlaneContext, monitor: Monitor, initial: bool,
                    monitoring_only: bool = False) -> float:
         """One oracle pass at w^(k): the aggregated constraint, P(w^(k)) and the gap P - D."""
+        problem, st = ctx.problem, ctx.state
         n = problem.n
         res = problem.batch_oracle(st.w, validate=True)
         psi_bar = np.zeros(problem.d)
@@ -324,8 +323,8 @@ class CuttingPlane(Solver):
             axpy(1.0 / n, psi, psi_bar)
             L_bar += L / n
             hinge += H
-        self._cut = (psi_bar, L_bar)
-        k = st.k - self._k0
+        ctx.cut = (psi_bar, L_bar)
+        k = st.k - ctx.k0
         with monitor.monitoring():
             if monitoring_only:
                 monitor.monitor_calls += n
@@ -335,11 +334,12 @@ class CuttingPlane(Solver):
                            n_constraints=st.m)
         return primal - dual
 
-    def run_pass(self, problem: Problem, st: CuttingPlaneState, flag: InterruptFlag) -> None:
+    def run_pass(self, ctx: _CuttingPlaneContext, flag: InterruptFlag) -> None:
         """Alg. 4 lines 6-7: add the constraint, re-solve the master QP, drop inactive constraints."""
+        problem, st = ctx.problem, ctx.state
         # set by the checkpoint that precedes every pass (checkpoint_due is always True)
-        psi_bar, L_bar = cast("tuple[npt.NDArray[np.float64], float]", self._cut)
-        self._cut = None
+        psi_bar, L_bar = cast("tuple[npt.NDArray[np.float64], float]", ctx.cut)
+        ctx.cut = None
         if st.m >= self.max_constraints:
             self._make_room(st)
         st.add(psi_bar, L_bar)
@@ -387,3 +387,14 @@ class CuttingPlane(Solver):
         z = _BACKENDS[self.qp_solver](H, f, st.m, z0 if st.m > 1 else None)
         beta = feasible_beta(z, st.m)
         return beta
+
+
+class _CuttingPlaneContext(SolveContext):
+    """A cutting-plane solve: the state, the iteration it started from, and the aggregated
+    constraint that the checkpoint before each iteration found."""
+
+    def __init__(self, problem: Problem, state: CuttingPlaneState) -> None:
+        super().__init__(problem, state)
+        self.state: CuttingPlaneState = state
+        self.k0 = state.k
+        self.cut: tuple[npt.NDArray[np.float64], float] | None = None

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from .._linalg import axpy
 from ._kernels import projected_line_search
-from .base import Param, Solver, continue_or_restart
+from .base import Param, SolveContext, Solver, continue_or_restart
 
 if TYPE_CHECKING:
     from .._interrupt import InterruptFlag
@@ -75,20 +75,20 @@ class FW(Solver):
     def label(self) -> str:
         return "FW" if self.step_size == "linesearch" else "FW-fixed"
 
-    def init_state(self, problem: Problem, state: object | None, rng: int | np.random.Generator | None) -> FWState:
+    def init_state(self, problem: Problem, state: object | None,
+                   rng: int | np.random.Generator | None) -> _FWContext:
         st = continue_or_restart(state, FWState, problem) or FWState(problem)
         if st.lam != problem.lam:
             st.rescale_lam(problem.lam)
-        self._k0 = st.k
-        self._corner: tuple[npt.NDArray[np.float64], float, float] | None = None
-        return st
+        return _FWContext(problem, st)
 
-    def checkpoint_due(self, state: FWState, since_check: int, done: int, stop: StopRule, monitor: Monitor) -> bool:
+    def checkpoint_due(self, ctx: _FWContext, since_check: int, done: int, stop: StopRule, monitor: Monitor) -> bool:
         return True  # the next step needs the oracle pass anyway
 
-    def checkpoint(self, problem: Problem, st: FWState, monitor: Monitor, initial: bool,
+    def checkpoint(self, ctx: _FWContext, monitor: Monitor, initial: bool,
                    monitoring_only: bool = False) -> float:
         """One oracle pass at w^(k): the FW corner, the gap and the primal of w^(k)."""
+        problem, st = ctx.problem, ctx.state
         lam, n = problem.lam, problem.n
         res = problem.batch_oracle(st.w, validate=True)
         ws = np.zeros(problem.d)
@@ -100,8 +100,8 @@ class FW(Solver):
             hinge += H
         # g = <grad D, s - alpha> = lam <v - w_s, w> - l + l_s with w = Pi(v) (= v unconstrained)
         gap = lam * float((st.v - ws) @ st.w) - st.ell + ls
-        self._corner = (ws, ls, gap)
-        k = st.k - self._k0
+        ctx.corner = (ws, ls, gap)
+        k = st.k - ctx.k0
         with monitor.monitoring():
             if monitoring_only:
                 monitor.monitor_calls += n
@@ -109,10 +109,11 @@ class FW(Solver):
             monitor.record(st.w, float(k), k * n, primal, st.dual(), gap, engine_passes=k)
         return gap
 
-    def run_pass(self, problem: Problem, st: FWState, flag: InterruptFlag) -> None:
+    def run_pass(self, ctx: _FWContext, flag: InterruptFlag) -> None:
         """Alg. 2: gamma = g / (lam ||w - w_s||^2) clipped to [0, 1], or 2/(k+2)."""
+        problem, st = ctx.problem, ctx.state
         # set by the checkpoint that precedes every pass (checkpoint_due is always True)
-        ws, ls, gap = cast("tuple[npt.NDArray[np.float64], float, float]", self._corner)
+        ws, ls, gap = cast("tuple[npt.NDArray[np.float64], float, float]", ctx.corner)
         diff = st.v - ws
         if self.step_size == "predefined":
             gamma = 2.0 / (st.k + 2.0)
@@ -129,4 +130,15 @@ class FW(Solver):
             problem.project(st.v, out=st.w)
         st.ell += gamma * (ls - st.ell)
         st.k += 1
-        self._corner = None
+        ctx.corner = None
+
+
+class _FWContext(SolveContext):
+    """A batch FW solve: the state, the pass count it started from, and the corner that the
+    checkpoint before each step found (every step follows one: the gap pass is the oracle call)."""
+
+    def __init__(self, problem: Problem, state: FWState) -> None:
+        super().__init__(problem, state)
+        self.state: FWState = state
+        self.k0 = state.k
+        self.corner: tuple[npt.NDArray[np.float64], float, float] | None = None

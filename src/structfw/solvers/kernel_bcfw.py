@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -581,25 +581,32 @@ plane_timeout, approx_rule, oracle_work, minibatch, asynchronous
         kmap = _kept_map(self, prev, problem)
         if kmap is None:
             kmap = self.kernel_map(problem)
-        mapped = Problem(kmap.linear_model(), kmap.inputs(), problem.Y, problem.lam, executor=problem.executor)
+        mapped = _MappedProblem(kmap, problem)
         if monitor is None:
             monitor = Monitor(problem, stop, {"solver": self.label})
         monitor.present = kmap.expansion
-        self._kmap = kmap
         try:
             res = super().solve(mapped, stop, prev.engine if prev is not None and prev.kmap is kmap else None,
                                 rng, monitor)
         finally:
             monitor.present = None
-            del self._kmap
         res.trace.meta["kernel_map_rank"] = int(kmap.pivots.shape[0])
         res.trace.meta["kernel_residual"] = kmap.residual
         continued = prev is not None and res.state is prev.engine
         res.state = prev if continued else KernelState(res.state, kmap, problem)
         return res
 
-    def result_w(self, st: Any) -> KernelExpansion:  # type: ignore[override]  # the predictor, not w
-        return self._kmap.expansion(super().result_w(st))
+    def result_w(self, ctx: Any) -> KernelExpansion:  # type: ignore[override]  # the predictor, not w
+        return cast(_MappedProblem, ctx.problem).kmap.expansion(super().result_w(ctx))
+
+
+class _MappedProblem(Problem):
+    """The linear problem on a kernel map's coordinates, with the map that turns its w into the
+    kernel predictor (`KernelMap.expansion`): the solve's own, so the solver object keeps none."""
+
+    def __init__(self, kmap: KernelMap, problem: Problem) -> None:
+        super().__init__(kmap.linear_model(), kmap.inputs(), problem.Y, problem.lam, executor=problem.executor)
+        self.kmap = kmap
 
 
 def _kept_map(solver: KernelBCFW, prev: KernelState | None, problem: Problem) -> KernelMap | None:

@@ -48,7 +48,7 @@ import numpy.typing as npt
 
 from .._linalg import as_dense
 from ..models.base import StructuredModel
-from .base import Param, Solver, continue_or_restart
+from .base import Param, SolveContext, Solver, continue_or_restart
 
 if TYPE_CHECKING:
     from .._interrupt import InterruptFlag
@@ -170,7 +170,7 @@ class OnlineEG(Solver):
 
     # ------------------------------------------------------------ state
     def init_state(self, problem: Problem, state: object | None,
-                   rng: int | np.random.Generator | None) -> OnlineEGState:
+                   rng: int | np.random.Generator | None) -> _OnlineEGContext:
         if not has_expectation(problem.model):
             raise ValueError(
                 f"solver 'online-eg' needs the model's expectation oracle: {type(problem.model).__name__} has no "
@@ -179,13 +179,11 @@ class OnlineEG(Solver):
         st = continue_or_restart(state, OnlineEGState, problem) or OnlineEGState(problem, rng, self.eta)
         if st.lam != problem.lam:
             st.rescale_lam(problem)
-        self._calls = 0
-        self._visits = 0
-        self._passes = 0
-        return st
+        return _OnlineEGContext(problem, st)
 
-    def _start(self, problem: Problem, st: OnlineEGState) -> None:
+    def _start(self, ctx: _OnlineEGContext) -> None:
         """theta_i = init_c L_i(y) (0: alpha_i uniform); w_i, l_i from one expectation call per block."""
+        problem, st = ctx.problem, ctx.state
         lam, n = problem.lam, problem.n
         zero = np.zeros(problem.d)
         st.c[:] = self.init_c
@@ -193,7 +191,7 @@ class OnlineEG(Solver):
             E_phi, E_loss = block_expectation(problem, i, zero, self.init_c)
             st.wi[i] = (self._phi_true(problem, i) - E_phi) / (lam * n)
             st.li[i] = E_loss / n
-        self._calls += n
+        ctx.calls += n
         st.v[:] = st.wi.sum(axis=0)
         if st.v is not st.w:
             problem.project(st.v, out=st.w)
@@ -205,44 +203,47 @@ class OnlineEG(Solver):
         return as_dense(problem.joint_feature_true(i))
 
     # ------------------------------------------------------------ skeleton
-    def checkpoint(self, problem: Problem, st: OnlineEGState, monitor: Monitor, initial: bool,
+    def checkpoint(self, ctx: _OnlineEGContext, monitor: Monitor, initial: bool,
                    monitoring_only: bool = False) -> float:
         """A monitoring oracle pass at w: P(w), and the gap P(w) - D(alpha)."""
+        problem, st = ctx.problem, ctx.state
         n = problem.n
         if not st.initialised:  # optimisation work, so outside monitoring(): its time counts
-            self._start(problem, st)
+            self._start(ctx)
         with monitor.monitoring():
             res = problem.batch_oracle(st.w, validate=True)
             monitor.monitor_calls += n
             primal = problem.primal(st.w, sum(r[3] for r in res))
             dual = st.dual()
-            monitor.record(st.w, self._visits / n, self._calls, primal, dual, primal - dual,
-                           engine_passes=self._passes, rejected=st.rejected)
+            monitor.record(st.w, ctx.visits / n, ctx.calls, primal, dual, primal - dual,
+                           engine_passes=ctx.passes, rejected=st.rejected)
         return primal - dual
 
-    def run_pass(self, problem: Problem, st: OnlineEGState, flag: InterruptFlag) -> None:
+    def run_pass(self, ctx: _OnlineEGContext, flag: InterruptFlag) -> None:
         """n block visits (the rest of the current pass after an interrupted one)."""
-        n = problem.n
+        st = ctx.state
+        n = ctx.problem.n
         if st.order is None:
             st.order = st.rng.permutation(n) if self.sampling == "perm" else st.rng.integers(0, n, n)
             st.pos = 0
         while st.pos < n:
             if flag.requested:
                 return
-            self._visit(problem, st, int(st.order[st.pos]))
+            self._visit(ctx, int(st.order[st.pos]))
             st.pos += 1
         st.order = None
-        self._passes += 1
+        ctx.passes += 1
 
-    def _visit(self, problem: Problem, st: OnlineEGState, i: int) -> None:
+    def _visit(self, ctx: _OnlineEGContext, i: int) -> None:
         """One EG step on block i (Collins et al. 2008, Fig. 1 online): accept if D does not decrease."""
+        problem, st = ctx.problem, ctx.state
         lam, n = problem.lam, problem.n
         eta = st.eta[i]
         c_new = st.c[i] + eta
         v_new = st.V[i] + eta * st.w  # theta_i += eta H_i(.; w): the gradient at the current w = Pi(v)
         E_phi, E_loss = block_expectation(problem, i, v_new, c_new)
-        self._calls += 1
-        self._visits += 1
+        ctx.calls += 1
+        ctx.visits += 1
         st.k += 1
         wi_new = (self._phi_true(problem, i) - E_phi) / (lam * n)
         li_new = E_loss / n
@@ -268,3 +269,14 @@ class OnlineEG(Solver):
         st.v += delta
         if w_new is not None:
             st.w[:] = w_new
+
+
+class _OnlineEGContext(SolveContext):
+    """An online-EG solve: its state and this solve's expectation calls, visits and passes."""
+
+    def __init__(self, problem: Problem, state: OnlineEGState) -> None:
+        super().__init__(problem, state)
+        self.state: OnlineEGState = state
+        self.calls = 0
+        self.visits = 0
+        self.passes = 0

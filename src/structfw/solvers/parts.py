@@ -29,6 +29,7 @@ import numpy as np
 
 from .._linalg import SparseVector, dot
 from ._kernels import cache_hit, projected_line_search, scored_step
+from .base import SolveContext
 from .corners import (ALPHA_EPS, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive, cs_entries, cs_evict,
                       cs_expire)
 
@@ -36,8 +37,9 @@ _EMPTY_I = np.empty(0, np.int64)
 _EMPTY_V = np.empty(0, np.float64)
 
 
-class BlockContext:
-    """What a block iteration needs, fixed for one solve (parts, problem, counters).
+class BlockContext(SolveContext):
+    """The engine's solve context: what a block iteration needs, fixed for one solve (parts,
+    problem, counters), and the pass in progress (``approx``); ``st`` is its ``state``.
 
     Attributes
     ----------
@@ -52,13 +54,15 @@ class BlockContext:
     """
 
     def __init__(self, problem, st, plan):
-        self.problem, self.st, self.plan = problem, st, plan
+        super().__init__(problem, st)
+        self.st, self.plan = st, plan
         self.source, self.step = plan.source, plan.step
         self.lam, self.n = problem.lam, problem.n
         self.inv_ln = 1.0 / (problem.lam * problem.n)
         self.validate = False
         self.u, self.inv_c, self.gfixed = _EMPTY_V, 0.0, -1.0
         self.stamp = -1  # what corners used now are stamped with (MP-BCFW: the outer iteration)
+        self.approx = False  # MP-BCFW: the pass in progress is approximate (corners from the working sets)
         self.prefetched = {}  # minibatch: oracle results computed at the batch's starting w
         # minibatch with the cache: blocks drawn as cache hits (a count: uniform sampling may draw
         # a block twice); their steps take the best cache corner without asking the rule again
@@ -150,8 +154,9 @@ class ExactOracle:
             slot = st.corners.add(i, psi, L, 0.0, st.k)
         return slot, psi, L, g, False
 
-    def tidy(self, st, i):
+    def tidy(self, ctx, i):
         """After a step: without a cache only the active set is kept."""
+        st = ctx.st
         if st.corners is not None:
             cs_drop_inactive(st.corners.arrays, i)
 
@@ -212,7 +217,8 @@ class GapCache(ExactOracle):
                 return c, corner_vector(st, i, c), store.loss[i, c], ghat, True
         return self.call_oracle(ctx, i, base)
 
-    def tidy(self, st, i):
+    def tidy(self, ctx, i):
+        st = ctx.st
         if st.corners.size[i] > self.limit:
             cs_evict(st.corners.arrays, i, self.limit)
 
@@ -236,12 +242,11 @@ class WorkingSet(ExactOracle):
 
     def __init__(self, limit, timeout):
         self.limit, self.timeout = limit, timeout  # max_planes (N) and plane_timeout (T)
-        self.approx = False
 
     def fw_corner(self, ctx, i):
         st = ctx.st
         base = ctx.lam * st.block_w_dot(i, st.w) - st.li[i]
-        if not self.approx:
+        if not ctx.approx:
             slot, psi, L, g, hit = self.call_oracle(ctx, i, base)
             st.corners.last[i, slot] = ctx.stamp
             return slot, psi, L, g, hit
@@ -250,8 +255,9 @@ class WorkingSet(ExactOracle):
         store.last[i, c] = ctx.stamp
         return c, corner_vector(st, i, c), store.loss[i, c], base + H / ctx.n, True
 
-    def tidy(self, st, i):
-        if self.approx:
+    def tidy(self, ctx, i):
+        st = ctx.st
+        if ctx.approx:
             cs_expire(st.corners.arrays, i, self.oldest_kept(st))
         elif st.corners.size[i] > self.limit:
             cs_evict(st.corners.arrays, i, self.limit)

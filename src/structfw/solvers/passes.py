@@ -113,7 +113,7 @@ def mp_approx_passes(ctx: BlockContext, flag: InterruptFlag, clock: Any) -> int:
 def mp_pass(ctx: BlockContext, flag: InterruptFlag, approx: bool) -> None:
     """An exact or approximate pass; the other kind's average is held fixed meanwhile (Sec. 3.5)."""
     plan, st, problem = ctx.plan, ctx.st, ctx.problem
-    ctx.source.approx = approx
+    ctx.approx = approx
     live, held = (st.avg2, st.avg) if approx else (st.avg, st.avg2)
     frozen = held.wbar(st.v) if held is not None else None
     if plan.approx_rule == "work":
@@ -122,7 +122,7 @@ def mp_pass(ctx: BlockContext, flag: InterruptFlag, approx: bool) -> None:
     try:
         block_pass(ctx, flag, order=st.rng.permutation(problem.n) if approx else None, approx=approx, avg=live)
     finally:
-        ctx.source.approx = False
+        ctx.approx = False
         if held is not None:
             held.set_from(frozen, st.v)
 
@@ -180,7 +180,7 @@ def python_pass(ctx: BlockContext, flag: InterruptFlag, order: Any, approx: bool
         else:
             slot, psi, L, g_i, _ = ctx.source.fw_corner(ctx, i)
             ctx.step.move(ctx, i, slot, psi, L, g_i)
-            ctx.source.tidy(st, i)
+            ctx.source.tidy(ctx, i)
             if st.sampler.adaptive and not approx:
                 st.sampler.update(i, g_i)
         st.k += 1

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from .._linalg import axpy
 from .averaging import LazyAverage
-from .base import Param, Solver, continue_or_restart
+from .base import Param, SolveContext, Solver, continue_or_restart
 
 if TYPE_CHECKING:
     from .._interrupt import InterruptFlag
@@ -74,38 +74,40 @@ class SSG(Solver):
     def label(self) -> str:
         return "SSG" + ({None: "", "uniform": "-avg", "weighted": "-wavg", "suffix": "-tavg"}[self.averaging])
 
-    def init_state(self, problem: Problem, state: object | None, rng: int | np.random.Generator | None) -> SSGState:
+    def init_state(self, problem: Problem, state: object | None,
+                   rng: int | np.random.Generator | None) -> _SSGContext:
         st = continue_or_restart(state, SSGState, problem) or SSGState(problem, rng)
         st.lam = problem.lam
         if (st.avg.kind if st.avg is not None else None) != self.averaging:
             st.avg = LazyAverage(self.averaging, st.w, 0.0) if self.averaging else None
-        self._calls = 0
-        self._passes = 0
-        return st
+        return _SSGContext(problem, st)
 
-    def checkpoint(self, problem: Problem, st: SSGState, monitor: Monitor, initial: bool,
+    def checkpoint(self, ctx: _SSGContext, monitor: Monitor, initial: bool,
                    monitoring_only: bool = False) -> float:
+        problem = ctx.problem
         n = problem.n
         with monitor.monitoring():
-            w_rep = self.result_w(st)
+            w_rep = self.result_w(ctx)
             res = problem.batch_oracle(w_rep, validate=True)
             monitor.monitor_calls += n
             primal = problem.primal(w_rep, sum(r[3] for r in res))
-            monitor.record(w_rep, self._calls / n, self._calls, primal, math.nan, math.nan,
-                           engine_passes=self._passes)
+            monitor.record(w_rep, ctx.calls / n, ctx.calls, primal, math.nan, math.nan,
+                           engine_passes=ctx.passes)
         return math.nan
 
-    def result_w(self, st: SSGState) -> npt.NDArray[np.float64]:
+    def result_w(self, ctx: _SSGContext) -> npt.NDArray[np.float64]:
+        st = ctx.state
         return st.avg.wbar(st.w) if st.avg is not None else st.w.copy()
 
-    def run_pass(self, problem: Problem, st: SSGState, flag: InterruptFlag) -> None:
+    def run_pass(self, ctx: _SSGContext, flag: InterruptFlag) -> None:
+        problem, st = ctx.problem, ctx.state
         lam, n, avg = problem.lam, problem.n, st.avg
         order = st.rng.permutation(n) if self.sampling == "perm" else st.rng.integers(0, n, n)
         for i in order:
             if flag.requested:
                 break
             psi, _ = problem.corner(i, problem.max_oracle(i, st.w))
-            self._calls += 1
+            ctx.calls += 1
             gamma = 1.0 / (st.k + 1.0)
             if avg is not None:
                 rho, inv_c = avg.begin_step()
@@ -128,6 +130,16 @@ class SSG(Solver):
             if avg is not None:
                 avg.end_step(rho, 0.0)
         else:
-            self._passes += 1
+            ctx.passes += 1
         if avg is not None:
             avg.renormalise()
+
+
+class _SSGContext(SolveContext):
+    """An SSG solve: its state and the oracle calls and whole passes made by this solve."""
+
+    def __init__(self, problem: Problem, state: SSGState) -> None:
+        super().__init__(problem, state)
+        self.state: SSGState = state
+        self.calls = 0
+        self.passes = 0
