@@ -84,8 +84,9 @@ class StructuredSVM(BaseEstimator):
         (``structfw[distributed]``; `structfw.executor_ray`): "ray" joins the cluster
         named by RAY_ADDRESS or starts a local one, "ray:ADDRESS" joins ADDRESS.
     oracle_timeout : float or None
-        Seconds one example's oracle may take on a worker; a call that takes longer raises
-        `structfw.executor.OracleTimeout` naming its examples, and the workers
+        Seconds one example's oracle may take on a worker, timed from that example's own
+        start; an example whose oracle takes longer raises `structfw.executor.OracleTimeout`
+        naming it (on Ray: a call of k examples is given k times the limit), and the workers
         running it are ended (processes are terminated, Ray actors killed; a thread cannot
         be killed and keeps running the hung oracle).  A serial in-process oracle cannot be
         pre-empted (a numba kernel holds the thread), so with a timeout the oracles always

@@ -21,8 +21,6 @@ parent-death signal), so a SIGTERM or SIGKILL of the parent leaves no orphans.
 from __future__ import annotations
 
 import ctypes
-import itertools
-import math
 import multiprocessing
 import os
 import queue
@@ -34,64 +32,27 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, SupportsInt, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, SupportsInt, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from .executor_core import (BoundData, ExampleError, OracleTimeout, PendingCall, SerialExecutor, check_oracle_timeout,
+                            new_key, run_examples, timeout_error)
+
 if TYPE_CHECKING:
     from .models.base import StructuredModel
 
+__all__ = ["BoundData", "ExampleError", "OracleTimeout", "PendingCall", "SerialExecutor", "ThreadExecutor",
+           "ProcessExecutor", "EXECUTORS", "check_oracle_timeout", "get_executor", "new_key", "run_examples",
+           "timeout_error"]
+
 _T = TypeVar("_T")
-#: a bound data set: (model, X, Y); Y is None for a set bound only to be decoded
-_Data: TypeAlias = "tuple[StructuredModel, Sequence[Any], Sequence[Any] | None]"
 
 #: a worker process's bound data sets, filled by its initializer
-_WORKER_DATA: dict[int, _Data] = {}
+_WORKER_DATA: dict[int, BoundData] = {}
 #: a worker process's row of its pool's `_Board` (None without an oracle timeout)
 _WORKER_PROGRESS: _Progress | None = None
-_KEYS = itertools.count()
-
-
-class PendingCall(Protocol):
-    """An oracle call started by ``submit``: ``result()`` waits for its labellings (or raises its error)."""
-
-    def result(self) -> list[Any]: ...
-
-
-class ExampleError(RuntimeError):
-    """An oracle or decoder raised on one example; the message names it."""
-
-
-class OracleTimeout(ExampleError, TimeoutError):
-    """An example's oracle did not return within ``oracle_timeout``; the message names the example.
-
-    The limit is per example: each example's oracle is timed from its own start, also
-    when a worker runs several examples of one call in turn (`ProcessExecutor`).
-
-    Attributes
-    ----------
-    indices : list of int
-        The examples whose oracles were still running past the limit (the ones that hung).
-        When no worker was running any oracle at all (workers stuck before reaching
-        them: starting, or receiving the data), the examples of the call that waited.
-    """
-
-    def __init__(self, message: str, indices: Iterable[SupportsInt] = ()) -> None:
-        super().__init__(message)
-        self.indices = [int(i) for i in indices]
-
-
-def check_oracle_timeout(oracle_timeout: object) -> float | None:
-    """oracle_timeout as a float, or None, after checking it is None or a finite number > 0."""
-    if oracle_timeout is None:
-        return None
-    if isinstance(oracle_timeout, (bool, np.bool_)) or not isinstance(oracle_timeout, (int, float, np.integer,
-                                                                                       np.floating)):
-        raise ValueError(f"oracle_timeout must be None or a number of seconds > 0; got {oracle_timeout!r}")
-    if not (math.isfinite(oracle_timeout) and oracle_timeout > 0):
-        raise ValueError(f"oracle_timeout must be None or a finite number of seconds > 0; got {oracle_timeout!r}")
-    return float(oracle_timeout)
 
 
 def _wait(future: Future[list[Any]], oracle_timeout: float | None, indices: Collection[Any],
@@ -164,16 +125,6 @@ def _stuck_error(oracle_timeout: float, limit: float, indices: Collection[Suppor
     return OracleTimeout(f"no worker started an oracle for {limit:g} s while the call on {_examples(blocks)} waited "
                          f"(oracle_timeout={oracle_timeout:g} s per example, {len(blocks)} in the call): the workers "
                          f"are stuck outside the oracles (starting, or receiving the data); they are ended when the "
-                         f"executor closes", blocks)
-
-
-def _timeout_error(oracle_timeout: float, limit: float, indices: Collection[SupportsInt]) -> OracleTimeout:
-    """The OracleTimeout of a call timed as a whole (the Ray executor: ``limit`` = k * oracle_timeout)."""
-    blocks = [int(i) for i in indices]
-    which = (f"example {blocks[0]}" if len(blocks) == 1 else
-             f"one of examples {blocks[:10]}{'...' if len(blocks) > 10 else ''}")
-    return OracleTimeout(f"the oracle did not return within {limit:g} s (oracle_timeout={oracle_timeout:g} s per "
-                         f"example, {len(blocks)} in the call): {which} hung; the workers are ended when the "
                          f"executor closes", blocks)
 
 
@@ -258,31 +209,7 @@ class _Progress:
         row[2] = time.monotonic()
 
 
-def _run(data: _Data, augmented: bool, indices: Iterable[Any], w: npt.NDArray[np.float64],
-         progress: _Progress | None = None) -> list[Any]:
-    """Loss-augmented decoding (or plain decoding) of the examples ``indices`` of data = (model, X, Y) at w.
-
-    ``progress``, when given, is told each example as its oracle starts, and when the call ends."""
-    model, X, Y = data
-    out = []
-    try:
-        for i in indices:
-            if progress is not None:
-                progress.start(int(i))
-            try:
-                out.append(model.loss_augmented_decode(X[i], cast("Sequence[Any]", Y)[i], w) if augmented  # with Y
-                           else model.decode(X[i], w))
-            except Exception as exc:  # the worker's traceback is lost across processes: say where
-                what = "loss_augmented_decode" if augmented else "decode"
-                raise ExampleError(f"{type(model).__name__}.{what} failed on example {int(i)}: "
-                                   f"{type(exc).__name__}: {exc}") from exc
-    finally:
-        if progress is not None:
-            progress.idle()
-    return out
-
-
-def _init_worker(bound: dict[int, _Data], parent: int, board: tuple[Any, Any] | None = None) -> None:
+def _init_worker(bound: dict[int, BoundData], parent: int, board: tuple[Any, Any] | None = None) -> None:
     """A worker process starts: signals, death with the parent, the data sets, and its row of the board."""
     global _WORKER_PROGRESS
     # Ctrl-C goes to the whole foreground process group: the parent decides (it ends the fit at a
@@ -324,68 +251,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _run_in_worker(key: int, augmented: bool, indices: Iterable[Any], w: npt.NDArray[np.float64]) -> list[Any]:
-    return _run(_WORKER_DATA[key], augmented, indices, w, _WORKER_PROGRESS)
-
-
-class SerialExecutor:
-    """Runs oracles in the calling process, one example after another.
-
-    A serial oracle cannot be pre-empted: while it runs compiled code (a numba kernel
-    holds the thread) neither a timeout nor Ctrl-C can stop it; a pure-Python oracle
-    stops on a second Ctrl-C (`structfw._interrupt`).  Use a worker executor with
-    ``oracle_timeout`` to bound its time.
-    """
-
-    n_jobs = 1
-    oracle_timeout: float | None = None
-
-    def __init__(self) -> None:
-        self._data: dict[int, _Data] = {}
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> Literal[False]:
-        self.close()
-        return False
-
-    def bind(self, model: StructuredModel, X: Sequence[Any], Y: Sequence[Any] | None = None) -> int:
-        """Make (model, X, Y) resident where the oracles run; returns a handle for the calls."""
-        key = next(_KEYS)
-        self._data[key] = (model, X, Y)
-        return key
-
-    def loss_augmented_decode(self, key: int, w: npt.NDArray[np.float64],
-                              indices: Iterable[Any] | None = None) -> list[Any]:
-        """[argmax_y H_i(y; w) for i in indices] (all bound examples by default)."""
-        return self._map(key, True, indices, w)
-
-    def decode(self, key: int, w: npt.NDArray[np.float64], indices: Iterable[Any] | None = None) -> list[Any]:
-        """[argmax_y <w, phi(x_i, y)> for i in indices]."""
-        return self._map(key, False, indices, w)
-
-    def submit(self, key: int, w: npt.NDArray[np.float64], indices: Collection[Any]) -> PendingCall:
-        """Start the loss-augmented decoding of ``indices`` at w; a future of the labellings.
-
-        w is read when the call starts, so the caller must not change it in place
-        before then: pass a copy it keeps.  Serially the work is done here, at once."""
-        fut: Future[list[Any]] = Future()
-        try:
-            fut.set_result(_run(self._data[key], True, indices, w))
-        except Exception as exc:  # delivered by result(), like a worker's error
-            fut.set_exception(exc)
-        return fut
-
-    def _size(self, key: int) -> int:
-        return len(self._data[key][1])
-
-    def _map(self, key: int, augmented: bool, indices: Iterable[Any] | None, w: npt.NDArray[np.float64]) -> list[Any]:
-        idx = range(self._size(key)) if indices is None else indices
-        return _run(self._data[key], augmented, idx, w)
-
-    def close(self) -> None:
-        """Drop the bound data sets and end the workers (also what leaving a ``with`` block does)."""
-        self._data = {}
+    return run_examples(_WORKER_DATA[key], augmented, indices, w, _WORKER_PROGRESS)
 
 
 class _Inflight:
@@ -640,10 +506,10 @@ class _DaemonThreadPool:
 _THREAD_SLOT = threading.local()
 
 
-def _run_on_thread(board: _Board | None, data: _Data, augmented: bool, indices: Iterable[Any],
+def _run_on_thread(board: _Board | None, data: BoundData, augmented: bool, indices: Iterable[Any],
                    w: npt.NDArray[np.float64]) -> list[Any]:
     """`_run` on a pool thread, reporting its examples on its row of ``board`` (if any)."""
-    return _run(data, augmented, indices, w, None if board is None else board.progress(_THREAD_SLOT.k))
+    return run_examples(data, augmented, indices, w, None if board is None else board.progress(_THREAD_SLOT.k))
 
 
 class _TimedCall:

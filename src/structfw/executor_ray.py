@@ -11,7 +11,7 @@ The actors outlive one fit (they keep their imported modules and loaded numba
 kernels, which take seconds to load in a new process); a fit's data leave them when
 its executor closes.  An actor that dies is recreated, the live data sets are bound
 to it again and its calls are sent again; an oracle that raises is named by its
-example (`structfw.executor.ExampleError`).
+example (`structfw.executor_core.ExampleError`).
 
 How the actors end:
 
@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 import numpy as np
 import numpy.typing as npt
 
-from .executor import _KEYS, ExampleError, SerialExecutor, _run, _timeout_error, check_oracle_timeout
+from .executor_core import ExampleError, SerialExecutor, check_oracle_timeout, new_key, run_examples, timeout_error
 
 if TYPE_CHECKING:
     from ray import ObjectRef
 
-    from .executor import _Data
+    from .executor_core import BoundData
     from .models.base import StructuredModel
 
 #: how many times one call is sent again after its actor died
@@ -73,9 +73,9 @@ class _Worker:
     """A Ray actor holding bound data sets and running oracles on them."""
 
     def __init__(self) -> None:
-        self._data: dict[int, _Data] = {}
+        self._data: dict[int, BoundData] = {}
 
-    def bind(self, key: int, data: _Data) -> None:
+    def bind(self, key: int, data: BoundData) -> None:
         self._data[key] = data
 
     def unbind(self, keys: Iterable[int]) -> None:
@@ -83,7 +83,7 @@ class _Worker:
             self._data.pop(key, None)
 
     def run(self, key: int, augmented: bool, indices: Iterable[Any], w: npt.NDArray[np.float64]) -> list[Any]:
-        return _run(self._data[key], augmented, indices, w)
+        return run_examples(self._data[key], augmented, indices, w)
 
     def pid(self) -> int:
         return os.getpid()
@@ -178,7 +178,7 @@ class _Call:
                 return ray.get(self.ref, timeout=limit)
             except ray.exceptions.GetTimeoutError:
                 # a timeout needs a limit, so oracle_timeout is set
-                raise _timeout_error(cast(float, self.oracle_timeout), cast(float, limit), self.args[2]) from None
+                raise timeout_error(cast(float, self.oracle_timeout), cast(float, limit), self.args[2]) from None
             except ray.exceptions.RayActorError:
                 self.actor = _replace_actor(self.j, self.actor)
                 self.ref = self.actor.run.remote(*self.args)
@@ -228,7 +228,7 @@ class RayExecutor(SerialExecutor):
     def bind(self, model: StructuredModel, X: Sequence[Any], Y: Sequence[Any] | None = None) -> int:
         """Put (model, X, Y) into the object store once and on every actor; a handle for the calls."""
         ray = _ray()
-        key = next(_KEYS)
+        key = new_key()
         _BOUND[key] = ray.put((model, X, Y))
         for actor in _actors(self.n_jobs):
             actor.bind.remote(key, _BOUND[key])
