@@ -179,3 +179,36 @@ def test_init_state_returns_a_solve_context():
     for solver in _solvers():
         ctx = solver.init_state(problem, None, 0)
         assert isinstance(ctx, SolveContext) and ctx.problem is problem and ctx.state is not None
+
+
+# ------------------------------------------------------------------ the options declared once
+def _engine_classes():
+    from structfw.solvers import KernelBCFW
+    return [BCFW, MPBCFW, KernelBCFW]
+
+
+@pytest.mark.parametrize("cls", _engine_classes(), ids=lambda c: c.__name__)
+def test_every_engine_signature_is_its_param_table(cls):
+    """The engine's options are declared once (plan.ENGINE_PARAMS; MPBCFW changes one default,
+    KernelBCFW adds its kernel's): each constructor takes exactly the table's names with its
+    defaults, and documents every one."""
+    import inspect
+    import re
+    sig = inspect.signature(cls.__init__)
+    params = [p for p in sig.parameters.values() if p.name != "self"]
+    table = cls.PARAMS
+    assert sorted(p.name for p in params) == sorted(p.name for p in table), cls.__name__
+    defaults = {p.name: p.default for p in table}
+    for p in params:
+        assert p.default == defaults[p.name], (cls.__name__, p.name, p.default, defaults[p.name])
+    doc = inspect.getdoc(cls) or ""
+    section = doc[doc.index("Parameters"):]
+    documented = set(re.findall(r"\b([A-Za-z_][A-Za-z0-9_]*)\b", section))
+    missing = [p.name for p in table if p.name not in documented]
+    assert not missing, f"{cls.__name__}'s docstring does not document {missing}"
+
+
+def test_constructing_from_the_table_defaults_gives_the_defaults():
+    for cls in _engine_classes():
+        solver = cls()
+        assert solver.get_params() == {p.name: p.default for p in cls.PARAMS}
