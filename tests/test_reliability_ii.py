@@ -129,3 +129,17 @@ def test_n_iter_counts_a_continued_run_as_its_trace_does():
     once = sf.StructuredSVM(sf.models.MulticlassModel(3, 4), max_passes=6, **kw).fit(X, list(y))
     assert split.n_iter_ == once.n_iter_ == 6 == split.trace_["engine_passes"][-1]
     assert split.n_iter_ - split.trace_.meta["resumed_from"]["engine_passes"] == 3
+
+
+def test_saving_into_a_missing_directory_names_the_path(tmp_path):
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 3, 20)
+    X = list(np.eye(3, 4)[y] * 3 + rng.normal(size=(20, 4)))
+    est = sf.StructuredSVM(sf.models.MulticlassModel(3, 4), max_passes=1, tol=None).fit(X, list(y))
+    target = tmp_path / "no" / "such" / "m.npz"
+    with pytest.raises(FileNotFoundError, match=r"cannot write .*m\.npz: the directory .*such does not exist"):
+        est.save(target)
+    (tmp_path / "d.npz").mkdir()
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        est.save(tmp_path / "d.npz")
+    assert not list(tmp_path.glob("**/*.tmp"))

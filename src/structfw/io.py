@@ -189,6 +189,10 @@ def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any], compress:
         ``path``.
     """
     path = Path(os.fspath(path))
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: the directory {path.parent} does not exist")
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write {path}: it is a directory")
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     save = np.savez_compressed if compress else np.savez
     try:
