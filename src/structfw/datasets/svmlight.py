@@ -12,6 +12,15 @@ that overflows float64 (1e400) is a ValueError naming the line.  X stays sparse 
 ``dense=True`` asks for an array, which is refused when it would hold more than
 `MAX_DENSE_ENTRIES` entries and ``DENSE_PER_NONZERO`` per non-zero.
 
+The text itself is bounded too, and read piecewise (`_CHUNK` bytes at a time), so that a bound
+is found as soon as that many bytes are read, not after the whole stream: a line may hold at
+most ``max_line_bytes`` bytes (`MAX_LINE_BYTES`, 64 MiB), and a compressed file may inflate to
+at most ``max_decompressed_bytes`` bytes of text -- by default `decompressed_limit` of its size
+on disk, ``max(MAX_DECOMPRESSED_FLOOR, DECOMPRESSED_PER_BYTE * size)`` (64 MiB, or 100 times the
+file: LIBSVM text deflates 2-20x, a crafted stream up to ~1000x for gzip and far more for bz2 /
+xz).  Either is a ValueError naming the file, the limit (and the line).  The text must be UTF-8:
+a byte that is not is a ValueError naming the file and its line.
+
 The LIBSVM binary sets (a9a, w8a, ijcnn1, ...) read as they are distributed: one-based ids,
 ``+1`` / ``-1`` labels, trailing spaces, ``.gz`` / ``.bz2`` / ``.xz`` compression (a malformed
 line of a compressed file is named like a plain one's).  `load_svmlight_pair` reads a training
@@ -20,8 +29,13 @@ base of ids, and can map the labels of any two-class file to -1 / +1.
 """
 from __future__ import annotations
 
+import lzma
 import math
 import os
+import re
+import zlib
+from array import array
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, overload
 
@@ -44,6 +58,16 @@ FEATURES_PER_NONZERO = 16
 MAX_DENSE_ENTRIES = 1 << 25
 #: ... or this many entries per stored non-zero, whichever is larger
 DENSE_PER_NONZERO = 64
+#: the longest line a file may hold, in bytes (without its newline)
+MAX_LINE_BYTES = 1 << 26
+#: a compressed file may always inflate to this many bytes of text ...
+MAX_DECOMPRESSED_FLOOR = 1 << 26
+#: ... and beyond the floor to this many times its size on disk
+DECOMPRESSED_PER_BYTE = 100
+#: the (decompressed) stream is read in pieces of this many bytes: a bound is found within one piece
+_CHUNK = 1 << 20
+#: the compressions read, by suffix
+_COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz"}
 
 
 def feature_limit(nnz: int) -> int:
@@ -51,29 +75,39 @@ def feature_limit(nnz: int) -> int:
     return max(MAX_FEATURES_FLOOR, FEATURES_PER_NONZERO * int(nnz))
 
 
+def decompressed_limit(compressed_bytes: int) -> int:
+    """The most bytes of text a compressed file of ``compressed_bytes`` bytes may inflate to
+    (the default ``max_decompressed_bytes``)."""
+    return max(MAX_DECOMPRESSED_FLOOR, DECOMPRESSED_PER_BYTE * int(compressed_bytes))
+
+
 @overload
 def load_svmlight(path: str | os.PathLike[str], n_features: int | None = ..., dense: bool = ...,
                   zero_based: bool | Literal["auto"] = ..., dtype: npt.DTypeLike | None = ...,
-                  remap_features: Literal[False] = ...) -> tuple[SvmlightX, npt.NDArray[np.float64]]: ...
+                  remap_features: Literal[False] = ..., *, max_decompressed_bytes: int | None = ...,
+                  max_line_bytes: int = ...) -> tuple[SvmlightX, npt.NDArray[np.float64]]: ...
 
 
 @overload
 def load_svmlight(path: str | os.PathLike[str], n_features: int | None = ..., dense: bool = ...,
                   zero_based: bool | Literal["auto"] = ..., dtype: npt.DTypeLike | None = ..., *,
-                  remap_features: Literal[True]) -> SvmlightRemapped: ...
+                  remap_features: Literal[True], max_decompressed_bytes: int | None = ...,
+                  max_line_bytes: int = ...) -> SvmlightRemapped: ...
 
 
 @overload
 def load_svmlight(path: str | os.PathLike[str], n_features: int | None = ..., dense: bool = ...,
                   zero_based: bool | Literal["auto"] = ..., dtype: npt.DTypeLike | None = ...,
-                  remap_features: bool = ...) -> (tuple[SvmlightX, npt.NDArray[np.float64]]
-                                                  | SvmlightRemapped): ...
+                  remap_features: bool = ..., *, max_decompressed_bytes: int | None = ...,
+                  max_line_bytes: int = ...) -> (tuple[SvmlightX, npt.NDArray[np.float64]]
+                                                 | SvmlightRemapped): ...
 
 
 def load_svmlight(path: str | os.PathLike[str], n_features: int | None = None, dense: bool = True,
                   zero_based: bool | Literal["auto"] = "auto", dtype: npt.DTypeLike | None = None,
-                  remap_features: bool = False) -> (tuple[SvmlightX, npt.NDArray[np.float64]]
-                                                    | SvmlightRemapped):
+                  remap_features: bool = False, *, max_decompressed_bytes: int | None = None,
+                  max_line_bytes: int = MAX_LINE_BYTES) -> (tuple[SvmlightX, npt.NDArray[np.float64]]
+                                                            | SvmlightRemapped):
     """Read an svmlight/LIBSVM file, in memory bounded by the file's size.
 
     Parameters
@@ -94,6 +128,15 @@ def load_svmlight(path: str | os.PathLike[str], n_features: int | None = None, d
         Renumber the feature ids that occur as columns 0..k-1 (in increasing id order) and
         also return their original ids; for files whose ids are sparse hashes or exceed
         `feature_limit`.
+    max_decompressed_bytes : int, optional
+        For a ``.gz`` / ``.bz2`` / ``.xz`` file: the most bytes of text it may inflate to.
+        Default `decompressed_limit` of its size, ``max(MAX_DECOMPRESSED_FLOOR,
+        DECOMPRESSED_PER_BYTE * size)`` (64 MiB, or 100 times the compressed file); pass a
+        larger bound for a file that compresses better.  Not used for uncompressed files,
+        whose size on disk bounds them.
+    max_line_bytes : int
+        The most bytes a line may hold, without its newline (default `MAX_LINE_BYTES`,
+        64 MiB).
 
     Returns
     -------
@@ -107,6 +150,10 @@ def load_svmlight(path: str | os.PathLike[str], n_features: int | None = None, d
     ValueError
         Not a file, not svmlight text, a non-finite or overflowing value, or a feature id
         making d exceed the limit or ``n_features`` -- naming the file, the line and the id.
+        A line longer than ``max_line_bytes``, more decompressed text than
+        ``max_decompressed_bytes``, a damaged compressed stream or a byte that is not UTF-8 --
+        naming the file, the bound and the line; found as soon as the bound is passed (within
+        1 MiB more of reading).
     """
     import scipy.sparse as sp
 
@@ -119,7 +166,9 @@ def load_svmlight(path: str | os.PathLike[str], n_features: int | None = None, d
         n_features = int(n_features)
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto'; got {zero_based!r}")
-    fast = None if remap_features else _parse_fast(path, zero_based)
+    stream = _Lines(path, _text_bound(path, max_decompressed_bytes),
+                    _positive_int(max_line_bytes, "max_line_bytes"))
+    fast = None if remap_features else _parse_fast(stream, zero_based)
     if fast is not None:
         X, y = fast
         limit = n_features if n_features is not None else feature_limit(X.nnz)
@@ -129,7 +178,7 @@ def load_svmlight(path: str | os.PathLike[str], n_features: int | None = None, d
                               shape=(X.shape[0], d))
             return _maybe_dense(X, y, dense, X.nnz, path)
     # an error to locate, ids beyond int32 or a remap: the line-by-line reader (slower, exact messages)
-    data, ids, indptr, y, lines = _parse(path)
+    data, ids, indptr, y, lines = _parse(path, stream)
     nnz = data.shape[0]
     one_based = not zero_based if zero_based != "auto" else not (ids.size and ids.min() == 0)
     if one_based and ids.size and ids.min() < 1:
@@ -174,17 +223,146 @@ def _maybe_dense(X: Any, y: npt.NDArray[np.float64], dense: bool, nnz: int,
     return X, y
 
 
-def _parse_fast(path: Path, zero_based: bool | Literal["auto"]) -> tuple[Any, npt.NDArray[np.float64]] | None:
-    """scikit-learn's compiled reader, or None when the file needs the exact one (ids beyond int32, a
-    malformed line to name).  Its CSR is as large as the file; only d is checked by the caller."""
+def _positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    return int(value)
+
+
+def _text_bound(path: Path, max_decompressed_bytes: object) -> int | None:
+    """The most bytes of text the file may give: None for an uncompressed file."""
+    if path.suffix.lower() not in _COMPRESSED:
+        if max_decompressed_bytes is not None:
+            _positive_int(max_decompressed_bytes, "max_decompressed_bytes")
+        return None
+    if max_decompressed_bytes is None:
+        return decompressed_limit(path.stat().st_size)
+    return _positive_int(max_decompressed_bytes, "max_decompressed_bytes")
+
+
+class _Unreadable(ValueError):
+    """A file refused while it is read (a bound passed, a damaged stream, not UTF-8): the exact
+    reader would refuse it the same way, so the fast reader's failure is final."""
+
+
+def _open_binary(path: Path) -> Any:
+    """The file's (decompressed) bytes: ``.gz``, ``.bz2`` and ``.xz`` by their suffix."""
+    kind = _COMPRESSED.get(path.suffix.lower())
+    if kind == "gzip":
+        import gzip
+
+        return gzip.open(path, "rb")
+    if kind == "bz2":
+        import bz2
+
+        return bz2.open(path, "rb")
+    if kind == "xz":
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+class _Lines:
+    """The lines of an svmlight file as bytes (without their newlines), read under the bounds.
+
+    Each iteration reads the (decompressed) stream anew, in pieces of `_CHUNK` bytes, so that a
+    line longer than ``max_line`` or a stream of more than ``max_bytes`` bytes is a ValueError
+    once that many bytes are read -- not after a gigabyte-long line has been built -- and checks
+    every piece of whole lines as UTF-8, so that a bad byte is named by its own line.  The two
+    readers iterate the same object, so they see the same lines and refuse a file alike.
+    """
+
+    def __init__(self, path: Path, max_bytes: int | None, max_line: int) -> None:
+        self.path, self.max_bytes, self.max_line = path, max_bytes, max_line
+        self.kind = _COMPRESSED.get(path.suffix.lower())
+
+    def read(self, size: int = -1) -> bytes:
+        """Never used: present because scikit-learn's reader takes an object with ``read`` as a
+        file, and then only iterates over it (from offset 0)."""
+        raise OSError("an svmlight stream is read by iterating over its lines")
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            fh = _open_binary(self.path)
+        except OSError as exc:
+            raise _Unreadable(f"{self.path}: cannot be read ({exc})") from None
+        with fh:
+            yield from self._lines(fh)
+
+    def _lines(self, fh: Any) -> Iterator[bytes]:
+        lineno = total = 0
+        partial: list[bytes] = []  # the pieces of the line being read
+        partial_len = 0
+        while piece := self._piece(fh, lineno):
+            total += len(piece)
+            if self.max_bytes is not None and total > self.max_bytes:
+                raise _Unreadable(self._too_much_text())
+            cut = piece.rfind(b"\n") + 1
+            if cut:
+                block = b"".join([*partial, piece[:cut]]) if partial else piece[:cut]
+                rest = piece[cut:]
+                partial, partial_len = ([rest], len(rest)) if rest else ([], 0)
+                lines = block.split(b"\n")
+                del lines[-1]  # the empty string after the block's last newline
+                self._check(block, lines, lineno)
+                lineno += len(lines)
+                yield from lines
+            else:
+                partial.append(piece)
+                partial_len += len(piece)
+            if partial_len > self.max_line:
+                raise _Unreadable(self._too_long(lineno + 1))
+        if partial:  # a last line without a newline
+            block = b"".join(partial)
+            self._check(block, [block], lineno)
+            yield block
+
+    def _piece(self, fh: Any, lineno: int) -> bytes:
+        try:
+            return cast(bytes, fh.read(_CHUNK))
+        except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as exc:
+            what = f"a damaged {self.kind} stream: " if self.kind else ""
+            raise _Unreadable(f"{self.path}: cannot be read after line {lineno} ({what}{exc})") from None
+
+    def _check(self, block: bytes, lines: list[bytes], lineno: int) -> None:
+        """The lines of ``block`` (the file's lines lineno+1, ...) are short enough and UTF-8."""
+        if len(block) > self.max_line and max(map(len, lines)) > self.max_line:
+            k = next(k for k, line in enumerate(lines) if len(line) > self.max_line)
+            raise _Unreadable(self._too_long(lineno + k + 1))
+        if block.isascii():
+            return
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            k = block.count(b"\n", 0, exc.start)
+            column = exc.start - block.rfind(b"\n", 0, exc.start)
+            raise _Unreadable(f"{self.path}: not an svmlight/LIBSVM file (line {lineno + k + 1} is not UTF-8 text: "
+                              f"byte {column} of the line, {block[exc.start:exc.end]!r}: {exc.reason})") from None
+
+    def _too_long(self, line: int) -> str:
+        return (f"{self.path}: line {line} is longer than max_line_bytes={self.max_line} bytes; pass a larger "
+                "max_line_bytes to read it")
+
+    def _too_much_text(self) -> str:
+        size = self.path.stat().st_size
+        return (f"{self.path}: the {size}-byte {self.kind} file inflates to more than max_decompressed_bytes="
+                f"{self.max_bytes} bytes of text (by default max({MAX_DECOMPRESSED_FLOOR}, {DECOMPRESSED_PER_BYTE} "
+                "x its size)); pass a larger max_decompressed_bytes to read it")
+
+
+def _parse_fast(stream: _Lines, zero_based: bool | Literal["auto"]) -> tuple[Any, npt.NDArray[np.float64]] | None:
+    """scikit-learn's compiled reader over the bounded stream, or None when the file needs the exact
+    one (ids beyond int32, a malformed line to name).  Its CSR is as large as the text; only d is
+    checked by the caller."""
     try:
         from sklearn.datasets import load_svmlight_file
     except ImportError:  # pragma: no cover - depends on the environment
         return None
     try:
-        return load_svmlight_file(str(path), dtype=np.float64, zero_based=zero_based)
+        return load_svmlight_file(stream, dtype=np.float64, zero_based=zero_based)
+    except _Unreadable:
+        raise  # the exact reader would stop at the same place
     except (ValueError, OverflowError, UnicodeDecodeError, RuntimeError, TypeError, EOFError, OSError):
-        return None  # (EOFError, OSError: a damaged compressed file, named by the exact reader)
+        return None
 
 
 def _line_of(lines: npt.NDArray[np.int64], indptr: npt.NDArray[np.int64], j: int) -> int:
@@ -192,103 +370,85 @@ def _line_of(lines: npt.NDArray[np.int64], indptr: npt.NDArray[np.int64], j: int
     return int(lines[np.searchsorted(indptr, j, side="right") - 1])
 
 
-def _parse(path: Path) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64],
-                             npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+#: a token: what bytes.split() (and so scikit-learn's reader) separates by ASCII whitespace
+_TOKEN = re.compile(rb"[^ \t\n\r\f\v]+")
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def _tokens(text: bytes) -> Iterator[bytes]:
+    """The tokens of a line: split at once when short, one at a time when long (a 64 MiB line
+    split at once would hold tens of millions of bytes objects)."""
+    if len(text) <= _CHUNK:
+        return iter(text.split())
+    return (m.group() for m in _TOKEN.finditer(text))
+
+
+def _parse(path: Path, stream: _Lines) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64],
+                                               npt.NDArray[np.int64], npt.NDArray[np.float64],
+                                               npt.NDArray[np.int64]]:
     """(values, int64 ids as written, indptr, labels, line number of each row).
 
-    Line by line, so that an error names its line; ids are Python ints checked against
-    int64, values Python floats checked for overflow."""
-    data: list[float] = []
-    ids: list[int] = []
-    indptr = [0]
-    labels: list[float] = []
-    lines: list[int] = []
-    big = np.iinfo(np.int64).max
-    try:
-        fh = _open_text(path)
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot be read ({exc})") from None
-    with fh:
-        lineno = 0
-        try:
-            for lineno, raw in _lines(fh, path):
-                line = raw.split("#", 1)[0].split()
-                if not line:
-                    continue
-                labels.append(_number(line[0], path, lineno, "label"))
-                prev = None
-                for tok in line[1:]:
-                    key, sep, val = tok.partition(":")
-                    if not sep:
-                        raise ValueError(f"{path}: not an svmlight/LIBSVM file (line {lineno}: {tok[:40]!r} is not "
-                                         "id:value)")
-                    if key == "qid":
-                        continue
-                    try:
-                        fid = int(key)
-                    except ValueError:
-                        raise ValueError(f"{path}: not an svmlight/LIBSVM file (line {lineno}: feature id "
-                                         f"{key[:40]!r} is not an integer)") from None
-                    if not -big <= fid <= big:
-                        raise ValueError(f"{path}: feature id {key[:40]} on line {lineno} is beyond int64")
-                    if prev is not None and fid <= prev:
-                        raise ValueError(f"{path}: not an svmlight/LIBSVM file (line {lineno}: feature ids must "
-                                         f"increase; {fid} follows {prev})")
-                    prev = fid
-                    ids.append(fid)
-                    data.append(_number(val, path, lineno, "value", f" (feature {fid})"))
-                indptr.append(len(ids))
-                lines.append(lineno)
-        except UnicodeDecodeError:
-            raise ValueError(f"{path}: not an svmlight/LIBSVM file (line {lineno + 1} is not UTF-8 text)") from None
+    Line by line, so that an error names its line; ids are Python ints checked against int64,
+    values Python floats checked for overflow.  Kept in typed arrays (8 bytes an entry), so the
+    memory is bounded by the text as scikit-learn's reader's is."""
+    data, ids, indptr = array("d"), array("q"), array("q", [0])
+    labels, lines = array("d"), array("q")
+    for lineno, raw in enumerate(stream, 1):
+        tokens = _tokens(raw.split(b"#", 1)[0])
+        label = next(tokens, None)
+        if label is None:
+            continue
+        labels.append(_number(label, path, lineno, "label"))
+        prev = None
+        for tok in tokens:
+            key, sep, val = tok.partition(b":")
+            if not sep:
+                raise ValueError(f"{path}: not an svmlight/LIBSVM file (line {lineno}: {_show(tok)} is not id:value)")
+            if key == b"qid":
+                continue
+            fid = _feature_id(key, path, lineno)
+            if prev is not None and fid <= prev:
+                raise ValueError(f"{path}: not an svmlight/LIBSVM file (line {lineno}: feature ids must "
+                                 f"increase; {fid} follows {prev})")
+            prev = fid
+            ids.append(fid)
+            data.append(_number(val, path, lineno, "value", f" (feature {fid})"))
+        indptr.append(len(ids))
+        lines.append(lineno)
     if not labels:
         raise ValueError(f"{path}: not an svmlight/LIBSVM file (no examples)")
-    return (np.asarray(data, np.float64), np.asarray(ids, np.int64), np.asarray(indptr, np.int64),
-            np.asarray(labels, np.float64), np.asarray(lines, np.int64))
+    return (np.frombuffer(data, np.float64), np.frombuffer(ids, np.int64), np.frombuffer(indptr, np.int64),
+            np.frombuffer(labels, np.float64), np.frombuffer(lines, np.int64))
 
 
-def _open_text(path: Path) -> Any:
-    """The file as text: ``.gz``, ``.bz2`` and ``.xz`` are decompressed (as scikit-learn's reader
-    does), so that a malformed line of a compressed LIBSVM file is named like a plain one's."""
-    suffix = path.suffix.lower()
-    if suffix == ".gz":
-        import gzip
-
-        return gzip.open(path, "rt", encoding="utf-8")
-    if suffix == ".bz2":
-        import bz2
-
-        return bz2.open(path, "rt", encoding="utf-8")
-    if suffix == ".xz":
-        import lzma
-
-        return lzma.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+def _show(tok: bytes) -> str:
+    """A token as quoted in a message: its first 40 bytes as text."""
+    return repr(tok[:40].decode("utf-8", "replace"))
 
 
-def _lines(fh: Any, path: Path) -> Any:
-    """(line number, line) of an open file; a damaged compressed stream is a ValueError."""
-    import zlib
-
-    lineno = 0
-    it = iter(fh)
-    while True:
+def _feature_id(key: bytes, path: Path, lineno: int) -> int:
+    # int() refuses more than 4300 digits (with a message about digits): longer keys are judged here
+    fid = None
+    if len(key) <= 4000:
         try:
-            raw = next(it)
-        except StopIteration:
-            return
-        except UnicodeDecodeError:
-            raise
-        except (OSError, EOFError, zlib.error, ValueError) as exc:
-            raise ValueError(f"{path}: cannot be read after line {lineno} ({exc})") from None
-        lineno += 1
-        yield lineno, raw
+            fid = int(key)
+        except ValueError:
+            pass
+    elif key.lstrip(b"+-").isdigit():
+        fid = _INT64_MAX + 1
+    if fid is None:
+        raise ValueError(f"{path}: not an svmlight/LIBSVM file (line {lineno}: feature id {_show(key)} is not an "
+                         "integer)")
+    if not -_INT64_MAX <= fid <= _INT64_MAX:
+        raise ValueError(f"{path}: feature id {key[:40].decode('ascii', 'replace')} on line {lineno} is beyond int64")
+    return fid
 
 
 def load_svmlight_pair(train: str | os.PathLike[str], test: str | os.PathLike[str], *,
                        n_features: int | None = None, dense: bool = False,
                        zero_based: bool | Literal["auto"] = "auto", binary: bool = False,
-                       dtype: npt.DTypeLike | None = None) -> tuple[Any, npt.NDArray[Any], Any, npt.NDArray[Any]]:
+                       dtype: npt.DTypeLike | None = None, max_decompressed_bytes: int | None = None,
+                       max_line_bytes: int = MAX_LINE_BYTES) -> tuple[Any, npt.NDArray[Any], Any, npt.NDArray[Any]]:
     """Read a LIBSVM training file and its test file (a9a / a9a.t, w8a / w8a.t, ijcnn1 / ijcnn1.t).
 
     Both get the same columns: a test file often lacks the last features (a9a.t's largest id
@@ -313,6 +473,8 @@ def load_svmlight_pair(train: str | os.PathLike[str], test: str | os.PathLike[st
         is a ValueError naming the test file.
     dtype : numpy dtype, optional
         Of X (default float64).
+    max_decompressed_bytes, max_line_bytes : int, optional
+        The bounds on each file's text, as for `load_svmlight`.
 
     Returns
     -------
@@ -327,13 +489,16 @@ def load_svmlight_pair(train: str | os.PathLike[str], test: str | os.PathLike[st
     if zero_based == "auto":
         # read as written (ids = columns), and call it one-based unless some file has an id 0
         parts: list[tuple[Any, npt.NDArray[np.float64]]] = [
-            load_svmlight(p, dense=False, zero_based=True, dtype=dtype) for p in (train, test)]
+            load_svmlight(p, dense=False, zero_based=True, dtype=dtype, max_decompressed_bytes=max_decompressed_bytes,
+                          max_line_bytes=max_line_bytes) for p in (train, test)]
         zero_based = any(X.nnz and int(X.indices.min()) == 0 for X, _ in parts)
         if not zero_based:  # column 0 is empty in both: drop it
             parts = [(sp.csr_matrix((X.data, X.indices - 1, X.indptr), shape=(X.shape[0], max(X.shape[1] - 1, 1))), y)
                      for X, y in parts]
     else:
-        parts = [load_svmlight(p, dense=False, zero_based=zero_based, dtype=dtype) for p in (train, test)]
+        parts = [load_svmlight(p, dense=False, zero_based=zero_based, dtype=dtype,
+                               max_decompressed_bytes=max_decompressed_bytes, max_line_bytes=max_line_bytes)
+                 for p in (train, test)]
     widths = [X.shape[1] for X, _ in parts]
     if n_features is None:
         d = max(widths)
@@ -343,7 +508,8 @@ def load_svmlight_pair(train: str | os.PathLike[str], test: str | os.PathLike[st
         d = int(n_features)
         for p, w in zip((train, test), widths):
             if w > d:  # the exact error, naming the line
-                load_svmlight(p, n_features=d, dense=False, zero_based=zero_based)
+                load_svmlight(p, n_features=d, dense=False, zero_based=zero_based,
+                              max_decompressed_bytes=max_decompressed_bytes, max_line_bytes=max_line_bytes)
     out: list[Any] = []
     for p, (X, y) in zip((train, test), parts):
         X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
@@ -364,14 +530,15 @@ def load_svmlight_pair(train: str | os.PathLike[str], test: str | os.PathLike[st
     return out[0], out[1], out[2], out[3]
 
 
-def _number(tok: str, path: Path, lineno: int, what: str, where: str = "") -> float:
+def _number(tok: bytes, path: Path, lineno: int, what: str, where: str = "") -> float:
     try:
         v = float(tok)
     except ValueError:
-        raise ValueError(f"{path}: not an svmlight/LIBSVM file (line {lineno}: {what} {tok[:40]!r} is not a "
+        raise ValueError(f"{path}: not an svmlight/LIBSVM file (line {lineno}: {what} {_show(tok)} is not a "
                          "number)") from None
     if not math.isfinite(v):
-        if tok.strip().lstrip("+-").lower() in ("nan", "inf", "infinity"):
-            raise ValueError(f"{path}: non-finite {what} {tok[:40]}{where} on line {lineno}")
-        raise ValueError(f"{path}: {what} {tok[:40]}{where} on line {lineno} overflows float64 (non-finite)")
+        text = tok[:40].decode("ascii", "replace")
+        if tok.strip().lstrip(b"+-").lower() in (b"nan", b"inf", b"infinity"):
+            raise ValueError(f"{path}: non-finite {what} {text}{where} on line {lineno}")
+        raise ValueError(f"{path}: {what} {text}{where} on line {lineno} overflows float64 (non-finite)")
     return v
