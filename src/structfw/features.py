@@ -120,6 +120,21 @@ def _token_features(token: str, templates: Sequence[str]) -> dict[str, float]:
     return feats
 
 
+def _check_text(text: str, where: str) -> None:
+    """Refuse a string that is not valid Unicode text (a lone surrogate such as '\\ud800', which
+    ``errors="surrogateescape"`` decoding leaves): FeatureHasher hashes a name's UTF-8 bytes, which
+    such a string has none of.  Refused whether or not the features are hashed, so that an input
+    is accepted or refused alike by both vectorizers."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{where} ({text!r:.40}) is not valid Unicode text: a lone surrogate {text[exc.start]!r} at "
+                         f"character {exc.start}; decode the input with errors='replace' (not 'surrogateescape') "
+                         "or drop the character") from None
+
+
 def _dict_features(token: Mapping[Any, Any], where: str) -> dict[str, float]:
     """A crfsuite-style feature dict as {name: value}: a string value v of key k becomes the
     feature "k=v" (value 1), as scikit-learn's DictVectorizer and FeatureHasher read it; a list of
@@ -128,7 +143,9 @@ def _dict_features(token: Mapping[Any, Any], where: str) -> dict[str, float]:
     for k, v in token.items():
         if not isinstance(k, str):
             raise ValueError(f"{where} has a feature name {k!r} of type {type(k).__name__}; names must be strings")
+        _check_text(k, f"{where}, the feature name")
         if isinstance(v, str):
+            _check_text(v, f"{where}[{k!r}]")
             feats[f"{k}={v}"] = 1.0
         elif isinstance(v, (bool, np.bool_)):
             if v:
@@ -143,6 +160,7 @@ def _dict_features(token: Mapping[Any, Any], where: str) -> dict[str, float]:
             continue
         elif isinstance(v, (list, tuple, set, frozenset)) and all(isinstance(s, str) for s in v):
             for s in v:
+                _check_text(s, f"{where}[{k!r}]")
                 feats[f"{k}={s}"] = 1.0
         else:
             raise ValueError(f"{where}[{k!r}] is a {type(v).__name__}; feature values must be strings, "
@@ -176,6 +194,9 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=
         sequence's ends gives nothing.  For token input these are the neighbours' non-positional
         template features (not ``bias``, ``bos``, ``eos``, ``prev_word``, ``next_word``); for
         dict input, all of the neighbour's dict.  Default 0: each token's own features only.
+        Any size is accepted: only the offsets inside the sequence are visited, so a window at
+        least as long as a sequence gives each of its tokens the features of all the others,
+        at a cost bounded by the sequence's length, never by the window.
     hashing : bool
         True (default): hash the feature names into ``n_features`` columns with
         ``sklearn.feature_extraction.FeatureHasher`` (``alternate_sign=False``).  No vocabulary
@@ -190,6 +211,10 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=
         ``n_features`` features present on the most training tokens, the matrices then having
         exactly ``n_features`` columns (the unused ones empty), so that the width is again known
         before ``fit``.
+
+    Tokens, feature names and string feature values must be valid Unicode text: a string
+    holding a lone surrogate (``"\\ud800"``, as ``errors="surrogateescape"`` decoding leaves) is
+    a ValueError naming its sequence and position (``X[i][j]``), with hashing or without.
 
     Attributes
     ----------
@@ -270,6 +295,8 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=
                 if k is None:
                     raise ValueError(f"X[{i}][{j}] is a {type(tok).__name__} ({tok!r:.40}); a token must be a "
                                      "string (featurized by the templates) or a dict of features")
+                if k == "tokens":
+                    _check_text(tok, f"X[{i}][{j}] (token {j} of sequence {i})")
                 if kind is None:
                     kind = k
                 elif k != kind:
@@ -303,8 +330,9 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=
                         feats["prev_word=" + (seq[j - 1].lower() if j > 0 else "<s>")] = 1.0
                     if "next_word" in tset:
                         feats["next_word=" + (seq[j + 1].lower() if j < L - 1 else "</s>")] = 1.0
-                for off in range(-window, window + 1):
-                    if off and 0 <= j + off < L:
+                # only the offsets that land inside the sequence: a window of 10**9 costs what L - 1 does
+                for off in range(max(-window, -j), min(window, L - 1 - j) + 1):
+                    if off:
                         feats.update((f"{off:+d}:{name}", v) for name, v in own[j + off].items())
                 out.append(feats)
         return out
