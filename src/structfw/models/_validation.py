@@ -1,4 +1,11 @@
-"""Shared input checks of the bundled models (clear ValueErrors naming the argument)."""
+"""Shared input checks of the bundled models (clear ValueErrors naming the argument).
+
+Sizes.  Every bundled model bounds, in its constructor and before it allocates anything, the
+sizes its arguments imply (`check_size`): the joint-feature dimension d (`MAX_SIZE_JOINT_FEATURE`)
+and the largest table its oracle builds for one example whose size the constructor fixes
+(`MAX_TABLE_ENTRIES`).  Model files declare their model by its constructor arguments, so the
+file loaders (`structfw.estimator`) apply the same bounds.
+"""
 from __future__ import annotations
 
 import json
@@ -9,6 +16,53 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+
+#: Largest joint-feature dimension d (``size_joint_feature``, the length of w) of a model.  w alone
+#: is 8 d bytes (8 GB here), and a fit keeps several d-vectors besides it (the averaged iterate,
+#: dense block rows): a larger d is a mistake in the arguments, not a model any fit could train.
+MAX_SIZE_JOINT_FEATURE = 10 ** 9
+
+#: Largest number of entries of one table a model's oracle builds for every example when the
+#: constructor fixes the table's size whatever the example (the K x K pairwise table of an edge
+#: of the graph models, the part-filter responses P k^2 H W of `PoseModel`): 8 GB of float64.
+MAX_TABLE_ENTRIES = 10 ** 9
+
+
+def check_size(owner: str, expression: str, value: int, limit: int, quantity: str) -> int:
+    """``value`` (the size ``expression`` of ``owner``'s arguments), or a ValueError naming the
+    arguments, the value and the ``limit`` on ``quantity``.
+
+    Called before anything of that size is allocated: the sizes are Python integers, so the check
+    itself costs nothing whatever the arguments."""
+    if value > limit:
+        raise ValueError(f"{owner}: {expression} = {value} exceeds the limit on {quantity}: at most {limit} "
+                         f"({8 * limit / 2 ** 30:.1f} GiB of float64)")
+    return value
+
+
+def check_joint_feature_size(owner: str, expression: str, d: int) -> int:
+    """d = ``expression`` of ``owner``'s arguments, checked against `MAX_SIZE_JOINT_FEATURE`."""
+    return check_size(owner, expression, d, MAX_SIZE_JOINT_FEATURE, "size_joint_feature (d, the length of w)")
+
+
+def check_weight_vector(w: npt.ArrayLike, d: int, name: str) -> npt.NDArray[np.float64]:
+    """w as a C-contiguous float64 vector of length d with finite entries, or a ValueError naming ``name``."""
+    arr = as_float_array(w, name)
+    if arr.shape != (d,):
+        raise ValueError(f"{name} must be a vector of length d = {d} (size_joint_feature), got shape {arr.shape}")
+    check_finite(arr, name)
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def check_real(value: object, name: str) -> float:
+    """A finite real number as a float, or a ValueError naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    f = float(value)
+    if not np.isfinite(f):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return f
 
 
 def check_int_param(value: object, name: str, minimum: int) -> int:
@@ -42,6 +96,27 @@ def as_label_array(y: npt.ArrayLike, name: str, n_states: int, shape: Iterable[i
             f"{name} has label {bad!r} outside 0..{n_states - 1} (n_states={n_states})"
         )
     return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def check_label_pair(y_true: npt.ArrayLike, y: npt.ArrayLike, where: str, n_states: int,
+                     ndim: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The two labellings a loss compares, checked without their input: ``ndim``-d integer arrays
+    of one shape with at least one entry, states in 0..n_states-1; errors name ``where``."""
+    shape, other = _shape(y_true, f"{where}: y_true"), _shape(y, f"{where}: y")
+    if len(shape) != ndim or 0 in shape:
+        raise ValueError(f"{where}: y_true must be a non-empty {ndim}-d array of states 0..{n_states - 1}, "
+                         f"got shape {shape}")
+    if other != shape:
+        raise ValueError(f"{where}: y_true and y must have the same shape, got {shape} and {other}")
+    return (as_label_array(y_true, f"{where}: y_true", n_states, shape),
+            as_label_array(y, f"{where}: y", n_states, shape))
+
+
+def _shape(a: npt.ArrayLike, name: str) -> tuple[int, ...]:
+    try:
+        return tuple(np.shape(a))
+    except ValueError as exc:  # a ragged nested list
+        raise ValueError(f"{name} could not be converted to an array: {exc}") from None
 
 
 def check_finite(arr: npt.ArrayLike, name: str) -> None:

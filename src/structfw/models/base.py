@@ -8,16 +8,96 @@ task loss Delta(y_true, y), and how to solve the loss-augmented decoding problem
 (eq. (2) of Osokin et al. 2016), which is equivalent to
 argmax_y  Delta(y_i, y) + <w, phi(x_i, y)>.  Solvers only ever call the methods
 defined here.
+
+Checked and unchecked calls.  The public methods of the bundled models check their arguments
+(`checked`): a wrong input, a labelling of the wrong length, type or range, or a w of the wrong
+length is a ValueError naming the method and the argument, not a numpy or numba error from
+inside a kernel (nor an index past d written by one).  The engine validates a training set once
+(`StructuredModel.check_data`) and then calls the same methods without their checks
+(`unchecked_method`), so a fit pays nothing for them.  A user's model is called as it is
+written: its methods are its own, and the engine calls them.
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
-from typing import Any, TypeVar
+import functools
+import inspect
+import types
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from .._linalg import SparseVector, as_dense, dot
+from ._validation import check_label_pair, check_real, check_weight_vector
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: the parameter names `checked` reads as labellings (a method without ``x`` checks them as a pair)
+_LABELLINGS = ("y", "y_true")
+#: the methods every model class has an unchecked twin ``_unchecked_<name>`` of (`bind_unchecked_twins`)
+UNCHECKED_TWINS = ("joint_feature", "psi", "loss", "example_loss", "loss_augmented_decode", "decode", "score",
+                   "fixed_score", "expectation", "loss_augmented_decode_with_bound", "energy")
+
+
+def checked(method: _F) -> _F:
+    """Decorator of a model method: its callers' arguments are checked, once, before it runs.
+
+    The parameters are checked by their names (`StructuredModel._check_arguments`): ``x`` is
+    validated as one input, ``y`` and ``y_true`` as labellings of it (None passes where it is
+    the parameter's default, and for `StructuredModel.expectation`), or, in a method without
+    ``x`` (``loss``), as a pair; ``w`` and ``v`` as weight vectors of length d, ``c`` as a
+    finite number; any other parameter passes as it is.  The method then runs on the validated
+    values.
+
+    The undecorated method stays the function's ``__unchecked__``: `unchecked_method` hands it
+    to the engine, which calls it on data validated once by ``check_data``, and every model
+    class has it as ``_unchecked_<name>`` for the models' own calls (`bind_unchecked_twins`).
+    """
+    sig = inspect.signature(method)
+    names = tuple(sig.parameters)[1:]
+    if any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in sig.parameters.values()):
+        raise TypeError(f"checked: {method.__qualname__} must take positional-or-keyword parameters only")
+    optional = frozenset(p for p in names if sig.parameters[p].default is None
+                         or (p == "y_true" and method.__name__ == "expectation"))
+    n = len(names)
+
+    @functools.wraps(method)
+    def public(self: StructuredModel, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or len(args) != n:
+            bound = sig.bind(self, *args, **kwargs)  # a TypeError names a missing or unknown argument
+            bound.apply_defaults()
+            args = bound.args[1:]
+        return method(self, *self._check_arguments(method.__name__, names, optional, args))
+
+    setattr(public, "__unchecked__", method)
+    return cast(_F, public)
+
+
+def unchecked_method(model: object, name: str) -> Callable[..., Any]:
+    """``model.<name>`` as the engine calls it, on data the model validated (``check_data``).
+
+    A bundled model's checked method (`checked`) without its checks; any other method as it is:
+    a user model's, a subclass's or a mixin's override (which may call the checked method of
+    its base class through ``super()``), or the method of an object that wraps a model."""
+    method = getattr(model, name)
+    body = getattr(method, "__unchecked__", None)
+    if body is None:
+        return cast("Callable[..., Any]", method)
+    return types.MethodType(body, method.__self__)
+
+
+def bind_unchecked_twins(cls: type) -> None:
+    """Set ``cls._unchecked_<name>`` for every name of `UNCHECKED_TWINS` that ``cls`` has: the
+    method that resolves along the class's MRO, without the checks of `checked`.
+
+    The bundled models call each other's methods through these (a checked ``score`` computes
+    its joint feature unchecked), so a subclass's or a mixin's override of one method is still
+    the one every other method uses, as it would be through ``self.<name>``."""
+    for name in UNCHECKED_TWINS:
+        method = getattr(cls, name, None)
+        if method is not None:
+            setattr(cls, "_unchecked_" + name, getattr(method, "__unchecked__", method))
 
 
 class WeightedInput:
@@ -169,6 +249,62 @@ class StructuredModel:
     nonnegative_indices: npt.NDArray[np.int64] | None = None
     class_labels: bool = False
 
+    # the unchecked twins of the methods (`bind_unchecked_twins`), set on every class
+    _unchecked_joint_feature: Callable[..., Any]
+    _unchecked_psi: Callable[..., Any]
+    _unchecked_loss: Callable[..., Any]
+    _unchecked_example_loss: Callable[..., Any]
+    _unchecked_loss_augmented_decode: Callable[..., Any]
+    _unchecked_decode: Callable[..., Any]
+    _unchecked_score: Callable[..., Any]
+    _unchecked_fixed_score: Callable[..., Any]
+    _unchecked_expectation: Callable[..., Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        bind_unchecked_twins(cls)
+
+    # ------------------------------------------------------- argument checks
+    def _check_arguments(self, method: str, names: tuple[str, ...], optional: frozenset[str],
+                         args: Sequence[Any]) -> Sequence[Any]:
+        """The arguments of a call of the `checked` ``method``, validated by their ``names``
+        (errors name ``<Model>.<method>: <argument>``)."""
+        where = f"{type(self).__name__}.{method}"
+        if "x" not in names:
+            if names[:2] != ("y_true", "y"):
+                return args
+            return (*self._check_label_pair(args[0], args[1], where), *args[2:])
+        out = list(args)
+        x = None
+        for k, name in enumerate(names):
+            a = out[k]
+            if name == "x":
+                x = out[k] = self._check_input(a, f"{where}: x")
+            elif name in _LABELLINGS:
+                if not (a is None and name in optional):
+                    out[k] = self._check_labelling_of(x, a, f"{where}: {name}")
+            elif name in ("w", "v"):
+                out[k] = self._check_weights(a, f"{where}: {name}")
+            elif name == "c":
+                out[k] = check_real(a, f"{where}: c")
+        return out
+
+    def _check_input(self, x: Any, name: str) -> Any:
+        """One input of a checked method, validated (`CheckedModel`); here: as it is."""
+        return x
+
+    def _check_labelling_of(self, x: Any, y: Any, name: str) -> Any:
+        """A labelling of the validated input x, validated (`CheckedModel`); here: as it is."""
+        return y
+
+    def _check_label_pair(self, y_true: Any, y: Any, where: str) -> tuple[Any, Any]:
+        """The two labellings of a loss, validated (`CheckedModel`); here: as they are."""
+        return y_true, y
+
+    def _check_weights(self, w: Any, name: str) -> Any:
+        """A weight vector, validated (`CheckedModel`); here: as it is."""
+        return w
+
     # ------------------------------------------------------------------ core
     def joint_feature(self, x: Any, y: Any) -> npt.NDArray[np.float64] | SparseVector:  # pragma: no cover - abstract
         """phi(x, y) in R^d, a dense ndarray or a SparseVector."""
@@ -178,11 +314,12 @@ class StructuredModel:
         """Delta(y_true, y) >= 0 with Delta(y, y) = 0."""
         raise NotImplementedError
 
+    @checked
     def example_loss(self, x: Any, y_true: Any, y: Any) -> float:
         """Delta_i(y_true, y) for example x: `loss`, unless the model weighs the loss per
         example (e.g. `GraphModel`'s per-node weights, carried by x).  The engine's corners
         call this; test losses (`mean_loss`) use the unweighted `loss`."""
-        return self.loss(y_true, y)
+        return self._unchecked_loss(y_true, y)
 
     #: True when a labelling is one label per node and the loss their normalised Hamming loss:
     #: the model then takes per-node loss weights (`weight_example`) and marks unlabelled nodes -1
@@ -236,13 +373,14 @@ class StructuredModel:
         raise NotImplementedError
 
     # -------------------------------------------------------------- defaults
+    @checked
     def psi(self, x: Any, y_true: Any, y: Any) -> npt.NDArray[np.float64] | SparseVector:
         """The corner direction psi_i(y) = phi(x, y_true) - phi(x, y).
 
         Default: the difference of two joint features (sparse when both are).
         """
-        a = self.joint_feature(x, y_true)
-        b = self.joint_feature(x, y)
+        a = self._unchecked_joint_feature(x, y_true)
+        b = self._unchecked_joint_feature(x, y)
         if isinstance(a, SparseVector) and isinstance(b, SparseVector):
             return SparseVector.from_pairs(
                 np.concatenate([a.indices, b.indices]),
@@ -251,9 +389,10 @@ class StructuredModel:
             )
         return as_dense(a) - as_dense(b)
 
+    @checked
     def score(self, x: Any, y: Any, w: npt.NDArray[np.float64]) -> float:
         """<w, phi(x, y)>."""
-        return dot(self.joint_feature(x, y), w)
+        return dot(self._unchecked_joint_feature(x, y), w)
 
     def label_key(self, y: Any) -> Hashable:
         """A hashable identity of a labelling (corner sets use it)."""
@@ -261,6 +400,8 @@ class StructuredModel:
 
     def mean_loss(self, Y_true: Sequence[Any], Y_pred: Sequence[Any]) -> float:
         """Mean task loss over a data set (the test error that traces report)."""
+        if len(Y_true) != len(Y_pred):
+            raise ValueError(f"Y_true and Y_pred must have the same length; got {len(Y_true)} and {len(Y_pred)}")
         if len(Y_true) == 0:
             return float("nan")
         return float(np.mean([self.loss(a, b) for a, b in zip(Y_true, Y_pred)]))
@@ -368,6 +509,34 @@ class StructuredModel:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
         return f"{type(self).__name__}({args})"
+
+
+bind_unchecked_twins(StructuredModel)
+
+
+class CheckedModel(StructuredModel):
+    """A model whose `checked` methods validate their arguments with the model's own validators.
+
+    An input by ``_check_x(x, name)`` (what ``check_X`` applies to each input), a labelling of it
+    by ``check_y``, the two labellings of a loss by ``_check_label_pair`` (here: 1-d arrays of
+    one length with states in 0..n_states-1), a weight vector by its length d and finite entries.
+    Every bundled model is one; the checks run when a user calls a method, never when the engine
+    does (`unchecked_method`)."""
+
+    def _check_x(self, x: Any, name: str) -> Any:  # pragma: no cover - every bundled model has one
+        raise NotImplementedError
+
+    def _check_input(self, x: Any, name: str) -> Any:
+        return self._check_x(x, name)
+
+    def _check_labelling_of(self, x: Any, y: Any, name: str) -> Any:
+        return self.check_y(x, y, name=name)
+
+    def _check_label_pair(self, y_true: Any, y: Any, where: str) -> tuple[Any, Any]:
+        return check_label_pair(y_true, y, where, int(getattr(self, "n_states")), 1)
+
+    def _check_weights(self, w: Any, name: str) -> npt.NDArray[np.float64]:
+        return check_weight_vector(w, self.size_joint_feature, name)
 
 
 MODEL_REGISTRY: dict[str, type[StructuredModel]] = {}

@@ -34,17 +34,18 @@ from ._validation import (
     as_label_array,
     check_finite,
     check_int_param,
+    check_joint_feature_size,
     check_sequence_of_inputs,
     one_example_error,
 )
-from .base import (StructuredModel, WeightedInput, check_example_weight, compose_node_coefficients, register_model,
-                   unweighted)
+from .base import (CheckedModel, WeightedInput, check_example_weight, checked, compose_node_coefficients,
+                   register_model, unweighted)
 
 _EMPTY = np.empty(0, np.int64)
 
 
 @register_model
-class ChainModel(StructuredModel):
+class ChainModel(CheckedModel):
     """Linear-chain model with unary features and a transition matrix.
 
     Parameters
@@ -61,9 +62,10 @@ class ChainModel(StructuredModel):
         its indptr/indices/data and never densify it).
     y : ndarray (L,) int64 with values 0..S-1.
 
-    ``psi`` and ``joint_feature`` return `SparseVector`.
-    The methods used in the solvers' inner loop do no validation: call
-    `check_data` once on the training set.
+    ``psi`` and ``joint_feature`` return `SparseVector`.  Called by a user, every method checks
+    its arguments (x like `check_X`, labellings like `check_y`, w of length d); the engine calls
+    them unchecked on the training set it validated once (`structfw.models.base.checked`).
+    d = S*F + S^2 is at most `structfw.models._validation.MAX_SIZE_JOINT_FEATURE`.
     """
 
     #: the joint kernel this model's features, loss and oracles define (solvers.KernelBCFW):
@@ -73,9 +75,10 @@ class ChainModel(StructuredModel):
     per_node_labels = True
 
     def __init__(self, n_states: int, n_features: int) -> None:
-        self.n_states = check_int_param(n_states, "n_states", 2)
-        self.n_features = check_int_param(n_features, "n_features", 1)
-        self.size_joint_feature = self.n_states * self.n_features + self.n_states ** 2
+        self.n_states = S = check_int_param(n_states, "n_states", 2)
+        self.n_features = F = check_int_param(n_features, "n_features", 1)
+        self.size_joint_feature = check_joint_feature_size("ChainModel", "n_states * n_features + n_states ** 2",
+                                                           S * F + S * S)
 
     def get_config(self) -> dict[str, Any]:
         return {"n_states": self.n_states, "n_features": self.n_features}
@@ -95,6 +98,7 @@ class ChainModel(StructuredModel):
         return np.asarray(w)[self.transition_offset:].reshape(self.n_states, self.n_states)
 
     # ------------------------------------------------------------------ core
+    @checked
     def joint_feature(self, x: npt.NDArray[np.float64] | sp.spmatrix | sp.sparray,
                       y: npt.ArrayLike) -> SparseVector:
         x = unweighted(x)
@@ -109,13 +113,14 @@ class ChainModel(StructuredModel):
             )
         return SparseVector(i, v, self.size_joint_feature)
 
+    @checked
     def psi(self, x: npt.NDArray[np.float64] | sp.csr_matrix, y_true: npt.NDArray[np.int64],
             y: npt.NDArray[np.int64]) -> SparseVector:
         """phi(x, y_true) - phi(x, y) as a SparseVector (only differing positions)."""
         if type(x) is np.ndarray:
             i, v = chain_phi_diff_dense(x, y_true, y, self.n_states, self.n_features)
         elif type(x) is WeightedInput:
-            return self.psi(x.x, y_true, y)
+            return self._unchecked_psi(x.x, y_true, y)
         else:
             # mypy narrows no else branch of a `type(x) is` test; isinstance would, but would also send
             # ndarray subclasses to the dense kernel
@@ -125,17 +130,19 @@ class ChainModel(StructuredModel):
             )
         return SparseVector(i, v, self.size_joint_feature)
 
+    @checked
     def loss(self, y_true: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> float:
         """Normalised Hamming loss (1/L) sum_l [y_true_l != y_l]."""
         return hamming_loss(y_true, y)
 
+    @checked
     def example_loss(self, x: Any, y_true: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> float:
         """The loss the training sees: sum_l a_l [y_l != y_true_l] for an input weighted by
         `weight_example`, `loss` otherwise."""
         if type(x) is WeightedInput:
             return float(weighted_hamming_loss(np.asarray(y_true, np.int64), np.asarray(y, np.int64),
                                                x.loss_weights))
-        return self.loss(y_true, y)
+        return self._unchecked_loss(y_true, y)
 
     def weight_example(self, x: Any, y_true: Any, weight: float | npt.NDArray[np.float64],
                        name: str = "sample_weight") -> WeightedInput:
@@ -146,8 +153,10 @@ class ChainModel(StructuredModel):
         L = x.shape[0]
         return WeightedInput(x, compose_node_coefficients(prev, check_example_weight(weight, name, L), L, name))
 
+    @checked
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | sp.csr_matrix, y_true: npt.NDArray[np.int64],
                               w: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        """argmax_y Delta(y_true, y) + <w, phi(x, y)> by exact Viterbi."""
         if type(x) is np.ndarray:
             return chain_oracle_dense(x, w, y_true, self.n_states, self.n_features, True)
         if type(x) is WeightedInput:
@@ -163,8 +172,10 @@ class ChainModel(StructuredModel):
             x.indptr, x.indices, x.data, w, y_true, self.n_states, self.n_features, True
         )
 
+    @checked
     def decode(self, x: npt.NDArray[np.float64] | sp.spmatrix | sp.sparray,
                w: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """argmax_y <w, phi(x, y)> by exact Viterbi."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         x = unweighted(x)
         if type(x) is np.ndarray:
@@ -182,9 +193,11 @@ class ChainModel(StructuredModel):
             return np.asarray(x @ W.T)
         return np.asarray(x, dtype=np.float64) @ W.T
 
+    @checked
     def score(self, x: npt.NDArray[np.float64] | sp.spmatrix | sp.sparray, y: npt.ArrayLike,
               w: npt.ArrayLike) -> float:
-        phi = self.joint_feature(x, y)
+        """<w, phi(x, y)>."""
+        phi = self._unchecked_joint_feature(x, y)
         return float(np.dot(phi.values, np.asarray(w)[phi.indices]))
 
     def label_key(self, y: npt.ArrayLike) -> bytes:
@@ -192,6 +205,7 @@ class ChainModel(StructuredModel):
             np.ascontiguousarray(y, dtype=np.int64).tobytes()
         )
 
+    @checked
     def expectation(self, x: npt.ArrayLike | sp.spmatrix | sp.sparray, y_true: npt.ArrayLike | None,
                     v: npt.ArrayLike, c: float) -> tuple[npt.NDArray[np.float64] | SparseVector, float, float]:
         """Expectation oracle by forward-backward (online-EG, Collins et al. 2008).

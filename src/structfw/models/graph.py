@@ -50,9 +50,9 @@ from ..oracles.graph import (
     tree_marginals,
     tree_max_product,
 )
-from ._validation import (as_float_array, as_label_array, check_int_param, check_sequence_of_inputs,
-                          from_json_text)
-from .base import StructuredModel, check_example_weight, register_model
+from ._validation import (MAX_TABLE_ENTRIES, as_float_array, as_label_array, check_int_param,
+                          check_joint_feature_size, check_sequence_of_inputs, check_size, from_json_text)
+from .base import CheckedModel, check_example_weight, checked, register_model
 from .graphcut import _check_nodes
 
 PAIRWISE = ("full", "symmetric", "potts")
@@ -102,7 +102,7 @@ def is_submodular(pairwise: npt.NDArray[np.float64]) -> bool:
 
 
 @register_model
-class GraphModel(StructuredModel):
+class GraphModel(CheckedModel):
     """Pairwise CRF on general graphs: exact on forests, certified bounds on loopy graphs.
 
     Parameters
@@ -124,7 +124,11 @@ class GraphModel(StructuredModel):
         graphs with K^V > 2^20; "qpbo" needs K = 2.
     inference_options : dict, optional
         Keyword arguments of the back-ends, by back-end name, e.g.
-        ``{"trws": {"max_iter": 200, "tol": 1e-6}}`` (or its JSON text).
+        ``{"trws": {"max_iter": 200, "tol": 1e-6}}`` (or its JSON text).  Each back-end takes
+        its own (`INFERENCE_OPTIONS`): "trws" max_iter (1..10^6), tol (>= 0), icm_sweeps (>= 0)
+        and order (a permutation of the nodes, checked against every graph); "lp" icm_sweeps
+        and integral_tol (in [0, 1)); "qpbo" exhaustive_max (0..32), trws_iter (1..10^6) and
+        icm_sweeps.  Checked here (and when the attribute is set), not at the first oracle call.
     class_weight : array-like of K positive floats, optional
         (or its JSON text, as `get_config` writes it).  Weights of the loss: node v
         counts cw[y_v^true] / sum_u cw[y_u^true], so the loss stays in [0, 1] and rare
@@ -152,8 +156,14 @@ class GraphModel(StructuredModel):
     Inputs: ``x = (node_features (V, F), edges (E, 2), edge_features (E, Fe))``, or
     ``(node_features, edges)`` when ``n_edge_features == 1``; `check_X` returns
     `GraphExample` tuples (sparse node features kept as CSR).  Labellings: (V,) int64 in
-    0..K-1.  ``psi`` and ``joint_feature`` return `SparseVector`.
+    0..K-1.  ``psi`` and ``joint_feature`` return `SparseVector`.  Called by a user, every
+    method checks its arguments; the engine calls them unchecked on the graphs it validated
+    once (`structfw.models.base.checked`).  d is at most
+    `structfw.models._validation.MAX_SIZE_JOINT_FEATURE` and K^2 (the pairwise table of an
+    edge) at most `structfw.models._validation.MAX_TABLE_ENTRIES`.
     """
+
+    _unchecked_loss_augmented_decode_with_bound: Callable[..., Any]
 
     class_labels = True
     per_node_labels = True
@@ -167,12 +177,13 @@ class GraphModel(StructuredModel):
         if pairwise not in PAIRWISE:
             raise ValueError(f"pairwise must be one of {PAIRWISE}, got {pairwise!r}")
         self.pairwise = pairwise
+        _check_graph_sizes(K, self.n_features, self.n_edge_features, pairwise)
         if inference != "auto" and inference not in BACKENDS:
             raise ValueError(f"inference must be 'auto' or one of {BACKENDS}, got {inference!r}")
         if inference == "qpbo" and K != 2:
             raise ValueError(f"inference='qpbo' needs n_states = 2 (binary labels), got n_states={K}")
         self.inference = inference
-        self.inference_options = _check_options(inference_options)
+        self.inference_options = inference_options  # checked (and stored) by the property
         self.class_weight = None if class_weight is None else _check_class_weight(class_weight, K)
         self._cw = np.zeros(0) if class_weight is None else self.class_weight
         # slot[k, l]: the pairwise parameter block of the label pair (k, l), -1 for none
@@ -190,10 +201,7 @@ class GraphModel(StructuredModel):
         self.n_slots = int(slot.max()) + 1
         self.pairwise_offset = K * self.n_features
         self.size_joint_feature = self.pairwise_offset + self.n_slots * self.n_edge_features
-        # 0/1 (K K, n_slots) membership of label pairs in slots: folds edge marginals onto slots
-        self._slot_matrix = np.zeros((K * K, self.n_slots))
-        has = slot.ravel() >= 0
-        self._slot_matrix[np.flatnonzero(has), slot.ravel()[has]] = 1.0
+        self._slot_csr: sp.csr_matrix | None = None  # built by the first expectation call
         self._seen_labelled = False
         self._seen_loopy = False
         if not isinstance(nonnegative_pairwise, (bool, np.bool_)):
@@ -216,6 +224,26 @@ class GraphModel(StructuredModel):
                 "inference_options": json.dumps(self.inference_options) if self.inference_options else None,
                 "class_weight": None if self.class_weight is None else json.dumps(self.class_weight.tolist()),
                 "nonnegative_pairwise": self.nonnegative_pairwise}
+
+    @property
+    def inference_options(self) -> dict[str, dict[str, Any]]:
+        """The back-ends' keyword arguments (class docstring), checked whenever they are set."""
+        return self._inference_options
+
+    @inference_options.setter
+    def inference_options(self, options: Mapping[str, Mapping[str, Any]] | str | None) -> None:
+        self._inference_options = _check_options(options)
+
+    @property
+    def _slot_matrix(self) -> sp.csr_matrix:
+        """0/1 (K K, n_slots) membership of label pairs in slots (folds edge marginals onto slots),
+        sparse: K^2 entries where a dense one would hold K^2 n_slots (K^4 for "full")."""
+        if self._slot_csr is None:
+            K = self.n_states
+            flat = self.slot.ravel()
+            has = np.flatnonzero(flat >= 0)
+            self._slot_csr = sp.csr_matrix((np.ones(has.size), (has, flat[has])), shape=(K * K, self.n_slots))
+        return self._slot_csr
 
     @property
     def approximate_oracle(self) -> bool:  # type: ignore[override]  # read-only: from the graphs validated
@@ -319,6 +347,7 @@ class GraphModel(StructuredModel):
             return self._backend(x, None)
         return self._backend(x, self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))[1])
 
+    @checked
     def loss_augmented_decode_with_bound(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike,
                                          w: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float]:
         """The max oracle with a certificate: (y, B) with B >= max_y Delta(y_true, y) + <w, phi(x, y)>.
@@ -340,12 +369,14 @@ class GraphModel(StructuredModel):
                 y, value = y_true.copy(), truth
         return y, max(float(bound), value)
 
+    @checked
     def loss_augmented_decode(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike,
                               w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """argmax_y Delta(y_true, y) + <w, phi(x, y)> by the model's back-end (exact on
         forests; on loopy graphs approximate, and never below y_true)."""
-        return self.loss_augmented_decode_with_bound(x, y_true, w)[0]
+        return self._unchecked_loss_augmented_decode_with_bound(x, y_true, w)[0]
 
+    @checked
     def decode(self, x: GraphExample | Sequence[Any], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """argmax_y <w, phi(x, y)> by the model's back-end."""
         x = self._example(x)
@@ -370,6 +401,7 @@ class GraphModel(StructuredModel):
         U, P = self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))
         return tree_marginals(U, x.edges, P, temperature, schedule=x.tree)
 
+    @checked
     def expectation(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike | None, v: npt.ArrayLike,
                     c: float) -> tuple[npt.NDArray[np.float64] | SparseVector, float, float]:
         """Expectation oracle on a forest (online exponentiated gradient; see
@@ -390,7 +422,7 @@ class GraphModel(StructuredModel):
         mu, mu_e, logZ = tree_marginals(U, x.edges, P, 1.0, schedule=x.tree)
         E = mu_e.shape[0]
         E_phi: npt.NDArray[np.float64] | SparseVector
-        pair = ((mu_e.reshape(E, -1) @ self._slot_matrix).T @ x.edge_features).ravel()
+        pair = ((self._slot_matrix.T @ mu_e.reshape(E, -1).T) @ x.edge_features).ravel()
         if sp.issparse(x.nodes):
             un = (sp.csr_matrix(mu.T) @ x.nodes).tocoo()
             idx = un.row.astype(np.int64) * self.n_features + un.col
@@ -413,10 +445,13 @@ class GraphModel(StructuredModel):
                                       "cycle: marginals of loopy graphs are not implemented")
 
     # ------------------------------------------------------------------ core
+    @checked
     def joint_feature(self, x: GraphExample | Sequence[Any], y: npt.ArrayLike) -> SparseVector:
+        """phi(x, y) as a SparseVector."""
         y = np.ascontiguousarray(y, dtype=np.int64)
         return self._phi_diff(self._example(x), y, np.full(y.shape[0], -1, np.int64))
 
+    @checked
     def psi(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike, y: npt.ArrayLike) -> SparseVector:
         """phi(x, y_true) - phi(x, y) as a SparseVector: only nodes whose labels differ and
         edges whose label pair changes slot are read."""
@@ -434,6 +469,7 @@ class GraphModel(StructuredModel):
                                         self.n_slots, K)
         return SparseVector(i, v, self.size_joint_feature)
 
+    @checked
     def loss(self, y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """(Class-weighted) normalised Hamming loss sum_v c_v [y_v != y_v^true]."""
         y_true = np.asarray(y_true)
@@ -443,6 +479,7 @@ class GraphModel(StructuredModel):
         c = self.class_weight[y_true]
         return float(c[wrong].sum() / c.sum())
 
+    @checked
     def example_loss(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """The loss of example x: with per-node weights omega (x's fourth item),
         sum_v c_v [y_v != y_v^true] with c_v = omega_v cw[y_v^true] / sum_u omega_u cw[y_u^true];
@@ -450,7 +487,8 @@ class GraphModel(StructuredModel):
         the gaps and the path all see the weighted loss."""
         x = self._example(x)
         if x.node_weights is None:
-            return self.loss(y_true, y) * x.loss_scale if x.loss_scale != 1.0 else self.loss(y_true, y)
+            loss = float(self._unchecked_loss(y_true, y))
+            return loss * x.loss_scale if x.loss_scale != 1.0 else loss
         y_true = np.asarray(y_true)
         c = np.asarray(self._node_loss_weights(y_true, x.node_weights))
         return x.loss_scale * float(c[y_true != np.asarray(y)].sum())
@@ -518,6 +556,10 @@ class GraphModel(StructuredModel):
         if tree is None and self.inference == "tree":
             raise ValueError(f"{name}: edges contain a cycle, but inference='tree' needs a forest; "
                              "use inference='auto' or a loopy back-end")
+        order = self.inference_options.get("trws", {}).get("order")
+        if order is not None and sorted(order) != list(range(V)):
+            raise ValueError(f"{name} has {V} nodes, but inference_options['trws']['order'] is not a permutation "
+                             f"of 0..{V - 1} (it has {len(order)} entries)")
         return GraphExample(nodes, edges, ef, tree, omega)
 
     def check_X(self, X: Iterable[Any]) -> list[GraphExample]:
@@ -579,22 +621,88 @@ def _check_class_weight(cw: object, K: int) -> npt.NDArray[np.float64]:
     return a
 
 
+def _check_graph_sizes(K: int, F: int, Fe: int, pairwise: str) -> None:
+    """The sizes a `GraphModel`'s arguments imply, bounded before anything is allocated: d and
+    the K x K pairwise table of an edge (every oracle call builds one per edge)."""
+    n_slots = {"full": K * K, "symmetric": K * (K + 1) // 2, "potts": 1}[pairwise]
+    slots = {"full": "n_states ** 2", "symmetric": "n_states * (n_states + 1) / 2", "potts": "1"}[pairwise]
+    check_joint_feature_size("GraphModel", f"n_states * n_features + {slots} * n_edge_features "
+                             f"(pairwise={pairwise!r})", K * F + n_slots * Fe)
+    check_size("GraphModel", "n_states ** 2", K * K, MAX_TABLE_ENTRIES, "the K x K pairwise table of an edge")
+
+
+class _BadOption(ValueError):
+    """An option's value is not what its back-end takes (the message says what it takes)."""
+
+
+def _int_option(lo: int, hi: int | None) -> Callable[[object], object]:
+    def check(v: object) -> object:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo or (
+                hi is not None and v > hi):
+            raise _BadOption(f"an integer in [{lo}, {'inf' if hi is None else hi}]")
+        return int(v)
+    return check
+
+
+def _real_option(lo: float, hi: float | None) -> Callable[[object], object]:
+    def check(v: object) -> object:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) or not (
+                np.isfinite(v) and v >= lo and (hi is None or v < hi)):
+            raise _BadOption(f"a finite number in [{lo}, {'inf' if hi is None else hi})")
+        return float(v)
+    return check
+
+
+def _order_option(v: object) -> object:
+    """A node order for TRW-S: distinct integers >= 0 (a permutation of each graph's nodes, checked
+    against the graphs by `GraphModel.check_X`), kept as a list (the model's config is JSON)."""
+    a = np.asarray(v) if isinstance(v, (list, tuple, np.ndarray)) else np.zeros((0, 0))
+    if a.ndim != 1 or not (a.size == 0 or np.issubdtype(a.dtype, np.integer)) or (a.size and a.min() < 0) \
+            or np.unique(a).size != a.size:
+        raise _BadOption("a list of distinct node indices >= 0 (a permutation of the nodes of every graph)")
+    return [int(t) for t in a]
+
+
+_MAX_ITER = 10 ** 6  # TRW-S keeps a bound per iteration: a larger count is a typo, and memory
+#: the options each back-end of ``inference`` takes, each with the check of its value (the value
+#: converted, or a ValueError saying what is expected); "tree" and "exhaustive" take none
+INFERENCE_OPTIONS: dict[str, dict[str, Callable[[object], object]]] = {
+    "trws": {"max_iter": _int_option(1, _MAX_ITER), "tol": _real_option(0.0, None), "icm_sweeps": _int_option(0, None),
+             "order": _order_option},
+    "lp": {"icm_sweeps": _int_option(0, None), "integral_tol": _real_option(0.0, 1.0)},
+    # exhaustive_max: a component of n nodes takes 2^n steps, already minutes at 2^32
+    "qpbo": {"exhaustive_max": _int_option(0, 32), "trws_iter": _int_option(1, _MAX_ITER),
+             "icm_sweeps": _int_option(0, None)},
+}
+
+
 def _check_options(options: object) -> dict[str, dict[str, Any]]:
+    """``inference_options`` as {back-end: {option: value}}, every key and value checked
+    (`INFERENCE_OPTIONS`); a ValueError naming ``inference_options[back-end][option]`` otherwise."""
     options = from_json_text(options, "inference_options")
     if options is None:
         return {}
-    if not isinstance(options, dict):
+    if not isinstance(options, Mapping):
         raise ValueError(f"inference_options must be a dict {{back-end: {{option: value}}}}, got {options!r}")
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, kw in options.items():
         if name not in BACKENDS:
             raise ValueError(f"inference_options has an entry for {name!r}, which is not a back-end "
                              f"(one of {BACKENDS})")
-        if not isinstance(kw, dict) or not all(isinstance(k, str) for k in kw):
+        if not isinstance(kw, Mapping) or not all(isinstance(k, str) for k in kw):
             raise ValueError(f"inference_options[{name!r}] must be a dict of keyword arguments, got {kw!r}")
         if kw and name in _EXACT:
             raise ValueError(f"inference_options[{name!r}]: the {name!r} back-end takes no options, got {kw!r}")
-        out[name] = dict(kw)
+        known = INFERENCE_OPTIONS.get(name, {})
+        out[name] = {}
+        for key, value in kw.items():
+            if key not in known:
+                raise ValueError(f"inference_options[{name!r}] has the option {key!r}, which the {name!r} back-end "
+                                 f"does not take (it takes {sorted(known)})")
+            try:
+                out[name][key] = known[key](value)
+            except _BadOption as exc:
+                raise ValueError(f"inference_options[{name!r}][{key!r}] must be {exc}, got {value!r}") from None
     return out
 
 

@@ -46,13 +46,16 @@ from ..oracles.potts import (
     potts_score,
 )
 from ._validation import (
+    MAX_TABLE_ENTRIES,
     as_float_array,
     as_label_array,
     check_int_param,
+    check_joint_feature_size,
     check_sequence_of_inputs,
+    check_size,
     one_example_error,
 )
-from .base import StructuredModel, check_example_weight, compose_node_coefficients, register_model
+from .base import CheckedModel, check_example_weight, checked, compose_node_coefficients, register_model
 
 
 class GraphInput(NamedTuple):
@@ -76,11 +79,15 @@ class GraphInput(NamedTuple):
 _NEG_MODES = ("clip", "raise")
 
 
-class GraphLabellingModel(StructuredModel):
+class GraphLabellingModel(CheckedModel):
     """Shared part of `GraphCutModel` and `PottsModel`:
     class-wise node features, negated cut edge features, normalised Hamming loss.
 
-    Subclasses set ``n_states`` and implement the oracles."""
+    Subclasses set ``n_states`` and implement the oracles.  Called by a user, every method
+    checks its arguments; the engine calls them unchecked on the graphs it validated once
+    (`structfw.models.base.checked`).  d = K F + Fe is at most
+    `structfw.models._validation.MAX_SIZE_JOINT_FEATURE`, and K^2 at most
+    `structfw.models._validation.MAX_TABLE_ENTRIES` (the certified bound's pairwise tables)."""
 
     n_states: int = 2
     class_labels = True
@@ -90,6 +97,11 @@ class GraphLabellingModel(StructuredModel):
     def _init_sizes(self, n_features: int, n_edge_features: int, negative_weights: str) -> None:
         self.n_features = check_int_param(n_features, "n_features", 1)
         self.n_edge_features = check_int_param(n_edge_features, "n_edge_features", 1)
+        owner, K = type(self).__name__, self.n_states
+        states = "n_states" if "n_states" in vars(self) else str(K)  # GraphCutModel's K = 2 is no argument
+        check_joint_feature_size(owner, f"{states} * n_features + n_edge_features",
+                                 K * self.n_features + self.n_edge_features)
+        check_size(owner, "n_states ** 2", K * K, MAX_TABLE_ENTRIES, "the K x K pairwise table of an edge")
         if negative_weights not in _NEG_MODES:
             raise ValueError(f"negative_weights must be one of {_NEG_MODES}, got {negative_weights!r}")
         self.negative_weights = negative_weights
@@ -147,12 +159,13 @@ class GraphLabellingModel(StructuredModel):
     def _loss_weights(x: GraphInput | Sequence[Any]) -> npt.NDArray[np.float64] | None:
         return x.loss_weights if type(x) is GraphInput else None
 
+    @checked
     def example_loss(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """The loss the training sees: sum_v a_v [y_v != y_true_v] for an input weighted by
         `weight_example`, `loss` otherwise."""
         a = self._loss_weights(x)
         if a is None:
-            return self.loss(y_true, y)
+            return self._unchecked_loss(y_true, y)
         return float(np.sum(a[np.asarray(y_true) != np.asarray(y)]))
 
     def weight_example(self, x: GraphInput | Sequence[Any], y_true: Any, weight: float | npt.NDArray[np.float64],
@@ -195,6 +208,7 @@ class GraphLabellingModel(StructuredModel):
             return y_true.copy()
         return y
 
+    @checked
     def score_labelling(self, x: GraphInput | Sequence[Any], y: npt.ArrayLike, w: npt.ArrayLike,
                         y_true: npt.ArrayLike | None = None) -> float:
         """<w, phi(x, y)> - potts_constant * #cut edges (+ Delta(y_true, y) when given),
@@ -207,10 +221,13 @@ class GraphLabellingModel(StructuredModel):
         return float(potts_score(U, tails, heads, self._costs(ef, w), np.ascontiguousarray(y, np.int64)))
 
     # ------------------------------------------------------------------ core
+    @checked
     def joint_feature(self, x: GraphInput | Sequence[Any], y: npt.ArrayLike) -> SparseVector:
+        """phi(x, y) as a SparseVector."""
         y = np.ascontiguousarray(y, dtype=np.int64)
         return self._phi_diff(x, y, np.full(y.shape[0], -1, np.int64))
 
+    @checked
     def psi(self, x: GraphInput | Sequence[Any], y_true: npt.NDArray[np.int64], y: npt.ArrayLike) -> SparseVector:
         """phi(x, y_true) - phi(x, y) as a SparseVector (only nodes whose labels differ and
         edges whose cut status differs contribute)."""
@@ -227,6 +244,7 @@ class GraphLabellingModel(StructuredModel):
             i, v = graph_phi_diff_dense(nodes, ef, tails, heads, ya, yb, K, F)
         return SparseVector(i, v, self.size_joint_feature)
 
+    @checked
     def loss(self, y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """Normalised Hamming loss (1/V) sum_v [y_true_v != y_v]."""
         return hamming_loss(np.asarray(y_true), np.asarray(y))
@@ -381,6 +399,7 @@ class GraphCutModel(GraphLabellingModel):
         y, _ = min_cut(-U[:, 0], -U[:, 1], np.stack([tails, heads], 1), c, backend=self.backend)
         return y
 
+    @checked
     def loss_augmented_decode(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike,
                               w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Exact argmax_y Delta(y_true, y) + <Pi(w), phi(x, y)> by one min cut.
@@ -396,6 +415,7 @@ class GraphCutModel(GraphLabellingModel):
         y = self._cut(U, tails, heads, self._costs(ef, w))
         return self._not_below_truth(U, tails, heads, ef, w, y, y_true)
 
+    @checked
     def decode(self, x: GraphInput | Sequence[Any], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Exact argmax_y <Pi(w), phi(x, y)> by one min cut."""
         w = self._check_w(w)

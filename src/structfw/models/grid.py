@@ -28,11 +28,13 @@ from ._validation import (
     as_label_array,
     check_finite,
     check_int_param,
+    check_joint_feature_size,
+    check_label_pair,
     check_sequence_of_inputs,
     one_example_error,
 )
-from .base import (StructuredModel, WeightedInput, check_example_weight, compose_node_coefficients, register_model,
-                   unweighted)
+from .base import (CheckedModel, WeightedInput, check_example_weight, checked, compose_node_coefficients,
+                   register_model, unweighted)
 
 _EMPTY2 = np.empty((0, 0), np.int64)
 
@@ -52,7 +54,7 @@ def _grid_edges(h: int, wd: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
 
 
 @register_model
-class GridModel(StructuredModel):
+class GridModel(CheckedModel):
     """Grid CRF with unary features and 4-neighbour transition scores.
 
     Parameters
@@ -74,7 +76,10 @@ class GridModel(StructuredModel):
     Notes
     -----
     Inputs and labellings: x is an (h, w, F) array (C-contiguous float64 after
-    `check_X`), y an (h, w) int64 array with values 0..S-1.
+    `check_X`), y an (h, w) int64 array with values 0..S-1.  Called by a user, every method
+    checks its arguments; the engine calls them unchecked on the data it validated once
+    (`structfw.models.base.checked`).  d is at most
+    `structfw.models._validation.MAX_SIZE_JOINT_FEATURE`.
     """
 
     approximate_oracle = True
@@ -95,7 +100,9 @@ class GridModel(StructuredModel):
         S, F = self.n_states, self.n_features
         self._offH = S * F
         self._offV = S * F + (S * S if self.directional else 0)
-        self.size_joint_feature = S * F + (2 if self.directional else 1) * S * S
+        self.size_joint_feature = check_joint_feature_size(
+            "GridModel", f"n_states * n_features + {2 if self.directional else 1} * n_states ** 2",
+            S * F + (2 if self.directional else 1) * S * S)
 
     def get_config(self) -> dict[str, Any]:
         return {
@@ -120,19 +127,24 @@ class GridModel(StructuredModel):
         return np.asarray(w)[self._offV:self._offV + S * S].reshape(S, S)
 
     # ------------------------------------------------------------------ core
+    @checked
     def joint_feature(self, x: npt.NDArray[np.float64], y: npt.ArrayLike) -> SparseVector:
+        """phi(x, y) as a SparseVector."""
         x = unweighted(x)
         y = np.ascontiguousarray(y, dtype=np.int64)
         none = np.full(y.shape, -1, np.int64)
         i, v = grid_phi_diff(x, y, none, self.n_states, self.n_features, self._offH, self._offV)
         return SparseVector(i, v, self.size_joint_feature)
 
+    @checked
     def psi(self, x: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
             y: npt.NDArray[np.int64]) -> SparseVector:
+        """phi(x, y_true) - phi(x, y) as a SparseVector."""
         x = unweighted(x)
         i, v = grid_phi_diff(x, y_true, y, self.n_states, self.n_features, self._offH, self._offV)
         return SparseVector(i, v, self.size_joint_feature)
 
+    @checked
     def loss(self, y_true: np.ndarray, y: np.ndarray) -> float:
         """Normalised Hamming loss over the cells."""
         n = y_true.size
@@ -140,12 +152,16 @@ class GridModel(StructuredModel):
 
     per_node_labels = True
 
+    def _check_label_pair(self, y_true: Any, y: Any, where: str) -> tuple[Any, Any]:
+        return check_label_pair(y_true, y, where, self.n_states, 2)
+
+    @checked
     def example_loss(self, x: Any, y_true: np.ndarray, y: np.ndarray) -> float:
         """The loss the training sees: sum_c a_c [y_c != y_true_c] for an input weighted by
         `weight_example` (a: one coefficient per cell), `loss` otherwise."""
         if type(x) is WeightedInput:
             return float(np.sum(x.loss_weights[np.asarray(y_true) != np.asarray(y)]))
-        return self.loss(y_true, y)
+        return self._unchecked_loss(y_true, y)
 
     def weight_example(self, x: Any, y_true: Any, weight: float | npt.NDArray[np.float64],
                        name: str = "sample_weight") -> WeightedInput:
@@ -170,6 +186,7 @@ class GridModel(StructuredModel):
             U[ii, jj, y_true] -= a
         return U
 
+    @checked
     def energy(self, x: npt.NDArray[np.float64], y: npt.ArrayLike, w: npt.ArrayLike,
                y_true: npt.NDArray[np.int64] | None = None) -> float:
         """<w, phi(x, y)> (+ Delta(y_true, y) when y_true is given)."""
@@ -178,8 +195,11 @@ class GridModel(StructuredModel):
         U = self._unary(x, w, np.ascontiguousarray(y_true, np.int64) if aug else _EMPTY2, aug)
         return grid_energy(U, w, self._offH, self._offV, np.ascontiguousarray(y, np.int64))
 
+    @checked
     def loss_augmented_decode(self, x: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
                               w: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        """Loopy max-product and block ICM on Delta(y_true, y) + <w, phi(x, y)>; y_true unless
+        the result is strictly better."""
         U = self._unary(x, w, y_true, True)
         y, e = grid_max_product(U, w, self._offH, self._offV, y_true, True,
                                 self.n_iter, self.damping, self.max_sweeps)
@@ -188,6 +208,7 @@ class GridModel(StructuredModel):
             return y_true.copy()
         return y
 
+    @checked
     def loss_augmented_decode_with_bound(self, x: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
                                          w: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float]:
         """(the oracle's labelling, B) with B >= max_y Delta(y_true, y) + <w, phi(x, y)>.
@@ -206,12 +227,14 @@ class GridModel(StructuredModel):
                             self.vertical_weights(w)[None])
         y_t, _, bound = trws(U.reshape(h * wd, S), edges, np.ascontiguousarray(pairwise))
         y_t = y_t.reshape(h, wd)
-        y = self.loss_augmented_decode(x, y_true, w)
+        y = self._unchecked_loss_augmented_decode(x, y_true, w)
         if grid_energy(U, w, self._offH, self._offV, y_t) > grid_energy(U, w, self._offH, self._offV, y):
             y = y_t
         return y, float(bound)
 
+    @checked
     def decode(self, x: npt.NDArray[np.float64], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Loopy max-product and block ICM on <w, phi(x, y)>."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         x = unweighted(x)
         U = grid_unary(x, w, self.n_states, self.n_features, _EMPTY2, False)

@@ -34,15 +34,15 @@ from ..oracles.multiclass import (
     multiclass_scores,
     multiclass_scores_sparse,
 )
-from ._validation import check_int_param
-from .base import StructuredModel, register_model
+from ._validation import check_int_param, check_joint_feature_size
+from .base import CheckedModel, checked, register_model
 from .chain import ChainModel
 from .graph import GraphExample, GraphModel
 from .multiclass import MulticlassModel
 
 
 @register_model
-class LatentSubclassModel(StructuredModel):
+class LatentSubclassModel(CheckedModel):
     """Multiclass classification with a latent sub-class per class (Yu & Joachims 2009, Sec. 4).
 
     Every class c is a union of ``n_subclasses`` sub-classes; the joint feature places x in
@@ -67,13 +67,19 @@ class LatentSubclassModel(StructuredModel):
     n_features : int >= 1
         F; inputs are (F,) vectors, a 2-D array or a scipy.sparse matrix, as for
         `MulticlassModel`.
+
+    Called by a user, every method checks its arguments (inputs as `MulticlassModel` does,
+    states in 0..K*H-1); the engine calls them unchecked (`structfw.models.base.checked`).
+    d = K*H*F is at most `structfw.models._validation.MAX_SIZE_JOINT_FEATURE`.
     """
 
     def __init__(self, n_classes: int, n_subclasses: int, n_features: int) -> None:
         self.n_classes = check_int_param(n_classes, "n_classes", 2)
         self.n_subclasses = check_int_param(n_subclasses, "n_subclasses", 1)
         self.n_features = check_int_param(n_features, "n_features", 1)
-        self.size_joint_feature = self.n_classes * self.n_subclasses * self.n_features
+        self.size_joint_feature = check_joint_feature_size(
+            "LatentSubclassModel", "n_classes * n_subclasses * n_features",
+            self.n_classes * self.n_subclasses * self.n_features)
         # the input validation of a multiclass model with one state per (class, sub-class)
         self._inputs = MulticlassModel(self.n_classes * self.n_subclasses, self.n_features)
 
@@ -111,17 +117,22 @@ class LatentSubclassModel(StructuredModel):
             i, v = multiclass_phi_diff(x, sa, sb, self.n_features)
         return SparseVector(i, v, self.size_joint_feature)
 
+    @checked
     def joint_feature(self, x: npt.NDArray[np.float64] | SparseVector, y: int) -> SparseVector:
         """phi(x, c, h): x in block s = c H + h."""
         return self._phi_diff(x, int(y), -1)
 
+    @checked
     def psi(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int, y: int) -> SparseVector:
+        """phi(x, y_true) - phi(x, y)."""
         return self._phi_diff(x, int(y_true), int(y))
 
+    @checked
     def loss(self, y_true: int, y: int) -> float:
         """[class(y_true) != class(y)]: the sub-class carries no loss."""
         return 0.0 if int(y_true) // self.n_subclasses == int(y) // self.n_subclasses else 1.0
 
+    @checked
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int,
                               w: npt.NDArray[np.float64]) -> int:
         """argmax_s [class(s) != class(y_true)] + <w_s, x> (ties: the smallest state)."""
@@ -129,6 +140,7 @@ class LatentSubclassModel(StructuredModel):
         s += self.class_of(np.arange(self.n_states)) != int(y_true) // self.n_subclasses
         return int(np.argmax(s))
 
+    @checked
     def decode(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.ArrayLike) -> int:
         """argmax_{(c, h)} <w, phi(x, c, h)> as a state (its class is `class_of`)."""
         return int(np.argmax(self.scores(x, w)))
@@ -143,6 +155,7 @@ class LatentSubclassModel(StructuredModel):
     def label_key(self, y: int) -> int:
         return int(y)
 
+    @checked
     def expectation(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int | None, v: npt.ArrayLike,
                     c: float) -> tuple[npt.NDArray[np.float64], float, float]:
         """Expectation oracle: the softmax p(s) ∝ exp(c [class(s) != class(y_true)] + <v_s, x>)."""
@@ -165,8 +178,14 @@ class LatentSubclassModel(StructuredModel):
     def check_X(self, X: Iterable[Any]) -> list[Any]:
         return self._inputs.check_X(X)
 
+    def _check_x(self, x: Any, name: str) -> Any:
+        return self._inputs._check_x(x, name)
+
     def check_y(self, x: Any, y: Any, name: str = "Y") -> int:
         return self._inputs.check_y(x, y, name=name)
+
+    def _check_label_pair(self, y_true: Any, y: Any, where: str) -> tuple[int, int]:
+        return self.check_y(None, y_true, f"{where}: y_true"), self.check_y(None, y, f"{where}: y")
 
     def check_class(self, y: Any, name: str = "Y") -> int:
         """A class label in 0..K-1 (the label `LatentStructuredSVM` takes), or a ValueError naming ``name``."""

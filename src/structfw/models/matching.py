@@ -48,10 +48,11 @@ from ._validation import (
     as_float_array,
     check_finite,
     check_int_param,
+    check_joint_feature_size,
     check_sequence_of_inputs,
     one_example_error,
 )
-from .base import StructuredModel, WeightedInput, check_example_weight, register_model, unweighted
+from .base import CheckedModel, WeightedInput, check_example_weight, checked, register_model, unweighted
 
 _EMPTY = np.empty(0, np.int64)
 
@@ -100,7 +101,7 @@ def _sizes(x: npt.NDArray[np.float64] | MatchingInput) -> tuple[int, int]:
 
 
 @register_model
-class MatchingModel(StructuredModel):
+class MatchingModel(CheckedModel):
     """Word alignment as a bipartite matching: edge features, edge Hamming loss.
 
     Parameters
@@ -118,8 +119,9 @@ class MatchingModel(StructuredModel):
     ``(features, n_source, n_target)`` with ``features`` of shape (m_s*m_t, F) (sparse
     or dense).  Labellings are integer target positions (-1 = null), never encoded:
     `StructuredSVM` takes them as given (its ``classes_`` is None).  ``psi`` and ``joint_feature`` return
-    `SparseVector`.  The methods used in the solvers' inner loop
-    do no validation: call `check_data` once on the training set.
+    `SparseVector`.  Called by a user, every method checks its arguments (inputs as `check_X`,
+    alignments as `check_y`, w of length d); the engine calls them unchecked on the data it
+    validated once (`structfw.models.base.checked`).
     """
 
     def __init__(self, n_features: int, fn_cost: float = 1.0) -> None:
@@ -128,16 +130,21 @@ class MatchingModel(StructuredModel):
                 np.isfinite(fn_cost) and fn_cost > 0):
             raise ValueError(f"fn_cost must be a positive finite number, got {fn_cost!r}")
         self.fn_cost: float = float(fn_cost)
-        self.size_joint_feature = self.n_features
+        self.size_joint_feature = check_joint_feature_size("MatchingModel", "n_features", self.n_features)
 
     def get_config(self) -> dict[str, Any]:
         return {"n_features": self.n_features, "fn_cost": self.fn_cost}
 
     # ------------------------------------------------------------------ core
+    @checked
     def edge_scores(self, x: npt.NDArray[np.float64] | MatchingInput, w: npt.ArrayLike,
                     y_true: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.float64]:
         """(m_s, m_t) scores <w, x_jk>, plus the loss bonuses when ``y_true`` is given
         (then argmax over alignments of the summed scores is the loss-augmented decoding)."""
+        return self._edge_scores(x, w, y_true)
+
+    def _edge_scores(self, x: npt.NDArray[np.float64] | MatchingInput, w: npt.ArrayLike,
+                     y_true: npt.NDArray[np.int64] | None) -> npt.NDArray[np.float64]:
         w = np.ascontiguousarray(w, dtype=np.float64)
         augment = y_true is not None
         yt = y_true if augment else _EMPTY
@@ -157,11 +164,12 @@ class MatchingModel(StructuredModel):
         return matching_scores_csr(f.indptr, f.indices, f.data, x.n_source, x.n_target, w, yt, augment,
                                    self.fn_cost, norm)
 
+    @checked
     def example_loss(self, x: Any, y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """The loss the training sees: s `loss` for an input of weight s (`weight_example`)."""
         if type(x) is WeightedInput:
-            return float(x.loss_weights) * self.loss(y_true, y)
-        return self.loss(y_true, y)
+            return float(x.loss_weights) * float(self._unchecked_loss(y_true, y))
+        return self._unchecked_loss(y_true, y)
 
     def weight_example(self, x: Any, y_true: Any, weight: float | npt.NDArray[np.float64],
                        name: str = "sample_weight") -> WeightedInput:
@@ -170,11 +178,13 @@ class MatchingModel(StructuredModel):
         prev = float(x.loss_weights) if type(x) is WeightedInput else 1.0
         return WeightedInput(unweighted(x), prev * check_example_weight(weight, name, None))
 
+    @checked
     def joint_feature(self, x: npt.NDArray[np.float64] | MatchingInput, y: npt.ArrayLike) -> SparseVector:
         """phi(x, y) = sum of the features of the edges of y, as a SparseVector."""
         y = np.asarray(y, dtype=np.int64)
-        return self.psi(x, y, np.full(y.shape[0], -1, np.int64))
+        return self._unchecked_psi(x, y, np.full(y.shape[0], -1, np.int64))
 
+    @checked
     def psi(self, x: npt.NDArray[np.float64] | MatchingInput, y_true: npt.NDArray[np.int64],
             y: npt.NDArray[np.int64]) -> SparseVector:
         """phi(x, y_true) - phi(x, y) as a SparseVector (only the source words whose links differ)."""
@@ -187,18 +197,32 @@ class MatchingModel(StructuredModel):
             i, v = matching_phi_diff_csr(f.indptr, f.indices, f.data, x.n_target, y_true, y)
         return SparseVector(i, v, self.size_joint_feature)
 
+    @checked
     def loss(self, y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """Normalised edge Hamming loss (module docstring), in [0, 1]."""
         return matching_hamming(np.asarray(y_true, dtype=np.int64), np.asarray(y, dtype=np.int64), self.fn_cost)
 
+    def _check_label_pair(self, y_true: Any, y: Any, where: str) -> tuple[Any, Any]:
+        """Two alignments of one sentence pair, checked without it: one entry per source word each,
+        targets >= -1 (their upper bound is the input's), none used twice."""
+        ms = np.shape(y_true)[0] if np.ndim(y_true) == 1 else -1
+        if ms < 1:
+            raise ValueError(f"{where}: y_true must be a 1-d alignment (one target index per source word, -1 = "
+                             f"null), got shape {np.shape(y_true)}")
+        unbounded = np.iinfo(np.int64).max
+        return (_check_alignment(y_true, f"{where}: y_true", ms, unbounded),
+                _check_alignment(y, f"{where}: y", ms, unbounded))
+
+    @checked
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | MatchingInput, y_true: npt.NDArray[np.int64],
                               w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """argmax_y Delta(y_true, y) + <w, phi(x, y)> by one linear assignment."""
-        return max_weight_partial_matching(self.edge_scores(x, w, y_true))
+        return max_weight_partial_matching(self._edge_scores(x, w, y_true))
 
+    @checked
     def decode(self, x: npt.NDArray[np.float64] | MatchingInput, w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """argmax_y <w, phi(x, y)>: the best partial matching (edges of score <= 0 stay null)."""
-        return max_weight_partial_matching(self.edge_scores(x, w))
+        return max_weight_partial_matching(self._edge_scores(x, w, None))
 
     def label_key(self, y: npt.ArrayLike) -> bytes:
         return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 else (
@@ -268,26 +292,31 @@ class MatchingModel(StructuredModel):
                 name: str = "Y") -> npt.NDArray[np.int64]:
         """y as int64 (m_s,) with values in -1..m_t-1 and no target used twice."""
         ms, mt = _sizes(x)
-        try:
-            arr = np.asarray(y)
-        except Exception as exc:  # pragma: no cover - exotic inputs
-            raise ValueError(f"{name} could not be converted to an array: {exc}") from exc
-        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer)
-                                       or np.issubdtype(arr.dtype, np.floating)):
-            raise ValueError(f"{name} must hold integer target indices (-1 = null), got dtype {arr.dtype}; "
-                             "an alignment's entries are positions, not class labels, so they are not encoded")
-        if arr.shape != (ms,):
-            raise ValueError(f"{name} has shape {arr.shape}, expected ({ms},) (one entry per source word)")
-        if np.issubdtype(arr.dtype, np.floating) and (
-                not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
-            raise ValueError(f"{name} must hold integer target indices, got non-integer values")
-        arr = np.ascontiguousarray(arr, dtype=np.int64)
-        bad = arr[(arr < -1) | (arr >= mt)]
-        if bad.size:
-            raise ValueError(f"{name} has target index {int(bad[0])} outside -1..{mt - 1} (m_t={mt}; -1 = null)")
-        linked = arr[arr >= 0]
-        if np.unique(linked).size != linked.size:
-            vals, counts = np.unique(linked, return_counts=True)
-            raise ValueError(f"{name} aligns target word {int(vals[counts > 1][0])} to more than one source "
-                             "word (alignments are one-to-one)")
-        return arr
+        return _check_alignment(y, name, ms, mt)
+
+
+def _check_alignment(y: npt.ArrayLike, name: str, ms: int, mt: int) -> npt.NDArray[np.int64]:
+    """y as int64 (ms,) with values in -1..mt-1 and no target used twice, or a ValueError naming ``name``."""
+    try:
+        arr = np.asarray(y)
+    except Exception as exc:  # pragma: no cover - exotic inputs
+        raise ValueError(f"{name} could not be converted to an array: {exc}") from exc
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer)
+                                   or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(f"{name} must hold integer target indices (-1 = null), got dtype {arr.dtype}; "
+                         "an alignment's entries are positions, not class labels, so they are not encoded")
+    if arr.shape != (ms,):
+        raise ValueError(f"{name} has shape {arr.shape}, expected ({ms},) (one entry per source word)")
+    if np.issubdtype(arr.dtype, np.floating) and (
+            not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
+        raise ValueError(f"{name} must hold integer target indices, got non-integer values")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    bad = arr[(arr < -1) | (arr >= mt)]
+    if bad.size:
+        raise ValueError(f"{name} has target index {int(bad[0])} outside -1..{mt - 1} (m_t={mt}; -1 = null)")
+    linked = arr[arr >= 0]
+    if np.unique(linked).size != linked.size:
+        vals, counts = np.unique(linked, return_counts=True)
+        raise ValueError(f"{name} aligns target word {int(vals[counts > 1][0])} to more than one source "
+                         "word (alignments are one-to-one)")
+    return arr

@@ -29,14 +29,15 @@ from ._validation import (
     as_float_array,
     check_finite,
     check_int_param,
+    check_joint_feature_size,
     check_sequence_of_inputs,
     one_example_error,
 )
-from .base import StructuredModel, WeightedInput, check_example_weight, register_model, unweighted
+from .base import CheckedModel, WeightedInput, check_example_weight, checked, register_model, unweighted
 
 
 @register_model
-class MulticlassModel(StructuredModel):
+class MulticlassModel(CheckedModel):
     """Multiclass model with joint feature x placed in block y (d = K*F) and 0-1 loss.
 
     Parameters
@@ -53,7 +54,10 @@ class MulticlassModel(StructuredModel):
     Python int in 0..K-1. `check_X` also accepts a 2-D array (rows =
     examples), returned as a list of C-contiguous float64 rows, or a scipy.sparse
     matrix, returned as a list of sparse rows and never densified (a wide
-    svmlight file costs memory in its nonzeros only).
+    svmlight file costs memory in its nonzeros only).  Called by a user, every method checks
+    its arguments; the engine calls them unchecked on the data it validated once
+    (`structfw.models.base.checked`).  d = K*F is at most
+    `structfw.models._validation.MAX_SIZE_JOINT_FEATURE`.
     """
 
     #: the joint kernel this model's features, loss and oracles define (solvers.KernelBCFW):
@@ -64,7 +68,8 @@ class MulticlassModel(StructuredModel):
     def __init__(self, n_classes: int, n_features: int) -> None:
         self.n_classes = check_int_param(n_classes, "n_classes", 2)
         self.n_features = check_int_param(n_features, "n_features", 1)
-        self.size_joint_feature = self.n_classes * self.n_features
+        self.size_joint_feature = check_joint_feature_size("MulticlassModel", "n_classes * n_features",
+                                                           self.n_classes * self.n_features)
 
     @property
     def n_states(self) -> int:
@@ -82,16 +87,25 @@ class MulticlassModel(StructuredModel):
             i, v = multiclass_phi_diff(x, ya, yb, self.n_features)
         return SparseVector(i, v, self.size_joint_feature)
 
+    @checked
     def joint_feature(self, x: npt.NDArray[np.float64] | SparseVector, y: int) -> SparseVector:
+        """phi(x, y): x in block y."""
         return self._phi_diff(x, int(y), -1)
 
+    @checked
     def psi(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int, y: int) -> SparseVector:
+        """phi(x, y_true) - phi(x, y)."""
         return self._phi_diff(x, y_true, y)
 
+    @checked
     def loss(self, y_true: int, y: int) -> float:
         """0-1 loss."""
         return 0.0 if y_true == y else 1.0
 
+    def _check_label_pair(self, y_true: Any, y: Any, where: str) -> tuple[int, int]:
+        return self.check_y(None, y_true, f"{where}: y_true"), self.check_y(None, y, f"{where}: y")
+
+    @checked
     def example_loss(self, x: Any, y_true: int, y: int) -> float:
         """The loss the training sees: c [y != y_true] for an input of weight c (`weight_example`)."""
         if y_true == y:
@@ -114,8 +128,10 @@ class MulticlassModel(StructuredModel):
                                             augment)
         return multiclass_oracle(x, w, y_true, self.n_classes, self.n_features, augment)
 
+    @checked
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int,
                               w: npt.NDArray[np.float64]) -> int:
+        """argmax_k [k != y_true] + <w_k, x> (times the input's weight for a weighted input)."""
         if type(x) is WeightedInput:
             c = float(x.loss_weights)
             xi = x.x
@@ -126,7 +142,9 @@ class MulticlassModel(StructuredModel):
             return int(multiclass_oracle_weighted(xi, w, y_true, c, self.n_classes, self.n_features))
         return self._oracle(x, w, y_true, True)
 
+    @checked
     def decode(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.ArrayLike) -> int:
+        """argmax_k <w_k, x>."""
         x = unweighted(x)
         return self._oracle(x, np.ascontiguousarray(w, dtype=np.float64), -1, False)
 
@@ -141,6 +159,7 @@ class MulticlassModel(StructuredModel):
     def label_key(self, y: int) -> int:
         return int(y)
 
+    @checked
     def expectation(self, x: npt.ArrayLike | SparseVector, y_true: int | None, v: npt.ArrayLike,
                     c: float) -> tuple[npt.NDArray[np.float64], float, float]:
         """Expectation oracle: the softmax p(k) ∝ exp(c [k != y_true] + <v_k, x>) (online-EG).
@@ -263,7 +282,7 @@ class MulticlassModel(StructuredModel):
         X = check_sequence_of_inputs(X, "X")
         return [self._check_x(x, f"X[{i}]") for i, x in enumerate(X)]
 
-    def check_y(self, x: npt.NDArray[np.float64] | SparseVector, y: Any, name: str = "Y") -> int:
+    def check_y(self, x: npt.NDArray[np.float64] | SparseVector | None, y: Any, name: str = "Y") -> int:
         if isinstance(y, np.ndarray):
             if y.ndim != 0:
                 raise ValueError(f"{name} must be a single class label, got shape {y.shape}")

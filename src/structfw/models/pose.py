@@ -58,9 +58,9 @@ import numpy.typing as npt
 
 from ..oracles.graph import forest_schedule
 from ..oracles.pose import pose_energy, pose_max_product, tree_order
-from ._validation import (as_float_array, check_int_param, check_sequence_of_inputs, from_json_text,
-                          one_example_error)
-from .base import StructuredModel, register_model
+from ._validation import (MAX_TABLE_ENTRIES, as_float_array, check_int_param, check_joint_feature_size,
+                          check_sequence_of_inputs, check_size, from_json_text, one_example_error)
+from .base import CheckedModel, checked, register_model
 
 INFERENCE = ("dt", "brute")
 
@@ -112,7 +112,7 @@ def _positive_float(value: object, name: str, allow_zero: bool) -> float:
 
 
 @register_model
-class PoseModel(StructuredModel):
+class PoseModel(CheckedModel):
     """Pictorial structure: parts on a grid, a tree of quadratic springs (module docstring).
 
     Parameters
@@ -157,24 +157,33 @@ class PoseModel(StructuredModel):
     Notes
     -----
     Inputs: ``x`` an (H, W, F) float array (float32 kept).  Labellings: (P, 2) int64 of
-    (row, col) grid positions.  ``joint_feature`` and ``psi`` return dense vectors.
+    (row, col) grid positions.  ``joint_feature`` and ``psi`` return dense vectors.  Called by a
+    user, every method checks its arguments; the engine calls them unchecked on the data it
+    validated once (`structfw.models.base.checked`).  d is at most
+    `structfw.models._validation.MAX_SIZE_JOINT_FEATURE`, and the part-filter responses of one
+    image, P k^2 H W, at most `structfw.models._validation.MAX_TABLE_ENTRIES`.
     """
 
     def __init__(self, n_parts: int, parent: npt.ArrayLike | str, n_features: int,
                  grid_shape: Sequence[int] | str, tolerance: float = 2.0, displacement_scale: float = 1.0,
                  inference: str = "dt", window: int = 1, window_stride: int = 1) -> None:
         self.n_parts = P = check_int_param(n_parts, "n_parts", 1)
-        self.parent = check_parent(parent, P)
         self.n_features = F = check_int_param(n_features, "n_features", 1)
-        self.grid_shape = _check_grid(grid_shape)
+        self.grid_shape = H, W = _check_grid(grid_shape)
+        self.window = k = check_int_param(window, "window", 1)
+        if k % 2 == 0:
+            raise ValueError(f"window must be an odd integer >= 1 (the window is centred on the part), got {window!r}")
+        # before the tree, the window's offsets or any map of the grid is built
+        check_joint_feature_size("PoseModel", "n_parts * window ** 2 * n_features + 4 * (n_parts - 1)",
+                                 P * k * k * F + 4 * (P - 1))
+        check_size("PoseModel", "n_parts * window ** 2 * H * W (grid_shape = (H, W))", P * k * k * H * W,
+                   MAX_TABLE_ENTRIES, "the part-filter responses of one image")
+        self.parent = check_parent(parent, P)
         self.tolerance = _positive_float(tolerance, "tolerance", True)
         self.displacement_scale = _positive_float(displacement_scale, "displacement_scale", False)
         if inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
         self.inference = inference
-        self.window = k = check_int_param(window, "window", 1)
-        if k % 2 == 0:
-            raise ValueError(f"window must be an odd integer >= 1 (the window is centred on the part), got {window!r}")
         self.window_stride = check_int_param(window_stride, "window_stride", 1)
         r = np.arange(k, dtype=np.int64) - k // 2
         self.offsets = np.stack(np.meshgrid(r, r, indexing="ij"), -1).reshape(-1, 2) * self.window_stride
@@ -211,6 +220,7 @@ class PoseModel(StructuredModel):
         s = self.displacement_scale
         return self.spring_weights(w) * np.array([1.0 / (s * s), 1.0 / s, 1.0 / (s * s), 1.0 / s])
 
+    @checked
     def unary_scores(self, x: npt.ArrayLike, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """S[p, row, col] = <w_p, f(x, (row, col))>, (P, H, W) float64."""
         x = self._example(x)
@@ -234,6 +244,7 @@ class PoseModel(StructuredModel):
                 S[r0:r1, c0:c1] += R[r0 + oy:r1 + oy, c0 + ox:c1 + ox, :, j]
         return np.ascontiguousarray(S.transpose(2, 0, 1))
 
+    @checked
     def part_features(self, x: npt.ArrayLike, y: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """f(x, y_p) of every part, (P, k^2 F): the window of map entries around each part."""
         x = self._example(x)
@@ -262,6 +273,7 @@ class PoseModel(StructuredModel):
         y, _ = pose_max_product(S, self.parent, self._grid_coef(w), self.order, brute=self.inference == "brute")
         return y
 
+    @checked
     def loss_augmented_decode(self, x: npt.ArrayLike, y_true: npt.ArrayLike, w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """argmax_y Delta(y_true, y) + <w, phi(x, y)>: exact max-product on the part tree."""
         x = self._example(x)
@@ -270,12 +282,14 @@ class PoseModel(StructuredModel):
         S += self._loss_map(np.ascontiguousarray(y_true, dtype=np.int64))
         return self._maximise(S, w)
 
+    @checked
     def decode(self, x: npt.ArrayLike, w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """argmax_y <w, phi(x, y)>: exact max-product on the part tree."""
         x = self._example(x)
         w = np.ascontiguousarray(w, dtype=np.float64)
         return self._maximise(self._scores(x, w), w)
 
+    @checked
     def energy(self, x: npt.ArrayLike, y: npt.ArrayLike, w: npt.ArrayLike, y_true: npt.ArrayLike | None = None) -> float:
         """<w, phi(x, y)> (+ Delta(y_true, y) when ``y_true`` is given), by the oracle's arithmetic."""
         x = self._example(x)
@@ -286,7 +300,9 @@ class PoseModel(StructuredModel):
         return float(pose_energy(S, self.parent, self._grid_coef(w), np.ascontiguousarray(y, dtype=np.int64)))
 
     # ------------------------------------------------------------------ core
+    @checked
     def joint_feature(self, x: npt.ArrayLike, y: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """phi(x, y), dense (module docstring)."""
         x = self._example(x)
         y = np.ascontiguousarray(y, dtype=np.int64)
         phi = np.empty(self.size_joint_feature)
@@ -297,10 +313,14 @@ class PoseModel(StructuredModel):
         phi[self.edge_offset:] = -np.stack([dx * dx, dx, dy * dy, dy], 1).ravel()
         return phi
 
+    @checked
     def psi(self, x: npt.ArrayLike, y_true: npt.ArrayLike, y: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """phi(x, y_true) - phi(x, y), dense."""
         x = self._example(x)
-        return self.joint_feature(x, y_true) - self.joint_feature(x, y)
+        phi = self._unchecked_joint_feature
+        return phi(x, y_true) - phi(x, y)  # type: ignore[no-any-return]
 
+    @checked
     def loss(self, y_true: npt.ArrayLike, y: npt.ArrayLike) -> float:
         """Fraction of parts farther than ``tolerance`` cells from the truth."""
         d = np.asarray(y_true, dtype=np.float64) - np.asarray(y, dtype=np.float64)
@@ -309,6 +329,9 @@ class PoseModel(StructuredModel):
     def label_key(self, y: npt.ArrayLike) -> bytes:
         return y.tobytes() if type(y) is np.ndarray and y.dtype == np.int64 and y.flags.c_contiguous else (
             np.ascontiguousarray(y, dtype=np.int64).tobytes())
+
+    def _check_label_pair(self, y_true: Any, y: Any, where: str) -> tuple[Any, Any]:
+        return self.check_y(None, y_true, f"{where}: y_true"), self.check_y(None, y, f"{where}: y")
 
     # ------------------------------------------------------------ validation
     def _example(self, x: npt.ArrayLike) -> np.ndarray:

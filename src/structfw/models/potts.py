@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from ..oracles.potts import alpha_expansion, edge_costs, potts_score, unary_argmax
 from ._validation import check_int_param
-from .base import register_model
+from .base import checked, register_model
 from .graphcut import GraphInput, GraphLabellingModel
 
 
@@ -84,6 +84,7 @@ class PottsModel(GraphLabellingModel):
         y, s = alpha_expansion(U, tails, heads, c, unary_argmax(U), self.max_cycles)
         return y, s
 
+    @checked
     def loss_augmented_decode(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike,
                               w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Alpha-expansion on Delta(y_true, y) + <Pi(w), phi(x, y)> - C #cut(y); y_true
@@ -98,6 +99,7 @@ class PottsModel(GraphLabellingModel):
             return y_true.copy()
         return self._not_below_truth(U, tails, heads, ef, w, y, y_true)
 
+    @checked
     def loss_augmented_decode_with_bound(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike,
                                          w: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float]:
         """(the oracle's labelling, B) with B >= max_y Delta(y_true, y) + <w, phi(x, y)> - C #cut(y).
@@ -117,7 +119,7 @@ class PottsModel(GraphLabellingModel):
         pairwise = np.ascontiguousarray(-c[:, None, None] * (1.0 - np.eye(K))[None])
         edges = np.ascontiguousarray(np.stack([tails, heads], axis=1))
         y_t, _, bound = trws(np.ascontiguousarray(U), edges, pairwise)
-        y = self.loss_augmented_decode(x, y_true, w)
+        y = self._unchecked_loss_augmented_decode(x, y_true, w)
         if potts_score(U, tails, heads, c, y_t) > potts_score(U, tails, heads, c, y):
             y = y_t
         return y, float(bound)
@@ -127,6 +129,7 @@ class PottsModel(GraphLabellingModel):
     def has_fixed_score(self) -> bool:  # type: ignore[override]
         return self.potts_constant > 0.0
 
+    @checked
     def fixed_score(self, x: GraphInput | Sequence[Any], y: npt.ArrayLike) -> float:
         """-C #cut(y): the fixed Potts term (0 with the default C = 0)."""
         if self.potts_constant == 0.0:
@@ -135,6 +138,7 @@ class PottsModel(GraphLabellingModel):
         y = np.asarray(y)
         return -self.potts_constant * float(np.count_nonzero(y[tails] != y[heads]))
 
+    @checked
     def decode(self, x: GraphInput | Sequence[Any], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Alpha-expansion on <Pi(w), phi(x, y)> - C #cut(y) from the unary argmax."""
         w = self._check_w(w)

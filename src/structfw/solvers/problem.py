@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from .._linalg import SparseVector, dot
 from ..executor import SerialExecutor
+from ..models.base import unchecked_method
 from ._kernels import project_nonneg
 
 if TYPE_CHECKING:
@@ -147,6 +148,11 @@ class Problem:
         self.d = int(model.size_joint_feature)
         self.executor = executor or SerialExecutor()
         self.data_key = self.executor.bind(model, X, Y)  # the workers keep the data; calls send w
+        # the model's methods on the data validated once: without the checks of a user's call
+        self._psi = unchecked_method(model, "psi")
+        self._example_loss = unchecked_method(model, "example_loss")
+        self._max_oracle = unchecked_method(model, "loss_augmented_decode")
+        self._calls: dict[str, Any] = {}
         self.approximate = bool(getattr(model, "approximate_oracle", False))
         self.truth_keys = [model.label_key(y) for y in Y]
         self._fingerprint: str | None = None
@@ -186,12 +192,12 @@ class Problem:
     # ------------------------------------------------------------ corners
     def corner(self, i: int, y: Any) -> tuple[SparseVector, float]:
         """(psi_i(y) as SparseVector, L_i(y)) for labelling y of example i."""
-        psi = as_corner_vector(self.model.psi(self.X[i], self.Y[i], y), self.d)
-        L = float(self.model.example_loss(self.X[i], self.Y[i], y))
+        psi = as_corner_vector(self._psi(self.X[i], self.Y[i], y), self.d)
+        L = float(self._example_loss(self.X[i], self.Y[i], y))
         if self.model.has_fixed_score:
             # the fixed score's difference is part of the corner's constant (MP-BCFW Sec. 3)
-            x = self.X[i]
-            L += float(self.model.fixed_score(x, y)) - float(self.model.fixed_score(x, self.Y[i]))
+            x, fixed = self.X[i], self._unchecked("fixed_score")
+            L += float(fixed(x, y)) - float(fixed(x, self.Y[i]))
         return psi, L
 
     def check_oracle_output(self, i: int, y: Any) -> Any:
@@ -244,16 +250,16 @@ class Problem:
                     c: float) -> tuple[npt.NDArray[np.float64] | SparseVector, float, float]:
         """The model's expectation oracle on example i: (E_phi, E_loss, log_Z) of
         p(y) ∝ exp(c L_i(y) + <v, phi(x_i, y)>) (online exponentiated gradient needs it)."""
-        return self.model.expectation(self.X[i], self.Y[i], v, c)
+        return self._unchecked("expectation")(self.X[i], self.Y[i], v, c)
 
     def joint_feature_true(self, i: int) -> npt.NDArray[np.float64] | SparseVector:
         """phi(x_i, y_i)."""
-        return self.model.joint_feature(self.X[i], self.Y[i])
+        return self._unchecked("joint_feature")(self.X[i], self.Y[i])
 
     def max_oracle(self, i: int, w: npt.NDArray[np.float64]) -> Any:
         """y_i* = argmax_y H_i(y; w), the model's labelling as it returned it (for a user model,
         after `check_user_labelling`)."""
-        y = self.model.loss_augmented_decode(self.X[i], self.Y[i], w)
+        y = self._max_oracle(self.X[i], self.Y[i], w)
         if self.user_model:
             check_user_labelling(self.model, "loss_augmented_decode", i, y, self.Y[i])
         return y
@@ -261,7 +267,7 @@ class Problem:
     def oracle(self, i: int, w: npt.NDArray[np.float64], validate: bool = False) -> OracleCorner:
         """Call the max oracle on example i at w; returns (y, psi, L, H).  (`oracle_corner`
         checks a user model's labelling, so the raw call, not `max_oracle`, which checks too.)"""
-        return self.oracle_corner(i, self.model.loss_augmented_decode(self.X[i], self.Y[i], w), w, validate)
+        return self.oracle_corner(i, self._max_oracle(self.X[i], self.Y[i], w), w, validate)
 
     def batch_oracle(self, w: npt.NDArray[np.float64], indices: Iterable[int] | None = None,
                      validate: bool = True) -> list[OracleCorner]:
@@ -330,18 +336,26 @@ class Problem:
         labelling found (0 for y_i), which a bound of a relaxation always is."""
         U = np.empty(self.n)
         model: Any = self.model  # loss_augmented_decode_with_bound is an optional method
+        with_bound, score = self._unchecked("loss_augmented_decode_with_bound"), self._unchecked("score")
         for i in range(self.n):
             x, y_true = self.X[i], self.Y[i]
-            y, bound = model.loss_augmented_decode_with_bound(x, y_true, w)
+            y, bound = with_bound(x, y_true, w)
             bound = float(bound)
             if not np.isfinite(bound):
                 raise ValueError(f"{type(model).__name__}.loss_augmented_decode_with_bound returned the "
                                  f"bound {bound!r} for example {i}: a finite upper bound was expected")
-            truth = float(model.score(x, y_true, w))
+            truth = float(score(x, y_true, w))
             if model.has_fixed_score:  # the bound covers the fixed term too (MP-BCFW Sec. 3)
-                truth += float(model.fixed_score(x, y_true))
+                truth += float(self._unchecked("fixed_score")(x, y_true))
             U[i] = max(bound - truth, 0.0)
         return U
+
+    def _unchecked(self, name: str) -> Any:
+        """The model's method ``name`` on this problem's validated data (`unchecked_method`), looked up once."""
+        method = self._calls.get(name)
+        if method is None:
+            method = self._calls[name] = unchecked_method(self.model, name)
+        return method
 
     def primal(self, w: npt.NDArray[np.float64], hinge_sum: float) -> float:
         """P(w) = lam/2 ||w||^2 + 1/n sum_i max_y H_i(y; w)   (eq. (1))."""
