@@ -16,6 +16,7 @@ from ._compile import install_compile_notice
 from ._interrupt import deferred_sigint
 from ._params import BOOLEAN, NONE, RANDOM_STATE, Check, InstanceOf, Interval, Options, validate_params
 from .executor import get_executor
+from .models._validation import MAX_SIZE_JOINT_FEATURE
 from .models.base import MODEL_REGISTRY, StructuredModel
 from .solvers import SOLVER_NAMES, Monitor, Problem, Solver, StopRule, make_solver
 from . import _labels, _prediction
@@ -851,7 +852,7 @@ _STOPPED = ("tol", "max_passes", "time_budget", "interrupted")
 #: Saved parameters; n_jobs and verbose are execution settings and never come from a file.
 _SAVED_PARAMS = ("solver", "lam", "max_passes", "tol", "check_every", "time_budget",
                  "random_state", "warm_start")
-_MAX_D = 10 ** 9
+_MAX_D = MAX_SIZE_JOINT_FEATURE  # the models' own bound on d (structfw.models._validation)
 
 
 def _saved_params(est: StructuredSVM) -> dict[str, Any]:
