@@ -130,3 +130,46 @@ def test_the_design_table_check_sees_a_missing_module(monkeypatch, tmp_path):
     monkeypatch.setattr(sys.modules[__name__], "DESIGN", doc)
     with pytest.raises(AssertionError, match=r"_params\.py"):
         test_the_layers_table_names_every_module()
+
+
+# ------------------------------------------------------------------ no import runs back up
+#: every top-level module or package of structfw and its floor (docs/design.md, "Layers", read
+#: bottom up): a unit imports only units on lower floors, at module level or inside functions
+FLOORS = {
+    "_interrupt": 0, "_numba_cache": 0, "_params": 0, "io": 0, "metrics": 0, "_linalg": 0,
+    "trace": 1, "_compile": 1, "plotting": 2, "_image": 2,
+    "oracles": 2,
+    "models": 3,
+    "_labels": 4, "datasets": 4, "svm": 4, "executor_core": 4,
+    "executor_ray": 5,
+    "executor": 6,
+    "solvers": 7,
+    "_prediction": 8, "path": 8,
+    "estimator": 9,
+    "latent": 10, "features": 10,
+    "cli": 11,
+    "bench": 12,
+}
+
+
+def _unit(path):
+    rel = path.relative_to(PKG)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def test_every_unit_has_a_floor():
+    units = {_unit(p) for p in PKG.rglob("*.py") if "__pycache__" not in p.parts} - {"__init__", "__main__"}
+    assert units <= set(FLOORS), f"units without a floor in FLOORS: {sorted(units - set(FLOORS))}"
+
+
+def test_no_import_runs_back_up():
+    up = []
+    for path in sorted(PKG.rglob("*.py")):
+        if "__pycache__" in path.parts or path.name == "__init__.py" and path.parent == PKG:
+            continue
+        unit = _unit(path)
+        for target in _imports(path):
+            if target in FLOORS and target != unit and FLOORS[target] >= FLOORS[unit]:
+                up.append(f"{path.relative_to(PKG)} ({unit}, floor {FLOORS[unit]}) imports {target} "
+                          f"(floor {FLOORS[target]})")
+    assert not up, "imports that run back up: " + "; ".join(up)

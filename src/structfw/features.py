@@ -17,7 +17,6 @@ and returns a list of ``scipy.sparse.csr_matrix`` of shape ``(L_i, n_features_)`
 
 `make_tagger` puts it in front of a `structfw.StructuredSVM` in a scikit-learn ``Pipeline``
 that ``GridSearchCV`` can search::
-
     import structfw as sf
     from structfw.features import make_tagger
 
@@ -35,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from ._image import CUE_SIZES, check_image, contrast, grid_edges, normalised_graph, pixel_codes
 from ._linalg import as_chain_csr
 
 if TYPE_CHECKING:
@@ -561,42 +561,6 @@ def _check_names(value: Any, known: Mapping[str, str], name: str) -> tuple[str, 
     return out
 
 
-def _check_image(img: Any, where: str) -> np.ndarray:
-    """An image as float64 RGB in [0, 1], (H, W, 3); integer images are scaled by their dtype's range."""
-    from skimage.color import gray2rgb
-    from skimage.util import img_as_float64
-
-    if sp.issparse(img) or isinstance(img, (str, bytes, Mapping)):
-        raise ValueError(f"{where} must be an image array (H, W) or (H, W, 3); got {type(img).__name__}")
-    try:
-        a = np.asarray(img)
-    except Exception as exc:  # pragma: no cover - exotic inputs
-        raise ValueError(f"{where} could not be converted to an array: {exc}") from exc
-    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
-        raise ValueError(f"{where} must hold numbers, got dtype {a.dtype}")
-    if a.ndim == 3 and a.shape[2] == 4:
-        raise ValueError(f"{where} has 4 channels (RGBA?): pass RGB images, e.g. img[..., :3]")
-    if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] != 3):
-        raise ValueError(f"{where} must be a grey (H, W) or colour (H, W, 3) image, got shape {a.shape}")
-    if a.shape[0] < 2 or a.shape[1] < 2:
-        raise ValueError(f"{where} must be at least 2 x 2 pixels, got shape {a.shape}")
-    if np.issubdtype(a.dtype, np.floating):
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"{where} contains NaN or infinite values")
-        if a.min() < 0.0 or a.max() > 1.0:
-            raise ValueError(f"{where} is a float image with values in [{a.min():.3g}, {a.max():.3g}]; float "
-                             "images must be in [0, 1] (integer images are scaled by their dtype, e.g. uint8 / 255)")
-        a = a.astype(np.float64)
-    else:
-        a = img_as_float64(a)
-        if a.min() < 0.0:  # a signed integer image with negative values maps to [-1, 0)
-            raise ValueError(f"{where} has negative values (dtype {np.asarray(img).dtype}); pass intensities "
-                             ">= 0, e.g. uint8 or floats in [0, 1]")
-    if a.ndim == 2:
-        a = gray2rgb(a)
-    return np.ascontiguousarray(a, dtype=np.float64)
-
-
 def _check_images(X: Any) -> list[Any]:
     if isinstance(X, np.ndarray) and X.ndim in (2, 3) and X.dtype != object and (X.ndim == 2 or X.shape[-1] == 3):
         raise ValueError(f"X must be a list of images, got one array of shape {X.shape}; for one image pass [img]")
@@ -805,10 +769,8 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
             elif f == "gradient":
                 names += [f"orientation_{c}" for c in range(int(self.n_orientations))] + ["gradient_magnitude"]
             elif f == "bins":
-                from .datasets.segmentation import _CUE_SIZES
-
                 names += [f"{cue}_bin_{c}" for cue, n in zip(("intensity", "hue", "saturation", "texture",
-                                                               "gradient"), _CUE_SIZES) for c in range(n)]
+                                                               "gradient"), CUE_SIZES) for c in range(n)]
             else:
                 names.append("bias")
         return names
@@ -847,9 +809,7 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
             out["orient"] = np.minimum((theta / np.pi * nb).astype(np.int64), nb - 1)
             out["mag"] = mag
         if "bins" in feats:
-            from .datasets.segmentation import _pixel_codes
-
-            codes, _ = _pixel_codes(rgb)
+            codes, _ = pixel_codes(rgb)
             for c, code in enumerate(codes):
                 out[f"bins{c}"] = code
         return out
@@ -900,9 +860,7 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
             elif f == "lbp":
                 cols.append(hist(cues["lbp"], int(self.lbp_points) + 2))
             elif f == "bins":
-                from .datasets.segmentation import _CUE_SIZES
-
-                for c, n_bins in enumerate(_CUE_SIZES):
+                for c, n_bins in enumerate(CUE_SIZES):
                     code = cues[f"bins{c}"]
                     if seg is None:
                         cols.append(np.eye(n_bins)[code.ravel()])
@@ -921,11 +879,10 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
 
     def _edges(self, cues: dict[str, np.ndarray], seg: np.ndarray | None, nodes_lab: np.ndarray | None,
                efeats: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-        from .datasets.segmentation import _contrast, _grid_edges
 
         H, W = cues["lab"].shape[:2]
         if seg is None:
-            edges = _grid_edges(H, W)
+            edges = grid_edges(H, W)
             length = np.ones(edges.shape[0])
             colour = cues["lab"].reshape(-1, 3)
         else:
@@ -935,7 +892,7 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         cols = []
         for f in efeats:
             if f == "contrast":
-                cols.append(_contrast(colour[edges[:, 0]], colour[edges[:, 1]]) if E else np.zeros(0))
+                cols.append(contrast(colour[edges[:, 0]], colour[edges[:, 1]]) if E else np.zeros(0))
             elif f == "boundary":
                 cols.append(length / length.mean() if E else np.zeros(0))
             else:
@@ -943,7 +900,7 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         return edges, np.ascontiguousarray(np.stack(cols, 1).reshape(E, len(efeats)), dtype=np.float64)
 
     def _transform_one(self, img: Any, where: str, feats: tuple[str, ...], efeats: tuple[str, ...]) -> Any:
-        rgb = _check_image(img, where)
+        rgb = check_image(img, where)
         cues = self._cues(rgb, feats)
         H, W = rgb.shape[:2]
         if self.output == "grid":
@@ -958,9 +915,7 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
             mean_lab = np.stack([np.bincount(s, cues["lab"][..., c].ravel(), n) / count for c in range(3)], 1)
         edges, ef = self._edges(cues, seg, mean_lab, efeats)
         if self.normalize:
-            from .datasets.segmentation import _normalised
-
-            nodes, edges, ef = _normalised(nodes, edges, ef)
+            nodes, edges, ef = normalised_graph(nodes, edges, ef)
         return (np.ascontiguousarray(nodes), edges, np.ascontiguousarray(ef))
 
     # ------------------------------------------------------------ fit / transform
@@ -981,7 +936,7 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         """
         feats, efeats = self._check_params()
         for i, img in enumerate(_check_images(X)):
-            _check_image(img, f"X[{i}]")
+            check_image(img, f"X[{i}]")
         self.feature_names_ = self._names(feats)
         self.n_features_ = len(self.feature_names_)
         self.n_edge_features_ = None if self.output == "grid" else len(efeats)
@@ -1035,7 +990,7 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         self._check_params()
         out = []
         for i, img in enumerate(_check_images(X)):
-            rgb = _check_image(img, f"X[{i}]")
+            rgb = check_image(img, f"X[{i}]")
             if self.output == "superpixels":
                 out.append(self._segment(rgb))
             else:
@@ -1048,7 +1003,6 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         this transformer.
 
         A ``Pipeline`` passes Y to the estimator unchanged, so map the label images first::
-
             Y_nodes = features.transform_labels(images, label_images)
             pipeline.fit(images, Y_nodes)
 

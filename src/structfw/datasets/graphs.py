@@ -17,7 +17,7 @@ is one image:
 * labels: the majority class of each superpixel's pixels.
 
 Node and edge features are divided by the number of superpixels, as in the
-segmentation tasks (see `structfw.datasets.segmentation._normalised`).
+segmentation tasks (see `structfw._image.normalised_graph`).
 
 ``seg-graph`` is the 6-class task (the same images and graphs as ``seg-multi``, 60 train
 / 40 test images of about 280 superpixels), ``seg-graph-binary`` a 2-class one made by

@@ -36,7 +36,7 @@ pairwise weights on) 1.6 ms median / 3.2 ms max per loss-augmented min cut on 64
 pixel graphs (``make_horseseg_like(size=64)``), 2.5 ms per alpha-expansion oracle on
 120 x 120 images with ~280 superpixels and K = 6 (``make_stanford_like()``), 3.4 ms
 with ~390 superpixels (``size=140, n_segments=400``).  Node and edge features are
-divided by the number of nodes (see `_normalised`).
+divided by the number of nodes (see `structfw._image.normalised_graph`).
 
 `load_segmentation` generates a named set once and caches it (``.npz``, no
 pickle) under ``$STRUCTFW_DATA_HOME`` or ``~/.cache/structfw`` -- never inside the
@@ -53,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from .._image import CUE_SIZES, contrast, grid_edges, normalised_graph, pixel_codes
 from ._cache import CacheFile, data_home, read_cache, write_cache
 
 if TYPE_CHECKING:
@@ -149,35 +150,13 @@ def _shape_masks() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 # ------------------------------------------------------------------ pixel features
-def _pixel_codes(img: np.ndarray) -> tuple[list[npt.NDArray[np.int64]], np.ndarray]:
-    """Per-pixel integer codes of the quantised cues: (intensity 12, hue 8, saturation 4,
-    texture 8, gradient 6) and the grey image (used by the edge features)."""
-    from scipy import ndimage
-    from skimage.color import rgb2gray, rgb2hsv
-
-    grey = rgb2gray(img)
-    smooth = ndimage.gaussian_filter(grey, 1.0)
-    hsv = rgb2hsv(np.clip(img, 0, 1))
-    log = ndimage.gaussian_laplace(grey, 1.5)
-    tex = np.sqrt(ndimage.uniform_filter(log ** 2, 5))
-    grad = ndimage.gaussian_gradient_magnitude(grey, 1.0)
-
-    def bins(v: np.ndarray, n: int, hi: float) -> npt.NDArray[np.int64]:
-        return np.clip((v / hi * n).astype(np.int64), 0, n - 1)
-
-    return [bins(smooth, 12, 1.0), bins(hsv[..., 0], 8, 1.0), bins(hsv[..., 1], 4, 1.0),
-            bins(tex, 8, 0.12), bins(grad, 6, 0.3)], grey
-
-
-_CUE_SIZES = (12, 8, 4, 8, 6)
-
 
 def _pixel_features(img: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
     """CSR (h*w, 55) one-hot pixel features: the cue bins, a 4x4 position cell, a bias."""
     h, w = img.shape[:2]
-    codes, grey = _pixel_codes(img)
+    codes, grey = pixel_codes(img)
     cols, off = [], 0
-    for c, n in zip(codes, _CUE_SIZES):
+    for c, n in zip(codes, CUE_SIZES):
         cols.append(c.ravel() + off)
         off += n
     ii, jj = np.mgrid[0:h, 0:w]
@@ -192,27 +171,7 @@ def _pixel_features(img: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
     return X, grey
 
 
-def _grid_edges(h: int, w: int) -> npt.NDArray[np.int64]:
-    idx = np.arange(h * w).reshape(h, w)
-    return np.concatenate([np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
-                           np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1)]).astype(np.int64)
 
-
-def _contrast(colour_u: np.ndarray, colour_v: np.ndarray) -> npt.NDArray[np.float64]:
-    d2 = ((colour_u - colour_v) ** 2).sum(1)
-    beta = 1.0 / (2.0 * d2.mean()) if d2.mean() > 0 else 1.0
-    return np.exp(-beta * d2)
-
-
-def _normalised(nodes: Any, edges: npt.NDArray[np.int64], ef: npt.NDArray[np.float64]) -> _Graph:
-    """Node and edge features divided by the number of nodes V.
-
-    phi sums over nodes and edges while the normalised Hamming loss is a mean, so
-    without this ||psi|| grows like V, the regularisation lam that matters grows like
-    V^2 and BCFW's rate (R^2 / lam) degrades; with it the useful lam is in the usual
-    1e-4 .. 1e-1 range for every image size."""
-    V = nodes.shape[0]
-    return nodes * (1.0 / V), edges, ef * (1.0 / V)
 
 
 # ------------------------------------------------------------------ binary set
@@ -271,14 +230,14 @@ def make_horseseg_like(n_images: int = 40, size: int = 64, seed: int = 0,
     rng = np.random.default_rng(seed)
     shapes = _shape_masks()
     fg_src, bg_src = _sources(_FG_SOURCES), _sources(_BG_SOURCES)
-    edges = _grid_edges(size, size)
+    edges = grid_edges(size, size)
     X, Y = [], []
     for t in range(n_images):
         img, mask = _figure_ground_image(rng, size, t % 3, shapes, fg_src, bg_src, noise)
         nodes, _ = _pixel_features(img)
         flat = img.reshape(-1, 3)
-        ef = np.stack([_contrast(flat[edges[:, 0]], flat[edges[:, 1]]), np.ones(len(edges))], 1)
-        X.append(_normalised(nodes, edges.copy(), ef))
+        ef = np.stack([contrast(flat[edges[:, 0]], flat[edges[:, 1]]), np.ones(len(edges))], 1)
+        X.append(normalised_graph(nodes, edges.copy(), ef))
         Y.append(mask.ravel())
     return X, Y
 
@@ -320,11 +279,11 @@ def _superpixel_graph(img: np.ndarray, seg: npt.NDArray[np.integer], labels_px: 
     """Node features, edges, edge features and majority labels of a superpixel map."""
     h, w = seg.shape
     n = int(seg.max()) + 1
-    codes, grey = _pixel_codes(img)
+    codes, grey = pixel_codes(img)
     s = seg.ravel()
     counts = np.bincount(s, minlength=n).astype(np.float64)
     feats = []
-    for c, nb in zip(codes, _CUE_SIZES):
+    for c, nb in zip(codes, CUE_SIZES):
         hist = np.zeros((n, nb))
         np.add.at(hist, (s, c.ravel()), 1.0)
         feats.append(hist / counts[:, None])
@@ -341,7 +300,7 @@ def _superpixel_graph(img: np.ndarray, seg: npt.NDArray[np.integer], labels_px: 
     pairs, length = np.unique(lo * n + hi, return_counts=True)
     edges = np.stack([pairs // n, pairs % n], 1).astype(np.int64)
     mean_col = np.stack([np.bincount(s, img[..., ch].ravel(), n) for ch in range(3)], 1) / counts[:, None]
-    ef = np.stack([_contrast(mean_col[edges[:, 0]], mean_col[edges[:, 1]]),
+    ef = np.stack([contrast(mean_col[edges[:, 0]], mean_col[edges[:, 1]]),
                    length / length.mean(), np.ones(len(edges))], 1)
     votes = np.zeros((n, K))
     np.add.at(votes, (s, labels_px.ravel()), 1.0)
@@ -391,7 +350,7 @@ def make_stanford_like(n_images: int = 40, size: int = 120, n_classes: int = 6, 
         seg = slic(img, n_segments=int(n_segments), compactness=20.0, sigma=1.0, start_label=0,
                    channel_axis=-1)
         nodes, edges, ef, y = _superpixel_graph(img, seg, lab, K)
-        X.append(_normalised(nodes, edges, ef))
+        X.append(normalised_graph(nodes, edges, ef))
         Y.append(y)
     return X, Y
 

@@ -54,15 +54,13 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from .._image import check_image, contrast, normalised_graph, pixel_codes
 from .segmentation import (
     _BG_SOURCES,
     _FG_SOURCES,
     _SCENE_SOURCES,
     _SETS,
-    _contrast,
     _figure_ground_image,
-    _normalised,
-    _pixel_codes,
     _render_scene,
     _shape_masks,
     _skimage,
@@ -182,7 +180,7 @@ def _appearance(rgb: npt.NDArray[np.float64], s: npt.NDArray[np.int64], n: int,
     cols += [_hist(s, n, _bins(lab[..., c], _LAB_BINS, -80.0, 80.0), _LAB_BINS) for c in (1, 2)]
     hb, sb = _HS_BINS
     cols.append(_hist(s, n, _bins(hsv[..., 0], hb, 0.0, 1.0) * sb + _bins(hsv[..., 1], sb, 0.0, 1.0), hb * sb))
-    codes, _ = _pixel_codes(rgb)
+    codes, _ = pixel_codes(rgb)
     cols += [_hist(s, n, c, nb) for c, (_, nb) in zip(codes, _CUES)]
     g8 = img_as_ubyte(grey)
     for P, R in _LBP:
@@ -261,14 +259,12 @@ def superpixel_graph(image: npt.ArrayLike, labels: npt.ArrayLike | None = None, 
         Node and edge features divided by V; the input of ``GraphCutModel(649, 3)`` or
         ``PottsModel(K, 649, 3)``.
     """
-    from ..features import _check_image
-
     if isinstance(n_segments, bool) or not isinstance(n_segments, (int, np.integer)) or n_segments < 1:
         raise ValueError(f"n_segments must be an integer >= 1, got {n_segments!r}")
     if not (isinstance(compactness, (int, float, np.integer, np.floating)) and np.isfinite(compactness)
             and compactness > 0):
         raise ValueError(f"compactness must be a finite number > 0, got {compactness!r}")
-    rgb = _check_image(image, "image")
+    rgb = check_image(image, "image")
     seg = _segment(rgb, int(n_segments), float(compactness))
     s = seg.ravel()
     n = int(s.max()) + 1
@@ -281,7 +277,7 @@ def superpixel_graph(image: npt.ArrayLike, labels: npt.ArrayLike | None = None, 
                             shape=(n, n))
         tot = np.asarray(adj.sum(1)).ravel()
         context = np.asarray(sp.diags(1.0 / np.maximum(tot, 1e-12)) @ adj @ app)
-        ef = np.stack([_contrast(lab_mean[edges[:, 0]], lab_mean[edges[:, 1]]), length / length.mean(),
+        ef = np.stack([contrast(lab_mean[edges[:, 0]], lab_mean[edges[:, 1]]), length / length.mean(),
                        np.ones(len(edges))], 1)
     else:  # one superpixel: no neighbours, no context
         context = np.zeros_like(app)
@@ -301,7 +297,7 @@ def superpixel_graph(image: npt.ArrayLike, labels: npt.ArrayLike | None = None, 
             raise ValueError(f"labels must be in 0..{K - 1} (n_classes={K}), found {int(lab.min())}..{int(lab.max())}")
         votes = np.bincount(s * K + lab, minlength=n * K).reshape(n, K)
         y = votes.argmax(1).astype(np.int64)
-    nodes, edges, ef = _normalised(np.ascontiguousarray(nodes), edges, np.ascontiguousarray(ef))
+    nodes, edges, ef = normalised_graph(np.ascontiguousarray(nodes), edges, np.ascontiguousarray(ef))
     return (nodes, edges, ef), y
 
 
