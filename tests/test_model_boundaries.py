@@ -287,6 +287,25 @@ def test_the_engine_calls_the_methods_of_a_bundled_model_unchecked(count_checks)
     assert count_checks == ["psi"]
 
 
+def test_the_executor_and_a_python_route_fit_call_no_check(count_checks):
+    from structfw.executor import SerialExecutor
+
+    class Python(ChainModel):
+        def compiled_oracle(self, X, Y):
+            return None
+
+    model = ChainModel(3, 4)
+    X, Y = model.check_data(*_chain_data())
+    ex = SerialExecutor()
+    key = ex.bind(model, X, Y)
+    w = rng.standard_normal(model.size_joint_feature)
+    assert len(ex.loss_augmented_decode(key, w)) == len(ex.decode(key, w)) == len(X)
+    svm = sf.StructuredSVM(Python(3, 4), solver=BCFW(sampling="gap", cache=True, step="pairwise"), lam=0.1,
+                           max_passes=3, tol=None, random_state=0).fit(*_chain_data())
+    svm.predict(X)
+    assert count_checks == []
+
+
 def test_a_certified_gap_calls_the_bounds_unchecked(count_checks):
     case = _potts()
     X, Y = case.model.check_data([case.x, case.x], [case.y, case.y2])

@@ -96,15 +96,18 @@ def run_examples(data: BoundData, augmented: bool, indices: Iterable[Any], w: np
     """Loss-augmented decoding (or plain decoding) of the examples ``indices`` of data = (model, X, Y) at w.
 
     ``progress``, when given, is told each example as its oracle starts, and when the call ends."""
+    from .models.base import unchecked_method  # loaded already: the bound data set holds a model
+
     model, X, Y = data
+    # the data were validated when bound (check_data): the model's methods without a user call's checks
+    call = unchecked_method(model, "loss_augmented_decode" if augmented else "decode")
     out = []
     try:
         for i in indices:
             if progress is not None:
                 progress.start(int(i))
             try:
-                out.append(model.loss_augmented_decode(X[i], cast("Sequence[Any]", Y)[i], w) if augmented  # with Y
-                           else model.decode(X[i], w))
+                out.append(call(X[i], cast("Sequence[Any]", Y)[i], w) if augmented else call(X[i], w))  # with Y
             except Exception as exc:  # the worker's traceback is lost across processes: say where
                 what = "loss_augmented_decode" if augmented else "decode"
                 raise ExampleError(f"{type(model).__name__}.{what} failed on example {int(i)}: "

@@ -65,6 +65,9 @@ def check_real(value: object, name: str) -> float:
     return f
 
 
+_INT64 = np.dtype(np.int64)
+
+
 def check_int_param(value: object, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -75,6 +78,10 @@ def check_int_param(value: object, name: str, minimum: int) -> int:
 
 def as_label_array(y: npt.ArrayLike, name: str, n_states: int, shape: Iterable[int]) -> npt.NDArray[np.int64]:
     """Convert ``y`` to a C-contiguous int64 array of ``shape`` with values in 0..n_states-1."""
+    shape = tuple(shape)
+    if (type(y) is np.ndarray and y.dtype == _INT64 and y.shape == shape and y.flags.c_contiguous
+            and not (y.size and (y.min() < 0 or y.max() >= n_states))):
+        return y  # already what the kernels take (a labelling an oracle returned): two reductions only
     try:
         arr = np.asarray(y)
     except Exception as exc:  # pragma: no cover - exotic inputs
@@ -85,8 +92,8 @@ def as_label_array(y: npt.ArrayLike, name: str, n_states: int, shape: Iterable[i
     ):
         raise ValueError(f"{name} must hold integer labels (states 0..{n_states - 1}), got dtype {arr.dtype}; "
                          "StructuredSVM encodes labels of other kinds, such as strings, as states")
-    if arr.shape != tuple(shape):
-        raise ValueError(f"{name} has shape {arr.shape}, expected {tuple(shape)}")
+    if arr.shape != shape:
+        raise ValueError(f"{name} has shape {arr.shape}, expected {shape}")
     if np.issubdtype(arr.dtype, np.floating):
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
             raise ValueError(f"{name} must hold integer labels, got non-integer values")
@@ -120,11 +127,15 @@ def _shape(a: npt.ArrayLike, name: str) -> tuple[int, ...]:
 
 
 def check_finite(arr: npt.ArrayLike, name: str) -> None:
+    if type(arr) is np.ndarray and arr.dtype.kind == "f" and np.isfinite(arr.sum()):
+        return  # a NaN or an infinity makes the sum NaN or infinite: a finite sum needs no element test
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
 
 
 def as_float_array(x: npt.ArrayLike, name: str) -> np.ndarray:
+    if type(x) is np.ndarray and x.dtype.kind == "f":
+        return x  # real floats already (np.asarray would return x itself)
     try:
         arr = np.asarray(x)
     except Exception as exc:  # pragma: no cover
