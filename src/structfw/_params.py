@@ -118,10 +118,16 @@ def validate_params(est: Any, table: Mapping[str, list[Any]]) -> None:
     """Check every parameter of ``est`` named in ``table`` (ValueError naming the first that fails).
 
     A table entry is a list of constraints; a value passes when any of them accepts it."""
+    validate_values(type(est).__name__, {name: getattr(est, name) for name in table}, table)
+
+
+def validate_values(owner: str, values: Mapping[str, Any], table: Mapping[str, list[Any]]) -> None:
+    """`validate_params` for the arguments of a function (``owner`` names it in the message):
+    every value of ``values`` named in ``table`` against its constraints."""
     for name, constraints in table.items():
-        v = getattr(est, name)
+        v = values[name]
         if any(c.accepts(v) for c in constraints):
             continue
         kinds = " or ".join(c.describe() for c in constraints)
-        raise InvalidParameterError(f"{type(est).__name__}: parameter {name!r} must be {kinds}; got {v!r}", name)
+        raise InvalidParameterError(f"{owner}: parameter {name!r} must be {kinds}; got {v!r}", name)
 

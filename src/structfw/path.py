@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._linalg import dot
+from ._params import BOOLEAN, NONE, RANDOM_STATE, Interval, validate_values
 from .solvers.base import Monitor, StopRule
 from ._interrupt import deferred_sigint
 from .solvers.bcfw import BCFW, BCFWState
@@ -500,37 +501,27 @@ def state_path_for(json_path: str | os.PathLike[str]) -> Path:
     return p.with_name((p.stem if p.suffix == ".json" else p.name) + ".state.npz")
 
 
-def _check_args(eps: object, kappa: object, min_lam: object, max_passes_per_lam: object,
-                max_breakpoints: object) -> tuple[float, float, float | None]:
-    def num(name: str, v: Any) -> float:
-        if isinstance(v, (bool, np.bool_)):
-            raise ValueError(f"{name} must be a number; got {v!r}")
-        try:
-            v = float(v)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a number; got {v!r}") from None
-        if math.isnan(v):
-            raise ValueError(f"{name} must be a number; got {v!r}")
-        return v
+#: the path's arguments, checked at the call from one constraints table (the estimators' idiom,
+#: `structfw._params`), before any work
+_PATH_CONSTRAINTS: dict[str, list[Any]] = {
+    "eps": [Interval(0.0, low_open=True)],
+    "kappa": [Interval(0.0, 1.0, low_open=True, high_open=True)],
+    # below LAM_FLOOR no solve runs (check_lam): the path would stop there with nothing to show
+    "min_lam": [NONE, Interval(LAM_FLOOR)],
+    "max_passes_per_lam": [Interval(0.0, low_open=True, allow_inf=True)],
+    "max_breakpoints": [Interval(1, integer=True)],
+    "random_state": RANDOM_STATE,
+    "verbose": [Interval(0, integer=True), BOOLEAN],
+    "progress": [BOOLEAN],
+    "keep_state": [BOOLEAN],
+}
 
-    eps, kappa = num("eps", eps), num("kappa", kappa)
-    if not (eps > 0 and math.isfinite(eps)):
-        raise ValueError(f"eps must be a positive finite number; got {eps!r}")
-    if not (0 < kappa < 1):
-        raise ValueError(f"kappa must satisfy 0 < kappa < 1; got {kappa!r}")
-    if min_lam is not None:
-        min_lam = num("min_lam", min_lam)
-        if not (min_lam > 0 and math.isfinite(min_lam)):
-            raise ValueError(f"min_lam must be a positive finite number (or None: 10/n); got {min_lam!r}")
-        if min_lam < LAM_FLOOR:
-            raise ValueError(f"min_lam={min_lam!r} is below the smallest lam a solve accepts, {LAM_FLOOR:g} "
-                             "(structfw.solvers.problem.LAM_FLOOR)")
-    if not (num("max_passes_per_lam", max_passes_per_lam) > 0):
-        raise ValueError(f"max_passes_per_lam must be a positive number; got {max_passes_per_lam!r}")
-    if isinstance(max_breakpoints, (bool, np.bool_)) or not (
-            isinstance(max_breakpoints, (int, np.integer)) and max_breakpoints >= 1):
-        raise ValueError(f"max_breakpoints must be an integer >= 1; got {max_breakpoints!r}")
-    return eps, kappa, min_lam
+
+def _check_args(values: Mapping[str, Any]) -> tuple[float, float, float | None]:
+    """The path's arguments checked against `_PATH_CONSTRAINTS`; (eps, kappa, min_lam) as floats."""
+    validate_values("regularization_path", values, _PATH_CONSTRAINTS)
+    min_lam = values["min_lam"]
+    return float(values["eps"]), float(values["kappa"]), None if min_lam is None else float(min_lam)
 
 
 class _ReusingProblem(Problem):
@@ -726,7 +717,9 @@ def _regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[A
         eps, kappa = prev.eps, prev.kappa
     eps = 0.1 if eps is None else eps
     kappa = 0.5 if kappa is None else kappa
-    eps, kappa, min_lam = _check_args(eps, kappa, min_lam, max_passes_per_lam, max_breakpoints)
+    eps, kappa, min_lam = _check_args(dict(eps=eps, kappa=kappa, min_lam=min_lam, max_passes_per_lam=max_passes_per_lam,
+                                           max_breakpoints=max_breakpoints, random_state=random_state,
+                                           verbose=verbose, progress=progress, keep_state=keep_state))
     if solver is None:
         solver = default_path_solver()
     if not isinstance(solver, BCFW):
