@@ -37,7 +37,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _LABELLINGS = ("y", "y_true")
 #: the methods every model class has an unchecked twin ``_unchecked_<name>`` of (`bind_unchecked_twins`)
 UNCHECKED_TWINS = ("joint_feature", "psi", "loss", "example_loss", "loss_augmented_decode", "decode", "score",
-                   "fixed_score", "expectation", "loss_augmented_decode_with_bound", "energy")
+                   "fixed_score", "expectation", "loss_augmented_decode_with_bound", "energy", "scores")
 
 
 def checked(method: _F) -> _F:

@@ -185,6 +185,7 @@ class ChainModel(CheckedModel):
             x.indptr, x.indices, x.data, w, _EMPTY, self.n_states, self.n_features, False
         )
 
+    @checked
     def unary_scores(self, x: npt.ArrayLike | sp.spmatrix | sp.sparray, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """(L, S) unary scores <x_l, w_s> (dense)."""
         x = unweighted(x)

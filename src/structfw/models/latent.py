@@ -20,7 +20,7 @@ which this module provides for
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -73,6 +73,8 @@ class LatentSubclassModel(CheckedModel):
     d = K*H*F is at most `structfw.models._validation.MAX_SIZE_JOINT_FEATURE`.
     """
 
+    _unchecked_scores: Callable[..., npt.NDArray[np.float64]]
+
     def __init__(self, n_classes: int, n_subclasses: int, n_features: int) -> None:
         self.n_classes = check_int_param(n_classes, "n_classes", 2)
         self.n_subclasses = check_int_param(n_subclasses, "n_subclasses", 1)
@@ -102,6 +104,7 @@ class LatentSubclassModel(CheckedModel):
             return int(s) // self.n_subclasses
         return np.asarray(s, dtype=np.int64) // self.n_subclasses
 
+    @checked
     def scores(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """(K*H,) scores <w_s, x> of every state."""
         w = np.ascontiguousarray(w, dtype=np.float64)
@@ -136,20 +139,20 @@ class LatentSubclassModel(CheckedModel):
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int,
                               w: npt.NDArray[np.float64]) -> int:
         """argmax_s [class(s) != class(y_true)] + <w_s, x> (ties: the smallest state)."""
-        s = self.scores(x, w)
+        s = self._unchecked_scores(x, w)
         s += self.class_of(np.arange(self.n_states)) != int(y_true) // self.n_subclasses
         return int(np.argmax(s))
 
     @checked
     def decode(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.ArrayLike) -> int:
         """argmax_{(c, h)} <w, phi(x, c, h)> as a state (its class is `class_of`)."""
-        return int(np.argmax(self.scores(x, w)))
+        return int(np.argmax(self._unchecked_scores(x, w)))
 
     def complete(self, x: npt.NDArray[np.float64] | SparseVector, c: int, w: npt.ArrayLike) -> int:
         """The latent completion h* = argmax_h <w, phi(x, c, h)> (Yu & Joachims 2009, Algorithm 1),
         as the state c H + h*."""
         H = self.n_subclasses
-        s = self.scores(x, w)[int(c) * H:(int(c) + 1) * H]
+        s = self._unchecked_scores(x, w)[int(c) * H:(int(c) + 1) * H]
         return int(c) * H + int(np.argmax(s))
 
     def label_key(self, y: int) -> int:
@@ -161,7 +164,7 @@ class LatentSubclassModel(CheckedModel):
         """Expectation oracle: the softmax p(s) ∝ exp(c [class(s) != class(y_true)] + <v_s, x>)."""
         v, c = self._expectation_args(v, c)
         xd = x.toarray() if isinstance(x, SparseVector) else np.asarray(x, dtype=np.float64)
-        z = self.scores(xd, v)
+        z = self._unchecked_scores(xd, v)
         same = np.zeros(self.n_states, bool)
         if y_true is not None:
             same = self.class_of(np.arange(self.n_states)) == int(y_true) // self.n_subclasses

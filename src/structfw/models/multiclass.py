@@ -148,6 +148,7 @@ class MulticlassModel(CheckedModel):
         x = unweighted(x)
         return self._oracle(x, np.ascontiguousarray(w, dtype=np.float64), -1, False)
 
+    @checked
     def scores(self, x: npt.ArrayLike | SparseVector, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """(K,) class scores <w_k, x>."""
         w = np.ascontiguousarray(w, dtype=np.float64)
