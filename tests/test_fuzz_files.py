@@ -67,15 +67,7 @@ _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 #: fix (then remove the entry, and the xfail of the matching reproducer test below): target ->
 #: [(regex on the failure, what it is)].  A case matching one counts as "known"; the target's test is
 #: then an xfail, while any other failure still fails it.
-KNOWN = {
-    # io.header_float (a header "dual": 10**400, digest recomputed) and solvers.problem.check_lam
-    # (a header "params": {"lam": 10**400, ...}): float(v) of a huge JSON integer
-    "model": [(r"OverflowError: int too large to convert to float",
-               "io.header_float / solvers.problem.check_lam: OverflowError on a huge JSON integer")],
-    # path._validated_fields.real: float(v) of a huge JSON integer ("kappa": 10**400)
-    "path": [(r"OverflowError: int too large to convert to float",
-              "path._validated_fields: OverflowError on a huge JSON integer")],
-}
+KNOWN: dict[str, list[tuple[str, str]]] = {}
 
 
 # ------------------------------------------------------------------ the readers (in the child)
@@ -475,10 +467,8 @@ def _saved_model(tmp_path):
     return dict(header), arrays, {"trace": str(arrays.pop("trace")[()])}
 
 
-# Found by the fuzz above in files of another change (io.py, path.py); xfail until they are fixed
-# (then drop the xfail and the KNOWN entry).
-@pytest.mark.xfail(reason="io.header_float: float() of a huge JSON integer raises OverflowError",
-                   raises=OverflowError, strict=False)
+# Found by the fuzz above (io.header_float, solvers.problem.check_lam, path._validated_fields): a JSON
+# integer beyond float range raised OverflowError; kept as regression tests.
 def test_a_huge_integer_in_a_model_header_is_a_value_error(tmp_path):
     # reproducer: a valid model file whose header field "dual" is rewritten to 10**400 and the digest
     # recomputed (sfio.write_model_file); structfw.load raises OverflowError from io.header_float
@@ -489,8 +479,6 @@ def test_a_huge_integer_in_a_model_header_is_a_value_error(tmp_path):
         sf.load(f)
 
 
-@pytest.mark.xfail(reason="solvers.problem.check_lam: float() of a huge integer raises OverflowError",
-                   raises=OverflowError, strict=False)
 def test_a_huge_integer_lam_in_a_model_file_is_a_value_error(tmp_path):
     # reproducer: the header's "params" "lam" rewritten to 10**400 (digest recomputed); structfw.load
     # raises OverflowError from solvers.problem.check_lam (StructuredSVM(lam=10**400).fit does too)
@@ -501,8 +489,6 @@ def test_a_huge_integer_lam_in_a_model_file_is_a_value_error(tmp_path):
         sf.load(f)
 
 
-@pytest.mark.xfail(reason="path._validated_fields: float() of a huge JSON integer raises OverflowError",
-                   raises=OverflowError, strict=False)
 def test_a_huge_integer_in_a_path_file_is_a_value_error(tmp_path):
     # reproducer: a valid path JSON with "kappa": 10**400; RegularizationPath.from_json raises
     # OverflowError from path._validated_fields' real()

@@ -276,3 +276,15 @@ def test_the_tagger_refuses_a_lone_surrogate_before_training():
     tagger = make_tagger(2, max_passes=1)
     with pytest.raises(ValueError, match=r"X\[0\]\[1\]"):
         tagger.fit([["a", "\ud800"]], [[0, 1]])
+
+
+def test_a_pixel_window_wider_than_the_image_is_refused_naming_it():
+    """PixelFeatures' window filters cost grows with the window (10**9 + 1 ran for minutes on a
+    20 x 20 image): a window wider than the image's reflected neighbourhood is refused."""
+    pytest.importorskip("skimage")
+    from structfw.features import PixelFeatures
+    img = np.random.default_rng(0).random((20, 20))
+    with pytest.raises(ValueError, match=r"window=1000000001 is wider than X\[0\] \(20 x 20 pixels\).*<= 41"):
+        PixelFeatures(output="grid", window=10 ** 9 + 1, features=("lbp", "gradient")).fit_transform([img])
+    out = PixelFeatures(output="grid", window=41, features=("lbp", "gradient")).fit_transform([img])
+    assert out[0].shape[:2] == (20, 20)

@@ -143,3 +143,16 @@ def test_saving_into_a_missing_directory_names_the_path(tmp_path):
     with pytest.raises(IsADirectoryError, match="is a directory"):
         est.save(tmp_path / "d.npz")
     assert not list(tmp_path.glob("**/*.tmp"))
+
+
+def test_integers_beyond_float_range_are_value_errors_naming_the_parameter():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 3, 10)
+    X = list(np.eye(3, 4)[y] * 3 + rng.normal(size=(10, 4)))
+    with pytest.raises(ValueError, match="'lam'"):
+        sf.StructuredSVM(sf.models.MulticlassModel(3, 4), lam=10 ** 400).fit(X, list(y))
+    from structfw.solvers.problem import check_lam
+    with pytest.raises(ValueError, match="lam must be a positive finite number"):
+        check_lam(10 ** 400)
+    with pytest.raises(ValueError, match="'eps'"):
+        sf.regularization_path(sf.models.MulticlassModel(3, 4), X, list(y), eps=10 ** 400)

@@ -35,7 +35,10 @@ class Interval:
         kind = numbers.Integral if self.integer else numbers.Real
         if not isinstance(v, kind):
             return False
-        x = float(v)
+        try:
+            x = float(v)
+        except OverflowError:  # an integer beyond float range: within no interval of reals we check
+            return False
         if math.isnan(x) or (math.isinf(x) and not self.allow_inf):
             return False
         if self.low is not None and (x < self.low or (self.low_open and x == self.low)):

@@ -672,7 +672,8 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
     n_orientations : int >= 1, default 8
         Orientation bins of the gradient histogram over [0, pi).
     window : odd int >= 1, default 5
-        The neighbourhood of a pixel's texture histograms (pixel outputs only).
+        The neighbourhood of a pixel's texture histograms (pixel outputs only), at most
+        2 max(H, W) + 1 for an H x W image (wider is refused at transform, naming the image).
     normalize : bool, default True
         Divide the node and edge features of a graph output by its number of nodes V.  The joint
         features sum over nodes and edges while the Hamming loss is a mean, so without this the
@@ -814,6 +815,16 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
                 out[f"bins{c}"] = code
         return out
 
+    def _check_window(self, H: int, W: int, where: str) -> None:
+        """A pixel's window must fit the image's reflected neighbourhood: a wider one is mostly
+        padding, and its filters cost grows with the window (10**9 ran for minutes on 20 x 20)."""
+        if self.output == "superpixels":
+            return  # the histograms are taken over each superpixel; the window is not used
+        limit = 2 * max(H, W) + 1
+        if int(self.window) > limit:
+            raise ValueError(f"window={self.window} is wider than {where} ({H} x {W} pixels) allows: a pixel's "
+                             f"neighbourhood would be mostly reflected padding; use an odd window <= {limit}")
+
     def _node_features(self, cues: dict[str, np.ndarray], seg: np.ndarray | None,
                        feats: tuple[str, ...]) -> np.ndarray:
         """(V, F): per region of ``seg`` (superpixels) or per pixel (seg None)."""
@@ -901,8 +912,9 @@ class PixelFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
 
     def _transform_one(self, img: Any, where: str, feats: tuple[str, ...], efeats: tuple[str, ...]) -> Any:
         rgb = check_image(img, where)
-        cues = self._cues(rgb, feats)
         H, W = rgb.shape[:2]
+        self._check_window(H, W, where)
+        cues = self._cues(rgb, feats)
         if self.output == "grid":
             return self._node_features(cues, None, feats).reshape(H, W, -1)
         seg = self._segment(rgb) if self.output == "superpixels" else None

@@ -526,7 +526,10 @@ def header_float(header: Mapping[str, Any], name: str, lo: float | None = None, 
         return math.nan
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"{_src(header)}: field {name!r} must be a number, got {_short(v)!r}")
-    v = float(v)  # may overflow for a huge JSON integer
+    try:
+        v = float(v)
+    except OverflowError:  # a JSON integer beyond float range (10**400)
+        raise ValueError(f"{_src(header)}: field {name!r} is out of float range") from None
     if not math.isfinite(v):
         raise ValueError(f"{_src(header)}: field {name!r} must be finite")
     if (lo is not None and v < lo) or (hi is not None and v > hi):

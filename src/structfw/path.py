@@ -387,7 +387,10 @@ def _validated_fields(doc: Any, where: str) -> dict[str, Any]:
              hi_open: bool = False) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise bad(field, f"must be a number; got {str(v)[:40]!r}")
-        v = float(v)
+        try:
+            v = float(v)
+        except OverflowError:  # a JSON integer beyond float range (10**400)
+            raise bad(field, "is out of float range") from None
         if not math.isfinite(v):
             raise bad(field, f"must be finite; got {v!r}")
         if v < lo or (lo_open and v == lo) or v > hi or (hi_open and v == hi):

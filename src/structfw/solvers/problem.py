@@ -47,6 +47,8 @@ def check_lam(lam: object, name: str = "lam") -> float:
         raise ValueError(f"{name} must be a positive number; got {lam!r}")
     try:
         lam_f = float(lam)  # type: ignore[arg-type]  # any object float() takes; others are the ValueError below
+    except OverflowError:  # an integer beyond float range
+        raise ValueError(f"{name} must be a positive finite number; got an integer out of float range") from None
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a positive number; got {lam!r}") from None
     if not math.isfinite(lam_f) or lam_f <= 0:
