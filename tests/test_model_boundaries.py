@@ -522,3 +522,22 @@ def test_a_trws_order_is_checked_against_every_graph_by_name():
     m.inference_options = {"trws": {"order": [2, 1, 0]}}
     with pytest.raises(ValueError, match=r"X\[0\] has 4 nodes, but inference_options\['trws'\]\['order'\]"):
         m.check_X([cycle])
+
+
+@pytest.mark.parametrize("value", [1e300, 1e160])
+def test_features_whose_squares_overflow_are_refused_at_fit(value):
+    """Finite features of 1e160 or 1e300 overflowed ||psi||^2: every step was 0 and the fit stayed at
+    w = 0 without a word (gap 1.0). They are refused by name, like infinities."""
+    import structfw as sf
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 12)
+    X = [np.full(4, value) * (1 + 0.1 * i) for i in range(12)]
+    with pytest.raises(ValueError, match=r"X\[0\] has values too large for float64.*rescale"):
+        sf.StructuredSVM(sf.models.MulticlassModel(3, 4), max_passes=1).fit(X, list(y))
+    Xc = [np.full((3, 4), value)] * 4
+    Yc = [np.zeros(3, np.int64)] * 4
+    with pytest.raises(ValueError, match=r"X\[0\] has values too large"):
+        sf.StructuredSVM(sf.models.ChainModel(3, 4), max_passes=1).fit(Xc, Yc)
+    ok = sf.StructuredSVM(sf.models.MulticlassModel(3, 4), max_passes=1, tol=None).fit(
+        [x / value for x in X], list(y))
+    assert np.isfinite(ok.coef_).all()

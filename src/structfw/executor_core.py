@@ -141,7 +141,10 @@ class SerialExecutor:
         return False
 
     def bind(self, model: StructuredModel, X: Sequence[Any], Y: Sequence[Any] | None = None) -> int:
-        """Make (model, X, Y) resident where the oracles run; returns a handle for the calls."""
+        """Make (model, X, Y) resident where the oracles run; returns a handle for the calls.
+
+        The oracles run the model's methods unchecked (`structfw.models.base.unchecked_method`):
+        X and Y must have passed ``model.check_data`` (every caller in structfw binds checked data)."""
         key = new_key()
         self._data[key] = (model, X, Y)
         return key

@@ -127,10 +127,27 @@ def _shape(a: npt.ArrayLike, name: str) -> tuple[int, ...]:
 
 
 def check_finite(arr: npt.ArrayLike, name: str) -> None:
-    if type(arr) is np.ndarray and arr.dtype.kind == "f" and np.isfinite(arr.sum()):
-        return  # a NaN or an infinity makes the sum NaN or infinite: a finite sum needs no element test
+    """Finite values whose squared norm is finite too, or a ValueError naming ``name``.
+
+    Features (and weights) enter the block steps through ||psi_i(y)||^2 and <w, psi>: values
+    beyond ~1e154 overflow them, every step size becomes 0 and the fit silently stays at w = 0
+    (a certified but useless model), so such values are refused like infinities."""
+    a = arr if type(arr) is np.ndarray and arr.dtype.kind == "f" else None
+    if a is not None:
+        flat = a.reshape(-1)
+        if np.isfinite(np.dot(flat, flat)):
+            return  # a NaN, an infinity or a value whose square overflows makes the sum of squares non-finite
+    elif np.all(np.isfinite(arr)):
+        a = np.asarray(arr, dtype=np.float64)
+        flat = a.reshape(-1)
+        if np.isfinite(np.dot(flat, flat)):
+            return
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
+    top = float(np.max(np.abs(np.asarray(arr, dtype=np.float64))))
+    raise ValueError(f"{name} has values too large for float64 arithmetic (largest magnitude {top:.3g}: its squared "
+                     "norm overflows, so every block step would be 0); rescale the features (features scaled "
+                     "by c are the same problem at lam / c^2)")
 
 
 def as_float_array(x: npt.ArrayLike, name: str) -> np.ndarray:
