@@ -22,6 +22,7 @@ BAD = {
     "executor": ["dask", "ray:", 3],
     "oracle_timeout": [0, -1, "x"],
     "class_weight": ["x", [1.0, 2.0]],
+    "shards": [0, -1, 1.5, "2"],
 }
 GOOD = {
     "lam": [1e-3, 1, np.float32(0.5)],
@@ -36,6 +37,7 @@ GOOD = {
     "executor": ["process", "thread", "ray", "ray:auto"],
     "oracle_timeout": [None, 5.0],
     "class_weight": [None, "balanced", {0: 1.0}],
+    "shards": [None, 1, 3],
 }
 
 

@@ -104,6 +104,14 @@ class StructuredSVM(BaseEstimator):
         [0, 1]; on a single-node labelling class weights therefore cancel), for multiclass the
         example's loss is ``cw[y_i] * [y != y_i]``.  None (default): unweighted.  The loss-augmented
         oracle, the duality gaps and the regularisation path all see the weighted loss.
+    shards : int or None
+        K >= 1: train on K shards of the training set (example i in shard i mod K), each stepping
+        its own blocks at compiled speed on its own worker and combined in rounds
+        (`structfw.solvers.sharded.ShardedBCFW`, docs/guide/scaling-out.md): for cheap oracles on
+        several cores.  ``solver`` must be "bcfw" or a `BCFW` (whose options the shards use), or a
+        `ShardedBCFW` with the same K; ``executor`` is "thread" or "process" and ``n_jobs``
+        defaults to K.  ``gap_``, ``primal_``, ``dual_`` and the trace mean what they mean for a
+        serial fit.  None (default): serial.
 
     Attributes
     ----------
@@ -180,13 +188,14 @@ class StructuredSVM(BaseEstimator):
                      Check(lambda v: isinstance(v, str) and v.startswith("ray:") and len(v) > 4, "'ray:ADDRESS'")],
         "oracle_timeout": [NONE, Interval(0.0, low_open=True)],
         "class_weight": [NONE, Options(("balanced",)), InstanceOf((Mapping,), "a dict {label: weight}")],
+        "shards": [NONE, Interval(1, integer=True)],
     }
 
     def __init__(self, model: StructuredModel, solver: str | Solver = "bcfw", lam: float = 0.01, max_passes: float = 50,
                  tol: float | None = 1e-3, check_every: int | str = "auto", time_budget: float | None = None,
                  random_state: int | np.random.Generator | None = None, warm_start: bool = False, verbose: int = 0,
                  n_jobs: int | None = None, executor: str = "process", oracle_timeout: float | None = None,
-                 class_weight: str | Mapping[Any, float] | None = None) -> None:
+                 class_weight: str | Mapping[Any, float] | None = None, shards: int | None = None) -> None:
         self.model = model
         self.solver = solver
         self.lam = lam
@@ -201,6 +210,7 @@ class StructuredSVM(BaseEstimator):
         self.executor = executor
         self.oracle_timeout = oracle_timeout
         self.class_weight = class_weight
+        self.shards = shards
 
     # ------------------------------------------------------------ scikit-learn
     def __sklearn_tags__(self) -> Tags:
@@ -281,6 +291,10 @@ class StructuredSVM(BaseEstimator):
             self._check_model()
             lam = check_lam(self.lam)
             solver = make_solver(self.solver)
+            if self.shards is not None:
+                from .solvers.sharded import sharded_solver
+
+                solver = sharded_solver(solver, self.shards, self.executor, self.n_jobs, self.oracle_timeout)
             stop = StopRule(max_passes=self.max_passes, tol=self.tol, check_every=self.check_every,
                             time_budget=self.time_budget)
             Y = _labels._as_list(Y, "Y")
@@ -296,7 +310,9 @@ class StructuredSVM(BaseEstimator):
                 X_test, Y_test = self.model.check_data(X_test, _labels.encode(self.model, classes,
                                                                               cast("Sequence[Any]", Y_test),
                                                                               "Y_test"))
-            executor = get_executor(self.n_jobs, self.executor, self.oracle_timeout)
+            # with shards the shards' own workers run every oracle (`sharded_solver`)
+            executor = get_executor(None if self.shards is not None else self.n_jobs, self.executor,
+                                    None if self.shards is not None else self.oracle_timeout)
             problem = Problem(self.model, X, Y, lam, executor=executor, validated=True)
             meta = dict(solver=getattr(solver, "label", solver.name),
                         solver_params=_jsonable(solver.get_params()), lam=lam, n=problem.n, d=problem.d,

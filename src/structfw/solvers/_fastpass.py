@@ -27,8 +27,10 @@ from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add,
                        first_argmax, step_along)
 from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
 
-#: sampler kinds understood by the kernel
-ORDER, GAP, MAX_GAP = 0, 1, 2
+#: sampler kinds understood by the kernel; ORDER_GAPS: blocks from the order, each step's block gap
+#: recorded in the estimates (not in the Fenwick tree: the caller rebuilds it), for sharded rounds
+#: whose blocks are drawn at the round's start (`structfw.solvers.sharded`)
+ORDER, GAP, MAX_GAP, ORDER_GAPS = 0, 1, 2, 3
 #: averaging kinds understood by the kernel (0: none)
 AVG_CODES = {None: 0, "weighted": 1, "uniform": 2, "suffix": 3}
 
@@ -87,7 +89,7 @@ def _draw_block(sampler, s, n):
     (8) of Osokin et al. 2016, from the Fenwick tree; uniform while every estimate is 0) or the
     largest estimate."""
     sampling, order, draws, estimates, tree = sampler
-    if sampling == ORDER:
+    if sampling == ORDER or sampling == ORDER_GAPS:
         return order[s]
     if sampling == GAP:
         total = fenwick_total(tree)

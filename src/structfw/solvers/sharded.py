@@ -1,0 +1,784 @@
+"""Sharded training: the engine's block steps on K shards of the training set, combined in rounds.
+
+docs/design.md, "Sharded training".  The examples are split into K shards (strided: example i
+belongs to shard i mod K).  Each shard owns its blocks' dual state -- a `BCFWState` of the engine on
+the sub-problem of its examples, with rows or factored label weights, corner sets, cache and gap
+estimates -- and a copy of w.  A round, at the global w:
+
+1. every shard runs m local block steps (the engine's chunks, any block-local option) against the
+   local iterate w + sigma' u_k, u_k its own change so far, with the block line search
+   gamma = clip((lam <w_i - w_s, w + sigma' u_k> - l_i + l_s) / (lam sigma' ||w_i - w_s||^2), 0, 1);
+2. it returns its change (u_k, dl_k); with U = sum_k u_k and dl = sum_k dl_k the combination's
+   gamma is 1 ("add", CoCoA+ with sigma' = K: Ma et al. 2015), 1/K ("average", sigma' = 1) or the
+   exact line search of the dual along U ("linesearch", sigma' = 1):
+   gamma* = clip((dl - lam <w, U>) / (lam ||U||^2), 0, 1);
+3. w <- w + gamma U, l <- l + gamma dl, and every shard scales its blocks' change by gamma, so
+   that w = sum_i w_i holds after every round.
+
+The local problem is the engine's own, rescaled: on shard k's n_k examples with
+lam_k = lam n / (n_k sigma') the engine's w_i are sigma' times the global ones, its l_i are n / n_k
+times the global ones, and its iterate, started at the global w, is w + sigma' u_k; its block line
+search is then the one above and its block gaps are n / n_k times the global g_i.  So every part of
+the engine (chunks, corner sources, steps, samplers) runs unchanged.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
+
+from .._linalg import SparseVector, combine
+from ._factored import block_w_dots, factored_arrays, no_factored, positions
+from ._fastpass import (CACHE_HITS, ELL, K as IT_K, NEED, ORACLE_CALLS, ORDER, ORDER_GAPS, BAD, PAIRWISE_STEP,
+                        factored_fw_chunk, general_chunk, plain_fw_chunk)
+from ._kernels import fenwick_build
+from .averaging import averaging_rate
+from .base import Param, SolveContext, Solver, continue_or_restart
+from .bcfw import BCFW
+from .block_state import BCFWState
+from .corners import CornerStore, cs_find, cs_room, cs_put
+from .parts import BlockContext
+from .passes import plain_fw_block
+from .plan import ENGINE_PARAMS, check_combination, engine_label
+from .problem import Problem
+from .sampling import BlockSampler, take_full_gaps
+
+if TYPE_CHECKING:
+    from .._interrupt import InterruptFlag
+    from .base import Monitor, StopRule
+
+COMBINES = ("linesearch", "average", "add")
+EXECUTORS = ("thread", "process")
+_EMPTY_V = np.empty(0, np.float64)
+_NO_MIRROR = np.zeros((0, 0))
+
+#: the options of the sharded engine beside the engine's own
+SHARD_PARAMS: tuple[Param, ...] = (
+    Param("shards", 2, "int", low=1, help="K: shards of the training set (example i in shard i mod K)."),
+    Param("combine", "linesearch", "choice", COMBINES,
+          help="How a round's changes combine: the exact line search of the dual along their sum, their "
+               "average (gamma = 1/K), or CoCoA+ adding (gamma = 1, local quadratic term times K)."),
+    Param("round_length", None, "int", low=1, none_ok=True,
+          help="Block steps a shard makes between two combinations; None: from the cost model "
+               "(`default_round_length`)."),
+    Param("executor", "thread", "choice", EXECUTORS,
+          help="Where the shards run: threads of this process (the compiled steps release the GIL) or one "
+               "worker process per shard, which receives its shard once."),
+    Param("n_jobs", None, "int", low=1, none_ok=True, help="Threads for the shards; None: one per shard."),
+)
+
+#: a combination costs about this many block steps of a shard on threads (docs/design.md, "Sharded
+#: training": the Python round trip of a round, ~0.15-0.3 ms, against a compiled OCR step of ~7 us)
+COMBINE_COST_STEPS = {"thread": 40, "process": 400}
+
+
+def default_round_length(n_k: int, executor: str) -> int:
+    """Block steps a shard makes per round when ``round_length`` is None: ten combinations' cost, so
+    that combining costs about 10 % of a round, at most a whole shard (docs/design.md, "Sharded training")."""
+    return int(max(1, min(n_k, 10 * COMBINE_COST_STEPS[executor])))
+
+
+def shard_indices(n: int, K: int) -> list[npt.NDArray[np.int64]]:
+    """The examples of each of the K shards: shard k holds k, k + K, k + 2K, ... (strided, so that data
+    sorted by length or label still give shards alike)."""
+    return [np.arange(k, n, K, dtype=np.int64) for k in range(K)]
+
+
+def check_shards(options: Any, problem: Problem | None = None) -> None:
+    """The options that cannot run on shards (ValueError naming both), and a K beyond the examples."""
+    if options.multi_plane:
+        raise ValueError(f"multi_plane=True with shards={options.shards}: MP-BCFW's approximate passes are not "
+                         "implemented on shards; use multi_plane=False (any step, sampling or the cache) or shards=None")
+    if options.minibatch > 1:
+        raise ValueError(f"minibatch={options.minibatch} with shards={options.shards}: shards already step their "
+                         "blocks in parallel; use minibatch=1 with shards, or shards=None with a minibatch")
+    if problem is None:
+        return
+    if options.shards > problem.n:
+        raise ValueError(f"shards={options.shards} is more than the {problem.n} training examples: every shard "
+                         "needs at least one example")
+    if problem.constrained:
+        raise ValueError(f"shards={options.shards} with a model that constrains w (nonnegative_indices): the "
+                         "projected dual is not separable over shards; fit without shards")
+
+
+# ====================================================================== state
+class ShardedState:
+    """The complete state of a sharded fit: each shard's engine state and the round's global numbers.
+
+    Attributes
+    ----------
+    n, d, lam, fingerprint : the problem's (warm starts check them)
+    K, sigma, combine : shards, the local quadratic factor sigma' and the rule
+    states : list of BCFWState    shard k's engine state on its sub-problem (lam_k = lam n / (n_k sigma'))
+    w, ell : the global w = sum_i w_i and l = sum_i l_i
+    rounds, steps, passes : rounds done, block steps of all shards, completed passes (steps // n)
+    avg : (kind, t, w_bar, l_bar) of the rounds' average, or None
+    full_gap : the last full duality gap (the cache rule's g); needs_refresh : the estimates are stale
+    last_gamma : the last round's gamma
+    """
+
+    def __init__(self, problem: Problem, K: int, sigma: float, combine: str, states: list[BCFWState],
+                 averaging: str | None) -> None:
+        self.n, self.d, self.lam, self.fingerprint = problem.n, problem.d, problem.lam, problem.fingerprint
+        self.K, self.sigma, self.combine = K, float(sigma), combine
+        self.states = states
+        self.w = np.zeros(problem.d)
+        self.ell = 0.0
+        self.rounds = self.steps = self.passes = 0
+        self.avg = None if averaging is None else (averaging, 0, np.zeros(problem.d), 0.0)
+        self.full_gap = math.inf
+        self.needs_refresh = True
+        self.last_gamma = math.nan
+
+    def dual(self) -> float:
+        return -0.5 * self.lam * float(np.dot(self.w, self.w)) + self.ell
+
+    def average_round(self) -> None:
+        """The rounds' average after a round: w_bar <- (1 - rho_t) w_bar + rho_t w (and l_bar), t the round,
+        rho_t of the averaging kind (`structfw.solvers.averaging.averaging_rate`): the iterates' averages of
+        the serial engine with a round in place of a block step."""
+        if self.avg is None:
+            return
+        kind, t, wbar, lbar = self.avg
+        t += 1
+        rho = averaging_rate(kind, t)
+        wbar = (1.0 - rho) * wbar + rho * self.w
+        self.avg = (kind, t, wbar, (1.0 - rho) * lbar + rho * self.ell)
+
+
+# ====================================================================== one shard
+class Shard:
+    """Shard k's engine: its sub-problem, its `BlockContext`, and the round in flight.
+
+    Everything here is in the engine's units (w_i^e = sigma' w_i, l_i^e = (n / n_k) l_i); `round`,
+    `gaps` and `hinge_sum` return global ones."""
+
+    def __init__(self, sub: Problem, st: BCFWState, engine: BCFW, n: int, sigma: float) -> None:
+        self.sub, self.st, self.n, self.sigma = sub, st, n, float(sigma)
+        self.scale = sub.n / n  # global l / engine l
+        self.ctx = BlockContext(sub, st, engine.plan(sub, st.storage))
+        self.pending: tuple[Any, float] | None = None  # (snapshot, engine l at the round's start)
+        self.gaps_e: npt.NDArray[np.float64] | None = None  # the last gap pass's block gaps (engine units)
+        self._empty_store: CornerStore | None = None
+
+    def round(self, w: npt.NDArray[np.float64], m: int, blend: bool) -> tuple[npt.NDArray[np.float64], float]:
+        """m local block steps from the global w; returns the change (u_k, dl_k) in global units.  With
+        ``blend`` the touched blocks are kept so that `combine` can scale their change."""
+        st = self.st
+        st.w[:] = w
+        ell0 = st.ell
+        blocks = draw_round(st, m)
+        snap = snapshot(st, np.unique(blocks)) if blend else None
+        run_round(self.ctx, blocks, self)
+        self.pending = (snap, ell0)
+        return (st.w - w) / self.sigma, self.scale * (st.ell - ell0)
+
+    def combine(self, gamma: float) -> None:
+        """Scale the last round's change of every touched block by gamma (w_i <- w_i^0 + gamma (w_i - w_i^0))."""
+        snap, ell0 = self.pending if self.pending is not None else (None, self.st.ell)
+        self.pending = None
+        if gamma == 1.0:
+            return
+        if snap is None:
+            raise RuntimeError("a round combined with gamma != 1 was run without its snapshot")
+        blend(self.st, snap, gamma)
+        self.st.ell = ell0 + gamma * (self.st.ell - ell0)
+
+    def empty_store(self) -> CornerStore:
+        """An empty corner set per block for a general chunk of plain FW steps (no corners kept)."""
+        if self._empty_store is None:
+            self._empty_store = CornerStore(self.sub.n, self.sub.d, capacity=1, pool=1)
+        return self._empty_store
+
+    def gaps(self, w: npt.NDArray[np.float64], validate: bool) -> tuple[float, npt.NDArray[np.float64]]:
+        """(sum_i H_i(y_i*; w), the block gaps g_i) of the shard's examples at the global w (global units)."""
+        st, sub = self.st, self.sub
+        st.w[:] = w
+        H = sub.batch_hinges(st.w, validate=validate)
+        self.gaps_e = sub.lam * block_dots(sub, st) - st.li + H / sub.n
+        return float(H.sum()), self.scale * self.gaps_e
+
+    def hinge_sum(self, w: npt.NDArray[np.float64]) -> float:
+        """sum_i H_i(y_i*; w) over the shard's examples at any w (the averaged iterate)."""
+        return float(self.sub.batch_hinges(np.ascontiguousarray(w, np.float64), validate=False).sum())
+
+    def refresh(self, full_gap: float) -> None:
+        """The last gap pass's block gaps become the sampler's and the cache rule's estimates; the cache
+        rule's g is the global gap (in the engine's units its nu/n_k g^e reads nu/n g)."""
+        take_full_gaps(self.st, self.gaps_e)
+        self.st.full_gap = float(full_gap)
+        self.ctx.counters["oracle_calls"] += self.sub.n
+
+
+def block_dots(sub: Problem, st: BCFWState) -> npt.NDArray[np.float64]:
+    """<w_i, w> of every block of a shard (engine units): from the rows or the factored label weights."""
+    if st.factored is not None:
+        return block_w_dots(positions(sub.compiled_oracle())[0], st.factored, st.w)
+    return np.array([st.block_w_dot(i, st.w) for i in range(sub.n)])
+
+
+# ====================================================================== drawing a round's blocks
+def draw_round(st: BCFWState, m: int) -> npt.NDArray[np.int64]:
+    """The m blocks of a round, drawn at its start: the next m of the sampler's passes (uniform, perm), m
+    draws by the gap estimates (gap: p_i ~ g_i, uniform while all are 0), or the m largest estimates
+    (max_gap).  Drawn ahead so that the round's touched blocks are known before it runs."""
+    sampler = st.sampler
+    if sampler.kind in ("uniform", "perm"):
+        out = []
+        while m > 0:
+            if sampler._pos >= sampler._buffer.shape[0]:
+                sampler.start_pass()
+            take = sampler.take_order(min(m, sampler._buffer.shape[0] - sampler._pos))
+            out.append(take)
+            m -= take.shape[0]
+        return np.ascontiguousarray(np.concatenate(out), np.int64)
+    est = sampler.estimates
+    if sampler.kind == "max_gap":
+        order = np.argsort(-est, kind="stable")
+        return np.ascontiguousarray(np.resize(order, m), np.int64)
+    total = float(est.sum())
+    u = st.rng.random(m)
+    if total <= 0.0:
+        return np.minimum((u * est.shape[0]).astype(np.int64), est.shape[0] - 1)
+    return np.minimum(np.searchsorted(np.cumsum(est), u * total, side="right"), est.shape[0] - 1).astype(np.int64)
+
+
+# ====================================================================== running a round
+def run_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], shard: Shard) -> None:
+    """The block steps of ``blocks`` in turn, on the route the plan takes for a pass: a compiled chunk
+    (plain, factored or general) or the Python parts."""
+    plan, st = ctx.plan, ctx.st
+    kind = ORDER_GAPS if st.sampler.adaptive else ORDER
+    if plan.compiled is not None:
+        if plan.factored is not None and plan.plain:
+            _plain_round(ctx, blocks, kind, "factored")
+        elif plan.plain and plan.dense:
+            _plain_round(ctx, blocks, kind, "dense")
+        else:
+            _general_round(ctx, blocks, kind, shard)
+        if st.sampler.kind == "gap":  # the chunk recorded the gaps, not the Fenwick tree
+            st.sampler._tree = fenwick_build(st.sampler.estimates)
+    else:
+        _python_round(ctx, blocks)
+
+
+def _plain_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], kind: int, storage: str) -> None:
+    """Plain FW steps in one compiled chunk (`plain_fw_chunk` on dense rows, `factored_fw_chunk`)."""
+    plan, st, sub = ctx.plan, ctx.st, ctx.problem
+    m = blocks.shape[0]
+    sampler = (kind, blocks, _EMPTY_V, st.sampler.estimates, st.sampler._tree)
+    it = np.array([st.k, 0], np.int64)
+    fl = np.array([st.ell, 1.0, 0.0])
+    rule = (sub.lam, plan.nu_step, plan.check_oracle)
+    if storage == "factored":
+        fac = factored_arrays(plan.compiled, st.factored, plan.factored)
+        steps, bad = factored_fw_chunk(fac, m, sampler, st.w, st.li, rule, (0, _EMPTY_V), (it, fl))
+    else:
+        rows, scales = st.scaled_blocks()
+        steps, bad = plain_fw_chunk(plan.compiled, m, sampler, st.w, (rows, scales, st.li), rule, (0, _EMPTY_V),
+                                    (it, fl), np.zeros(sub.d), _EMPTY_V)
+    ctx.counters["oracle_calls"] += steps + (bad >= 0)
+    if bad >= 0:  # the compiled oracle is not a maximiser: the checked Python call names the example
+        sub.oracle(bad, st.w, validate=True)
+        sub.check_oracle_value(bad, -np.inf)
+    st.k, st.ell = int(it[IT_K]), float(fl[ELL])
+
+
+def _general_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], kind: int, shard: Shard) -> None:
+    """Cache / pairwise / away steps (and plain FW on sparse rows) in compiled general chunks, growing the
+    corner pool or a sparse row where a chunk stops for room (as `structfw.solvers.passes`)."""
+    plan, st, sub = ctx.plan, ctx.st, ctx.problem
+    store = st.corners if st.corners is not None else shard.empty_store()
+    tidy_kind, limit, stamp = plan.tidy_rule(st.mp_iter, False)
+    it = np.zeros(6, np.int64)
+    it[IT_K] = st.k
+    fl = np.array([st.ell, 1.0, 0.0, st.full_gap])
+    keep_rows = not (plan.step_code == PAIRWISE_STEP and st.track_alpha) and st.factored is None
+    fac = no_factored() if st.factored is None else factored_arrays(plan.compiled, st.factored, plan.factored)
+    B: tuple[Any, ...] = (_EMPTY_V,) if st.factored is not None else st.layout(keep_rows)
+    m, s = blocks.shape[0], 0
+    while True:
+        s, status = general_chunk(
+            plan.compiled, store.arrays, (s, m), (kind, blocks, _EMPTY_V, st.sampler.estimates, st.sampler._tree),
+            st.w, (B, st.li, _NO_MIRROR), (sub.lam, plan.step_code, plan.nu_step, plan.check_oracle),
+            (plan.cache, plan.cache_F, plan.cache_nu, st.oracle_gaps),
+            (st.track_alpha, False, stamp, tidy_kind, limit, keep_rows), (0, _EMPTY_V), (it, fl), fac)
+        st.rows_stale = st.rows_stale or (not keep_rows and st.factored is None)
+        if status == 0:
+            break
+        if status == 2:  # not a maximiser: the checked Python call names the example
+            sub.oracle(int(it[BAD]), st.w, validate=True)
+            sub.check_oracle_value(int(it[BAD]), -np.inf)
+        if status == 3:
+            st.make_row_room(int(it[BAD]), int(it[NEED]))
+            B = st.layout(keep_rows)
+        else:
+            store.make_room(int(it[BAD]), int(it[NEED]))
+    st.k, st.ell = int(it[IT_K]), float(fl[ELL])
+    ctx.counters["oracle_calls"] += int(it[ORACLE_CALLS])
+    ctx.counters["cache_hits"] += int(it[CACHE_HITS])
+
+
+def _python_round(ctx: BlockContext, blocks: npt.NDArray[np.int64]) -> None:
+    """The block steps through the parts (corner source -> block step -> sampler), one Python call a step:
+    models without a compiled oracle (`structfw.solvers.passes.python_pass` with an order)."""
+    plan, st = ctx.plan, ctx.st
+    ctx.validate = plan.check_oracle and st.k < ctx.n  # the shard's first pass, as the engine's
+    fast = plan.plain and plan.compilable and plan.dense and not ctx.validate
+    ctx.u, ctx.inv_c = _EMPTY_V, 0.0
+    for i in blocks.tolist():
+        ctx.gfixed = 2.0 * ctx.n / (plan.nu_step * st.k + 2.0 * ctx.n) if plan.nu_step > 0.0 else -1.0
+        if fast:
+            plain_fw_block(ctx, i)
+        else:
+            slot, psi, L, g_i, _ = ctx.source.fw_corner(ctx, i)
+            ctx.step.move(ctx, i, slot, psi, L, g_i)
+            ctx.source.tidy(ctx, i)
+            if st.sampler.adaptive:
+                st.sampler.update(i, g_i)
+        st.k += 1
+
+
+# ====================================================================== scaling a round's change
+def snapshot(st: BCFWState, blocks: npt.NDArray[np.int64]) -> dict[str, Any]:
+    """The dual point of ``blocks`` before a round: l_i, w_i (rows, or the factored label weights) and,
+    when the corners' weights are tracked, each block's active corners with their weights."""
+    snap: dict[str, Any] = {"blocks": blocks, "li": st.li[blocks].copy()}
+    if st.factored is not None:
+        fb = st.factored
+        snap["A"] = _take_ranges(fb.A, fb.starts, blocks)
+        snap["T"] = _take_rows(fb.T.reshape(fb.T.shape[0], -1), blocks, _ONES)
+    elif not st.rows_stale:
+        rows, scales = st.scaled_blocks()
+        if st.dense_blocks:
+            snap["rows"] = _take_rows(rows, blocks, scales)
+        else:
+            snap["rows"] = [rows.row(i) * float(scales[i]) for i in blocks.tolist()]
+    if st.track_alpha and st.corners is not None:
+        snap["corners"] = _active_corners(st.corners, blocks)
+    return snap
+
+
+def blend(st: BCFWState, snap: dict[str, Any], gamma: float) -> None:
+    """Every block of the snapshot at (1 - gamma) * before + gamma * now: l_i, w_i and the corners'
+    weights (a corner dropped during the round comes back with its share).  Each block stays a convex
+    combination of its corners, so every gamma in [0, 1] is feasible."""
+    blocks, g = snap["blocks"], float(gamma)
+    st.li[blocks] = (1.0 - g) * snap["li"] + g * st.li[blocks]
+    if "A" in snap:
+        fb = st.factored
+        _blend_ranges(fb.A, fb.starts, blocks, snap["A"], g)
+        _blend_rows(fb.T.reshape(fb.T.shape[0], -1), blocks, snap["T"], g, _ONES)
+    elif "rows" in snap and st.dense_blocks:
+        rows, scales = st.scaled_blocks()
+        _blend_rows(rows, blocks, snap["rows"], g, scales)
+    elif "rows" in snap:
+        _blend_sparse_rows(st, blocks, snap["rows"], g)
+    if "corners" in snap:
+        _blend_corners(st.corners, snap["corners"], g)
+
+
+_ONES = np.ones(0)  # no scales: the rows are w_i themselves
+
+
+@njit(cache=True, nogil=True)
+def _take_rows(M, blocks, scales):
+    """scales[b] * M[b] of each block b (M[b] itself without scales), one row each."""
+    out = np.empty((blocks.shape[0], M.shape[1]))
+    for r in range(blocks.shape[0]):
+        b = blocks[r]
+        c = scales[b] if scales.shape[0] > 0 else 1.0
+        for j in range(M.shape[1]):
+            out[r, j] = c * M[b, j]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _blend_rows(M, blocks, before, g, scales):
+    """M[b] <- (1 - g) before[r] + g scales[b] M[b] for the r-th block b, its scale then 1."""
+    for r in range(blocks.shape[0]):
+        b = blocks[r]
+        c = g * (scales[b] if scales.shape[0] > 0 else 1.0)
+        for j in range(M.shape[1]):
+            M[b, j] = (1.0 - g) * before[r, j] + c * M[b, j]
+        if scales.shape[0] > 0:
+            scales[b] = 1.0
+
+
+@njit(cache=True, nogil=True)
+def _take_ranges(A, starts, blocks):
+    """The rows starts[b]:starts[b+1] of A of each block b, block after block."""
+    total = 0
+    for r in range(blocks.shape[0]):
+        total += starts[blocks[r] + 1] - starts[blocks[r]]
+    out = np.empty((total, A.shape[1]))
+    t = 0
+    for r in range(blocks.shape[0]):
+        for a in range(starts[blocks[r]], starts[blocks[r] + 1]):
+            out[t, :] = A[a, :]
+            t += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _blend_ranges(A, starts, blocks, before, g):
+    """A's rows of each block b <- (1 - g) before + g A (the order of `_take_ranges`)."""
+    t = 0
+    for r in range(blocks.shape[0]):
+        for a in range(starts[blocks[r]], starts[blocks[r] + 1]):
+            for j in range(A.shape[1]):
+                A[a, j] = (1.0 - g) * before[t, j] + g * A[a, j]
+            t += 1
+
+
+def _blend_sparse_rows(st: BCFWState, blocks: npt.NDArray[np.int64], before: list[SparseVector], g: float) -> None:
+    rows, scales = st.scaled_blocks()
+    for i, r0 in zip(blocks.tolist(), before):
+        now = rows.row(i) * float(scales[i])
+        rows.set_row(i, combine(1.0 - g, r0, g, now))
+        scales[i] = 1.0
+
+
+def _active_corners(store: CornerStore, blocks: npt.NDArray[np.int64]) -> list[tuple[int, list[Any]]]:
+    """(block, [(key, loss, alpha, idx, val), ...]) of the corners with weight > 0 of each block."""
+    out = []
+    for i in blocks.tolist():
+        kept = []
+        for k in range(int(store.size[i])):
+            a = float(store.alpha[i, k])
+            if a > 0.0:
+                start, nnz = int(store.start[i, k]), int(store.nnz[i, k])
+                val = store.pval[start:start + nnz].copy() if store.pval.shape[0] else np.zeros(0)
+                kept.append((store.key[i, k], float(store.loss[i, k]), a, store.pidx[start:start + nnz].copy(), val))
+        out.append((i, kept))
+    return out
+
+
+def _blend_corners(store: CornerStore, before: list[tuple[int, list[Any]]], g: float) -> None:
+    """alpha_i <- (1 - g) alpha_i^0 + g alpha_i, matching corners by content; a corner of alpha^0 that
+    left the set during the round is added back."""
+    for i, kept in before:
+        store.alpha[i, :int(store.size[i])] *= g
+        for key, L, a, idx, val in kept:
+            k = cs_find(store.arrays, i, key, idx, val, L)
+            if k < 0:
+                while cs_room(store.arrays, i, idx.shape[0]) != 0:
+                    store.make_room(i, idx.shape[0])
+                k = cs_put(store.arrays, i, key, -1, idx, val, L, 0.0, 0)
+            store.alpha[i, k] += (1.0 - g) * a
+
+
+# ====================================================================== the solver
+class ShardedContext(SolveContext):
+    """A sharded solve's context: the shards (`Shard`), the round length, the thread pool's size and
+    the counters; ``state`` is the `ShardedState`."""
+
+    def __init__(self, problem: Problem, state: ShardedState, shards: list[Shard], m: int, n_jobs: int,
+                 uses_gaps: bool, gap_refresh: int | None) -> None:
+        super().__init__(problem, state)
+        self.shards, self.m, self.n_jobs = shards, m, n_jobs
+        self.uses_gaps, self.gap_refresh = uses_gaps, gap_refresh
+        self.passes_done = 0
+        self.pool: ThreadPoolExecutor | None = None
+
+    def map(self, fn: Any, *args: Any) -> list[Any]:
+        """fn(shard, *args) for every shard, on the pool's threads while `threads` holds them (in shard
+        order: the results do not depend on which thread finishes first)."""
+        if self.pool is None:
+            return [fn(s, *args) for s in self.shards]
+        return list(self.pool.map(lambda s: fn(s, *args), self.shards))
+
+    @contextmanager
+    def threads(self) -> Iterator[None]:
+        """The shards run on n_jobs threads inside (they end with it, on every exit path)."""
+        if self.n_jobs <= 1 or self.pool is not None:
+            yield
+            return
+        with ThreadPoolExecutor(max_workers=self.n_jobs, thread_name_prefix="structfw-shard") as pool:
+            self.pool = pool
+            try:
+                yield
+            finally:
+                self.pool = None
+
+    def oracle_calls(self) -> int:
+        return sum(s.ctx.counters["oracle_calls"] for s in self.shards)
+
+
+class ShardedBCFW(Solver):
+    """BCFW on K shards of the training set, combined in rounds (docs/design.md, "Sharded training").
+
+    Every option of `BCFW` that is local to a block works in the shards' local steps: FW, pairwise and
+    away steps, uniform, permuted and gap sampling within a shard, the cache, either step size, every
+    storage of the w_i; ``averaging`` averages the rounds' iterates (weight 2/(t+1) for round t:
+    the serial engine's weighted average with a round in place of a block step).  Not on shards:
+    MP-BCFW (``multi_plane``), minibatches, positivity constraints (ValueError naming both).
+
+    Parameters
+    ----------
+    shards : int
+        K, the number of shards (example i in shard i mod K).
+    combine : {"linesearch", "average", "add"}
+        The exact line search of the dual along the round's summed change (default: the fewest
+        passes in the measurements of docs/design.md), the average (gamma = 1/K) or CoCoA+ adding
+        (gamma = 1 with the local quadratic term scaled by sigma' = K; Ma et al. 2015).  Each keeps the
+        dual monotone.
+    round_length : int or None
+        Block steps per shard between two combinations; None: `default_round_length`.
+    executor : {"thread", "process"}
+        Where the shards run.
+    n_jobs : int or None
+        Threads running the shards (None: one per shard).  Results do not depend on it.
+    **engine options
+        As for `BCFW`.
+    """
+
+    name = "sharded-bcfw"
+    PARAMS: tuple[Param, ...] = ENGINE_PARAMS + SHARD_PARAMS
+
+    def __init__(self, shards: int = 2, combine: str = "linesearch", round_length: int | None = None,
+                 executor: str = "thread", n_jobs: int | None = None, step_size: str = "linesearch",
+                 sampling: str = "uniform", step: str = "fw", cache: bool = False, cache_F: float = 0.25,
+                 cache_nu: float = 0.01, cache_size: int = 50, averaging: str | None = None,
+                 gap_refresh: int | None = 10, block_storage: str = "auto", max_dense_bytes: int = 2 * 1024 ** 3,
+                 check_oracle: bool = True, multi_plane: bool = False, max_planes: int = 1000,
+                 max_approx_passes: int = 1000, plane_timeout: int = 10, approx_rule: str = "work",
+                 oracle_work: float = 10.0, minibatch: int = 1, asynchronous: bool = False,
+                 oracle_quality: float = 1.0) -> None:
+        self._init_params(locals())
+        check_combination(self)
+        check_shards(self)
+
+    @classmethod
+    def from_engine(cls, engine: Solver, shards: int, **options: Any) -> ShardedBCFW:
+        """The sharded engine with the options of a configured `BCFW` (``StructuredSVM(shards=K)``)."""
+        if type(engine) is not BCFW:
+            raise ValueError(f"shards={shards} runs the block-coordinate engine: give solver='bcfw' or a BCFW "
+                             f"object; got solver {getattr(engine, 'name', engine)!r}")
+        return cls(shards=shards, **options, **engine.get_params())
+
+    def validate_params(self) -> None:
+        super().validate_params()
+        check_combination(self)
+        check_shards(self)
+
+    @property
+    def label(self) -> str:
+        return f"{engine_label(self)}-{self.shards}shards-{self.combine}"
+
+    def engine(self) -> BCFW:
+        """The engine of the shards' local steps: these options, without averaging (rounds average)."""
+        params = {p.name: getattr(self, p.name) for p in ENGINE_PARAMS}
+        params["averaging"] = None
+        return BCFW(**params)
+
+    def sigma(self) -> float:
+        """sigma', the factor of the local quadratic term: K for CoCoA+ adding, else 1."""
+        return float(self.shards) if self.combine == "add" else 1.0
+
+    # ------------------------------------------------------------- state
+    def init_state(self, problem: Problem, state: object | None, rng: Any) -> ShardedContext:
+        check_shards(self, problem)
+        if self.executor == "process":
+            raise ValueError("executor='process' with shards: not implemented yet; use executor='thread'")
+        engine = self.engine()
+        st = _continue_sharded(continue_or_restart(state, ShardedState, problem), self, problem)
+        if st is None:
+            st = self.new_state(problem, rng, engine)
+        subs = sub_problems(problem, st.K, st.sigma)
+        shards = [Shard(sub, s, engine, problem.n, st.sigma) for sub, s in zip(subs, st.states)]
+        m = self.round_length or default_round_length(max(sub.n for sub in subs), self.executor)
+        n_jobs = min(self.n_jobs or self.shards, self.shards)
+        plan = shards[0].ctx.plan
+        return ShardedContext(problem, st, shards, m, n_jobs, plan.uses_gaps, plan.gap_refresh)
+
+    def new_state(self, problem: Problem, rng: Any, engine: BCFW | None = None) -> ShardedState:
+        """A fresh sharded state at alpha = e_{y_i} (w = 0); shard k's generator is seeded from the fit's
+        seed and k, so a round depends on K and the seed only."""
+        engine = self.engine() if engine is None else engine
+        seeds = np.random.SeedSequence(_entropy(rng)).spawn(self.shards)
+        subs = sub_problems(problem, self.shards, self.sigma())
+        states = [engine.new_state(sub, np.random.default_rng(seed)) for sub, seed in zip(subs, seeds)]
+        for sub, s in zip(subs, states):
+            s.fingerprint = sub.fingerprint
+        return ShardedState(problem, self.shards, self.sigma(), self.combine, states, self.averaging)
+
+    # ------------------------------------------------------------- skeleton
+    def run_pass(self, ctx: ShardedContext, flag: InterruptFlag) -> None:
+        """Rounds until the shards have made n block steps (one pass), or Ctrl-C (after the round in flight)."""
+        st = ctx.state
+        target = st.steps + ctx.problem.n
+        with ctx.threads():
+            while st.steps < target and not flag.requested:
+                one_round(ctx, self.combine)
+        if st.steps >= target:
+            st.passes += 1
+            ctx.passes_done += 1
+
+    def checkpoint_due(self, ctx: ShardedContext, since_check: int, done: int, stop: StopRule,
+                       monitor: Monitor) -> bool:
+        return _refresh_due(ctx) or super().checkpoint_due(ctx, since_check, done, stop, monitor)
+
+    def checkpoint(self, ctx: ShardedContext, monitor: Monitor, initial: bool, monitoring_only: bool = False) -> float:
+        """The duality gap at the round's w, summed over the shards' block gaps (each shard its own);
+        with averaging the gap of the rounds' average, P(w_bar) - D(alpha_bar)."""
+        st = ctx.state
+        refresh = not monitoring_only and ctx.uses_gaps and (st.needs_refresh if initial else _refresh_due(ctx))
+        with monitor.monitoring(), ctx.threads():
+            primal, gap = shard_gap(ctx, validate=ctx.shards[0].ctx.plan.check_oracle)
+            if refresh:
+                for s in ctx.shards:
+                    s.refresh(gap)
+                st.full_gap, st.needs_refresh = gap, False
+            else:
+                monitor.monitor_calls += ctx.problem.n
+            dual = st.dual()
+            w_rep = st.w
+            if st.avg is not None and st.avg[1] > 0:
+                w_rep, lbar = st.avg[2], st.avg[3]
+                dual = -0.5 * st.lam * float(np.dot(w_rep, w_rep)) + lbar
+                hinge = sum(ctx.map(Shard.hinge_sum, w_rep))
+                monitor.monitor_calls += ctx.problem.n
+                primal = ctx.problem.primal(w_rep, hinge)
+                gap = primal - dual
+            _record(ctx, monitor, w_rep, (primal, dual, gap))
+        return gap
+
+    def result_w(self, ctx: ShardedContext) -> npt.NDArray[np.float64]:
+        st = ctx.state
+        if st.avg is not None and st.avg[1] > 0:
+            return st.avg[2].copy()
+        return st.w.copy()
+
+
+def sharded_solver(solver: Solver, shards: int, executor: str, n_jobs: int | None,
+                   oracle_timeout: float | None) -> ShardedBCFW:
+    """The solver of ``StructuredSVM(shards=K, executor=..., n_jobs=...)``: a `BCFW`'s options on K shards,
+    or a given `ShardedBCFW` with the same K (ValueError naming both otherwise)."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor={executor!r} with shards={shards}: shards run on 'thread' or 'process' "
+                         "workers (Ray actors owning their shard are not implemented yet)")
+    if oracle_timeout is not None:
+        raise ValueError(f"oracle_timeout={oracle_timeout!r} with shards={shards}: a shard's compiled steps cannot "
+                         "be pre-empted; use oracle_timeout=None with shards")
+    if n_jobs is not None and n_jobs < 1:
+        raise ValueError(f"n_jobs={n_jobs} with shards={shards}: give the number of threads (>= 1) or None (one a "
+                         "shard)")
+    if isinstance(solver, ShardedBCFW):
+        if solver.shards != shards:
+            raise ValueError(f"shards={shards} and solver=ShardedBCFW(shards={solver.shards}) disagree: give one")
+        return solver.set_params(executor=executor, n_jobs=n_jobs) if n_jobs is not None else solver
+    return ShardedBCFW.from_engine(solver, shards, executor=executor, n_jobs=n_jobs)
+
+
+def _entropy(rng: Any) -> Any:
+    """Entropy for the shards' seed sequence: the fit's int seed, or drawn from its generator."""
+    if isinstance(rng, np.random.Generator):
+        return int(rng.integers(2 ** 63))
+    return rng
+
+
+def sub_problems(problem: Problem, K: int, sigma: float) -> list[Problem]:
+    """Each shard's problem in the engine's units: its examples, lam_k = lam n / (n_k sigma')."""
+    out = []
+    for idx in shard_indices(problem.n, K):
+        X = [problem.X[i] for i in idx.tolist()]
+        Y = [problem.Y[i] for i in idx.tolist()]
+        out.append(Problem(problem.model, X, Y, problem.lam * problem.n / (len(idx) * sigma), validated=True))
+    return out
+
+
+def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Problem) -> ShardedState | None:
+    """A previous sharded state if it can continue with these options (the same K and rule), rescaled
+    to a new lam; None (with a warning) otherwise."""
+    if st is None:
+        return None
+    if st.K != solver.shards or st.sigma != solver.sigma():
+        warnings.warn(f"warm start: the previous state has {st.K} shards with sigma'={st.sigma:g}; this fit asks "
+                      f"for {solver.shards} with sigma'={solver.sigma():g}; starting afresh", RuntimeWarning,
+                      stacklevel=4)
+        return None
+    if st.lam != problem.lam:
+        r = st.lam / problem.lam
+        for s, idx in zip(st.states, shard_indices(problem.n, st.K)):
+            s.rescale_lam(problem.lam * problem.n / (len(idx) * st.sigma))
+        st.w *= r
+        if st.avg is not None:
+            st.avg = (st.avg[0], st.avg[1], st.avg[2] * r, st.avg[3])
+        st.lam, st.needs_refresh = problem.lam, True
+    st.combine = solver.combine
+    if (st.avg[0] if st.avg is not None else None) != solver.averaging:
+        st.avg = None if solver.averaging is None else (solver.averaging, 0, np.zeros(st.d), 0.0)
+    for s in st.states:
+        if s.sampler is None or s.sampler.kind != solver.sampling:
+            s.sampler = BlockSampler(solver.sampling, s.n, s.rng)
+            st.needs_refresh = True
+    return st
+
+
+def _refresh_due(ctx: ShardedContext) -> bool:
+    return ctx.uses_gaps and ctx.gap_refresh is not None and ctx.state.passes % ctx.gap_refresh == 0
+
+
+def one_round(ctx: ShardedContext, rule: str) -> float:
+    """One round: the shards' local steps from w, the combination, every shard's blocks scaled by its
+    gamma.  Returns gamma."""
+    st, m = ctx.state, ctx.m
+    changes = ctx.map(Shard.round, st.w, m, rule != "add")
+    U = np.sum([c[0] for c in changes], axis=0)
+    dl = float(sum(c[1] for c in changes))
+    gamma = combination_gamma(rule, st.lam, st.w, U, dl, st.K)
+    if gamma != 1.0:
+        ctx.map(Shard.combine, gamma)
+    else:
+        for s in ctx.shards:
+            s.pending = None
+    st.w += gamma * U
+    st.ell += gamma * dl
+    st.rounds += 1
+    st.steps += m * st.K
+    st.last_gamma = gamma
+    st.average_round()
+    return gamma
+
+
+def combination_gamma(rule: str, lam: float, w: npt.NDArray[np.float64], U: npt.NDArray[np.float64], dl: float,
+                      K: int) -> float:
+    """gamma of a round: 1 (add), 1/K (average), or the exact line search of D(alpha + gamma dalpha) =
+    -lam/2 ||w + gamma U||^2 + l + gamma dl on [0, 1]: gamma* = clip((dl - lam <w, U>) / (lam ||U||^2), 0, 1)."""
+    if rule == "add":
+        return 1.0
+    if rule == "average":
+        return 1.0 / K
+    uu = float(np.dot(U, U))
+    if uu <= 0.0:
+        return 1.0  # no change of w: any gamma; 1 keeps the shards' steps (l can only have risen)
+    return float(min(max((dl - lam * float(np.dot(w, U))) / (lam * uu), 0.0), 1.0))
+
+
+def shard_gap(ctx: ShardedContext, validate: bool) -> tuple[float, float]:
+    """(P(w), sum_k sum_{i in S_k} g_i) at the round's w, each shard its own gap pass."""
+    st = ctx.state
+    out = ctx.map(Shard.gaps, st.w, validate)
+    hinge = sum(o[0] for o in out)
+    gap = float(sum(float(o[1].sum()) for o in out))
+    return ctx.problem.primal(st.w, hinge), gap
+
+
+def _record(ctx: ShardedContext, monitor: Monitor, w_rep: npt.NDArray[np.float64],
+            pdg: tuple[float, float, float]) -> None:
+    st, n = ctx.state, ctx.problem.n
+    calls = ctx.oracle_calls()
+    hits = sum(s.ctx.counters["cache_hits"] for s in ctx.shards)
+    monitor.record(w_rep, calls / n, calls, *pdg, engine_passes=st.steps / n, iterations=st.steps,
+                   cache_hits=hits, rounds=st.rounds, shards=st.K, round_length=ctx.m,
+                   gamma=st.last_gamma if math.isfinite(st.last_gamma) else 1.0)

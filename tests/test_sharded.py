@@ -1,0 +1,348 @@
+"""Sharded training (issue 52): K shards step their own blocks and combine in rounds.
+
+Checked on tiny problems whose dual QP is solved exactly (tests/toy.py's enumerable model on the
+Python route, and a small dense chain whose labellings are enumerated, on the compiled routes:
+factored label weights and dense rows): the optimum is reached for K = 1, 2, 3 and K = n (shards of
+one example); w = sum_i w_i after every round; the dual never decreases under the rules; the gap
+is the serial definition at the same w; a run depends on K and the seed only.
+"""
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import structfw as sf
+from structfw.solvers import BCFW, Problem, StopRule
+from structfw.solvers.sharded import (ShardedBCFW, combination_gamma, default_round_length, one_round,
+                                      shard_indices)
+from toy import exact_optimum, make_toy, primal
+
+RULES = ("linesearch", "average", "add")
+
+
+# ====================================================================== problems and references
+def tiny_chain(n=7, S=3, F=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = [rng.normal(size=(int(rng.integers(1, 4)), F)) for _ in range(n)]
+    Y = [rng.integers(0, S, x.shape[0]) for x in X]
+    return sf.models.ChainModel(S, F), X, Y
+
+
+def chain_optimum(model, X, Y, lam):
+    """D* and w* of the dual QP of a tiny chain problem, every labelling enumerated (cvxopt)."""
+    import cvxopt
+    from cvxopt import solvers
+
+    n = len(X)
+    cols, b, block = [], [], []
+    for i, (x, y) in enumerate(zip(X, Y)):
+        for z in itertools.product(range(model.n_states), repeat=x.shape[0]):
+            psi = model.psi(x, y, np.array(z))
+            psi = psi.toarray() if hasattr(psi, "toarray") else np.asarray(psi, float)
+            cols.append(psi / (lam * n))
+            b.append(model.loss(y, np.array(z)) / n)
+            block.append(i)
+    A, b = np.array(cols).T, np.array(b)
+    N = A.shape[1]
+    Aeq = np.zeros((n, N))
+    Aeq[block, np.arange(N)] = 1.0
+    solvers.options.update(show_progress=False, abstol=1e-12, reltol=1e-12, feastol=1e-12)
+    sol = solvers.qp(cvxopt.matrix(lam * A.T @ A + 1e-12 * np.eye(N)), cvxopt.matrix(-b), cvxopt.matrix(-np.eye(N)),
+                     cvxopt.matrix(np.zeros(N)), cvxopt.matrix(Aeq), cvxopt.matrix(np.ones(n)))
+    alpha = np.array(sol["x"]).ravel()
+    w = A @ alpha
+    return -0.5 * lam * w @ w + b @ alpha, w
+
+
+@pytest.fixture(scope="module")
+def toy():
+    model, X, Y = make_toy(n=7, m=4, d=3, seed=1)
+    lam = 0.1
+    return model, X, Y, lam, exact_optimum(model, X, Y, lam)[0]
+
+
+@pytest.fixture(scope="module")
+def chain():
+    model, X, Y = tiny_chain()
+    lam = 1.0
+    return model, X, Y, lam, chain_optimum(model, X, Y, lam)[0]
+
+
+def solve(model, X, Y, lam, passes=200, tol=1e-10, seed=0, **options):
+    options.setdefault("round_length", 2)
+    return ShardedBCFW(**options).solve(Problem(model, X, Y, lam), StopRule(max_passes=passes, tol=tol, check_every=1),
+                                        rng=seed)
+
+
+def shard_sum(problem, ctx):
+    """sum_i w_i and sum_i l_i over every shard's blocks, in global units (w_i^e / sigma', l_i^e n_k / n)."""
+    w, ell = np.zeros(problem.d), 0.0
+    for sh in ctx.shards:
+        st = sh.st
+        if st.factored is not None:
+            from structfw.solvers._factored import positions
+
+            rows = st.factored.total(positions(sh.sub.compiled_oracle())[0], problem.d)
+        else:
+            rows = np.sum(st.wi, axis=0)
+        w += rows / sh.sigma
+        ell += float(st.li.sum()) * sh.scale
+    return w, ell
+
+
+# ====================================================================== the optimum
+@pytest.mark.parametrize("K", [1, 2, 3, 7])
+@pytest.mark.parametrize("options", [dict(step="pairwise"), dict(step="away"),
+                                     dict(step="pairwise", sampling="gap"), dict(step="pairwise", cache=True)],
+                         ids=["pairwise", "away", "pairwise-gap", "pairwise-cache"])
+def test_line_search_rounds_reach_the_exact_optimum_on_the_python_route(toy, K, options):
+    model, X, Y, lam, Dstar = toy
+    res = solve(model, X, Y, lam, shards=K, passes=400, **options)
+    assert res.dual == pytest.approx(Dstar, abs=1e-8)
+    assert 0.0 <= res.gap < 1e-6
+
+
+@pytest.mark.parametrize("storage", ["factored", "dense"])
+@pytest.mark.parametrize("K", [1, 2, 3, 7])
+@pytest.mark.parametrize("options", [dict(step="pairwise"), dict(step="away"), dict(step="pairwise", sampling="gap")],
+                         ids=["pairwise", "away", "pairwise-gap"])
+def test_line_search_rounds_reach_the_exact_optimum_on_the_compiled_routes(chain, storage, K, options):
+    model, X, Y, lam, Dstar = chain
+    res = solve(model, X, Y, lam, shards=K, block_storage=storage, **options)
+    assert res.state.states[0].storage == storage
+    assert res.dual == pytest.approx(Dstar, abs=1e-7)
+    assert 0.0 <= res.gap < 1e-5
+
+
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("options", [dict(), dict(step="pairwise"), dict(cache=True), dict(sampling="gap"),
+                                     dict(sampling="perm", step="away"), dict(step_size="predefined")],
+                         ids=["fw", "pairwise", "cache", "gap", "perm-away", "predefined"])
+def test_every_rule_and_option_approaches_the_optimum_with_a_valid_certificate(chain, rule, options):
+    """Each rule converges with each block-local option (FW steps at their O(1/k) rate); the reported
+    gap bounds the distance to the optimum from both sides (weak duality)."""
+    model, X, Y, lam, Dstar = chain
+    res = solve(model, X, Y, lam, shards=3, combine=rule, passes=150, **options)
+    assert res.dual <= Dstar + 1e-9
+    assert res.primal >= Dstar - 1e-9
+    assert Dstar - res.dual <= res.gap + 1e-9
+    # the predefined step 2n/(k+2n) is O(1/k) and averaging takes 1/K of each round's change
+    slack = 5.0 if options.get("step_size") == "predefined" else 1.0
+    assert res.gap < 0.05 * slack
+    assert Dstar - res.dual < 0.01 * slack
+
+
+def test_shards_of_one_example_with_every_rule(chain):
+    """K = n: the line search reaches the optimum; averaging moves by 1/K of each round's change, so
+    it (and adding, with its K-fold local quadratic term) are slower, but converge."""
+    model, X, Y, lam, Dstar = chain
+    assert [len(i) for i in shard_indices(len(X), len(X))] == [1] * len(X)
+    for rule, within in (("linesearch", 1e-7), ("add", 2e-3), ("average", 2e-2)):
+        res = solve(model, X, Y, lam, shards=len(X), combine=rule, step="pairwise", passes=300)
+        assert Dstar - 1e-9 <= res.primal and res.dual <= Dstar + 1e-9
+        assert Dstar - res.dual < within, rule
+
+
+# ====================================================================== round invariants
+def _rounds(model, X, Y, lam, rule, rounds=40, **options):
+    """(problem, ctx, duals, sums): the dual and sum_i w_i - w after each of ``rounds`` rounds."""
+    problem = Problem(model, X, Y, lam)
+    solver = ShardedBCFW(shards=3, combine=rule, round_length=3, **options)
+    ctx = solver.init_state(problem, None, 0)
+    duals, errors = [ctx.state.dual()], []
+    for _ in range(rounds):
+        one_round(ctx, rule)
+        w, ell = shard_sum(problem, ctx)
+        errors.append(max(float(np.abs(w - ctx.state.w).max()), abs(ell - ctx.state.ell)))
+        duals.append(ctx.state.dual())
+    return problem, ctx, np.array(duals), np.array(errors)
+
+
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("options", [dict(block_storage="factored"), dict(block_storage="dense"),
+                                     dict(block_storage="dense", step="pairwise"), dict(step="away"),
+                                     dict(cache=True, block_storage="dense"), dict(sampling="gap")],
+                         ids=["factored", "dense", "pairwise-stale-rows", "away", "cache", "gap"])
+def test_w_is_the_sum_of_the_blocks_and_the_dual_never_falls_after_every_round(chain, rule, options):
+    model, X, Y, lam, _ = chain
+    _, _, duals, errors = _rounds(model, X, Y, lam, rule, **options)
+    assert errors.max() < 1e-10
+    assert np.all(np.diff(duals) >= -1e-12)
+    assert duals[-1] > duals[0]
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_the_same_on_the_python_route(toy, rule):
+    model, X, Y, lam, _ = toy
+    for options in (dict(), dict(step="pairwise"), dict(cache=True)):
+        problem = Problem(model, X, Y, lam)
+        ctx = ShardedBCFW(shards=3, combine=rule, round_length=2, **options).init_state(problem, None, 0)
+        before = ctx.state.dual()
+        for _ in range(30):
+            one_round(ctx, rule)
+            w, ell = shard_sum(problem, ctx)
+            np.testing.assert_allclose(w, ctx.state.w, rtol=0, atol=1e-12)
+            assert ell == pytest.approx(ctx.state.ell, abs=1e-12)
+            assert ctx.state.dual() >= before - 1e-12
+            before = ctx.state.dual()
+
+
+def test_the_line_search_gamma_maximises_the_dual_along_the_summed_change():
+    rng = np.random.default_rng(3)
+    lam, w, U = 0.3, rng.normal(size=5), rng.normal(size=5)
+    for dl in (-1.0, 0.1, 1.0, 10.0):
+        g = combination_gamma("linesearch", lam, w, U, dl, 4)
+        D = lambda t: -0.5 * lam * np.sum((w + t * U) ** 2) + t * dl
+        grid = np.linspace(0, 1, 2001)
+        assert D(g) >= max(D(t) for t in grid) - 1e-12
+        assert 0.0 <= g <= 1.0
+    assert combination_gamma("average", lam, w, U, 1.0, 4) == 0.25
+    assert combination_gamma("add", lam, w, U, -5.0, 4) == 1.0
+
+
+# ====================================================================== the certificate
+@pytest.mark.parametrize("rule", ["linesearch", "add"])
+def test_the_gap_is_the_serial_definition_at_the_same_w(toy, rule):
+    """P(w) from the model's own oracle, D from the shards' l: their difference is the summed shard gap."""
+    model, X, Y, lam, _ = toy
+    res = solve(model, X, Y, lam, shards=3, combine=rule, passes=5, tol=None)
+    problem = Problem(model, X, Y, lam)
+    P = primal(model, X, Y, lam, res.w)
+    D = -0.5 * lam * res.w @ res.w + res.state.ell
+    assert res.primal == pytest.approx(P, abs=1e-12)
+    assert res.dual == pytest.approx(D, abs=1e-12)
+    assert res.gap == pytest.approx(P - D, abs=1e-10)
+    # the serial engine's own gap pass at the same dual point agrees
+    serial = BCFW().gap_pass(problem, _serial_state(problem, res.w))[0]
+    assert serial == pytest.approx(P, abs=1e-12)
+
+
+def _serial_state(problem, w):
+    st = BCFW().new_state(problem, 0)
+    st.w[:] = w
+    return st
+
+
+def test_averaging_reports_the_rounds_average_and_its_gap(chain):
+    model, X, Y, lam, Dstar = chain
+    res = solve(model, X, Y, lam, shards=2, averaging="weighted", passes=30, tol=None)
+    avg = res.state.avg
+    assert avg[0] == "weighted" and avg[1] == res.state.rounds
+    np.testing.assert_array_equal(res.w, avg[2])
+    assert res.dual == pytest.approx(-0.5 * lam * avg[2] @ avg[2] + avg[3], abs=1e-12)
+    assert res.dual <= Dstar + 1e-9 <= res.primal + 2e-9
+    assert res.gap == pytest.approx(res.primal - res.dual, abs=1e-12)
+
+
+# ====================================================================== determinism
+@pytest.mark.parametrize("options", [dict(), dict(sampling="gap", step="pairwise"), dict(cache=True)])
+def test_a_run_depends_on_K_and_the_seed_only(chain, options):
+    model, X, Y, lam, _ = chain
+    runs = [solve(model, X, Y, lam, shards=3, passes=10, tol=None, n_jobs=j, **options) for j in (1, 3, 3)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r.w, runs[0].w)
+        np.testing.assert_array_equal(r.trace["gap"], runs[0].trace["gap"])
+    other = solve(model, X, Y, lam, shards=3, passes=10, tol=None, seed=1, **options)
+    assert not np.array_equal(other.w, runs[0].w)
+
+
+# ====================================================================== the skeleton: warm starts, budget, Ctrl-C
+def test_two_fits_of_five_passes_are_one_of_ten(chain):
+    model, X, Y, lam, _ = chain
+    kw = dict(shards=2, lam=lam, tol=None, random_state=0, check_every=1, executor="thread",
+              solver=BCFW(step="pairwise", sampling="gap"))
+    one = sf.StructuredSVM(model, max_passes=10, **kw).fit(X, Y)
+    two = sf.StructuredSVM(model, max_passes=5, warm_start=True, **kw).fit(X, Y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        two.fit(X, Y)
+    np.testing.assert_allclose(two.coef_, one.coef_, rtol=0, atol=1e-13)
+    assert two.gap_ == pytest.approx(one.gap_, abs=1e-13)
+
+
+def test_a_warm_start_with_other_shards_starts_afresh(chain):
+    model, X, Y, lam, _ = chain
+    svm = sf.StructuredSVM(model, lam=lam, max_passes=2, shards=2, executor="thread", warm_start=True).fit(X, Y)
+    svm.set_params(shards=3)
+    with pytest.warns(RuntimeWarning, match="shards"):
+        svm.fit(X, Y)
+    assert svm.state_.K == 3
+
+
+def test_a_warm_start_at_a_new_lam_continues_to_its_optimum(chain):
+    model, X, Y, lam, _ = chain
+    svm = sf.StructuredSVM(model, lam=lam, max_passes=20, tol=None, shards=2, executor="thread", warm_start=True,
+                           solver=BCFW(step="pairwise")).fit(X, Y)
+    svm.set_params(lam=0.5, max_passes=300, tol=1e-9)
+    svm.fit(X, Y)
+    assert svm.dual_ == pytest.approx(chain_optimum(model, X, Y, 0.5)[0], abs=1e-7)
+
+
+def test_the_estimator_reports_what_a_serial_fit_reports(chain):
+    model, X, Y, lam, Dstar = chain
+    svm = sf.StructuredSVM(model, lam=lam, max_passes=300, tol=1e-8, shards=3, executor="thread",
+                           solver=BCFW(step="pairwise"), random_state=0).fit(X, Y)
+    assert svm.stopped_ == "tol" and svm.gap_ <= 1e-8
+    assert svm.dual_ == pytest.approx(Dstar, abs=1e-7)
+    assert svm.primal_ - svm.dual_ == pytest.approx(svm.gap_, abs=1e-9)
+    tr = svm.trace_
+    assert tr["gap"][-1] == svm.gap_ and tr["shards"][-1] == 3
+    assert np.all(np.diff(tr["engine_passes"]) >= 0)
+    assert svm.score(X, Y) > 0.5
+
+
+def test_time_budget_and_max_passes_stop_a_sharded_fit(chain):
+    model, X, Y, lam, _ = chain
+    svm = sf.StructuredSVM(model, lam=lam, max_passes=3, tol=None, shards=2, executor="thread").fit(X, Y)
+    assert svm.stopped_ == "max_passes" and svm.n_iter_ >= 3
+    svm = sf.StructuredSVM(model, lam=lam, max_passes=1e9, tol=None, time_budget=0.3, shards=2,
+                           executor="thread").fit(X, Y)
+    assert svm.stopped_ == "time_budget"
+
+
+def test_ctrl_c_stops_after_the_round_in_flight():
+    from interrupts import check_interrupted_fits
+
+    model, X, Y = tiny_chain(n=40, seed=2)
+
+    def check_state(st):
+        problem = Problem(model, X, Y, 0.1)
+        ctx = ShardedBCFW(shards=2).init_state(problem, st, 0)
+        w, ell = shard_sum(problem, ctx)
+        np.testing.assert_allclose(w, st.w, rtol=0, atol=1e-10)
+
+    check_interrupted_fits(lambda p: sf.StructuredSVM(model, lam=0.1, max_passes=p, tol=None, shards=2,
+                                                      executor="thread", check_every=5),
+                           X, Y, np.random.default_rng(0), 3, check_state)
+
+
+# ====================================================================== what cannot work
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(solver=BCFW(multi_plane=True)), ["multi_plane", "shards"]),
+    (dict(solver=BCFW(minibatch=4)), ["minibatch", "shards"]),
+    (dict(solver="fw"), ["shards", "solver"]),
+    (dict(executor="ray"), ["executor", "shards"]),
+    (dict(oracle_timeout=1.0), ["oracle_timeout", "shards"]),
+    (dict(solver=ShardedBCFW(shards=3)), ["shards=2", "shards=3"]),
+])
+def test_combinations_that_cannot_work_name_both_options(chain, kwargs, words):
+    model, X, Y, lam, _ = chain
+    kwargs.setdefault("executor", "thread")
+    with pytest.raises(ValueError) as err:
+        sf.StructuredSVM(model, lam=lam, shards=2, max_passes=1, **kwargs).fit(X, Y)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_more_shards_than_examples_and_positivity_are_refused(chain):
+    model, X, Y, lam, _ = chain
+    with pytest.raises(ValueError, match="shards=8 is more than the 7 training examples"):
+        sf.StructuredSVM(model, lam=lam, shards=8, executor="thread", max_passes=1).fit(X, Y)
+    with pytest.raises(ValueError, match="multi_plane=True with shards=2"):
+        ShardedBCFW(shards=2, multi_plane=True)
+
+
+def test_the_default_round_length_follows_the_cost_model():
+    assert default_round_length(10, "thread") == 10  # at most a whole shard
+    assert default_round_length(10 ** 6, "thread") < default_round_length(10 ** 6, "process")
