@@ -115,10 +115,11 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         send the two runs different ways: of 12 paired fashion-MNIST runs at 12,000 points,
         5 kept the same iteration count, the others differed by 1-17 %).
         Default "full" because it is the cheaper one whenever ``sample_size * n_SV``
-        exceeds n_samples, which held on every data set measured here (fashion-MNIST at
-        12,000-60,000 points: the sample-only gradient costs 10-100x more kernel
-        evaluations, docs/results/kernel-svm.md); "sample" pays off for very large
-        n_samples with small supports and short runs (the paper's KDD99-like regime).
+        exceeds n_samples, which held on every data set measured here (fashion-MNIST: the
+        sample-only gradient costs 21-64x more kernel evaluations and 11-36x more CPU time
+        at 12,000 points, 5-9x and 3-5x at 60,000, docs/results/kernel-svm.md); "sample"
+        pays off for very large n_samples with small supports and short runs (fewer than
+        about ``2 n_samples / sample_size`` iterations: the paper's KDD99-like regime).
     max_iter : int >= 1, default 200000
         Iterations at most.
     cache_size : float > 0, default 200
