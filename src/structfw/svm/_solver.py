@@ -28,10 +28,18 @@ Methods (integers in the numba core), one step function each:
               the paper's W (its (14) carries the sign of a maximisation); the step mu
               is clipped to the interval that keeps ``alpha^(k+1)`` in the simplex.
 
+Randomised search (10): the vertex is the argmin over a random sample S (`_draw_sample`,
+a splitmix64 stream a test can reproduce), either on the full gradient kept as above
+(``gradient="full"``) or on the paper's sample-only gradient (``gradient="sample"``,
+section "sample-only gradient" below: gradient entries on S from kernel rows against the
+active set, `_iterate_s`), with the paper's stopping safeguard and an optional exact-gap
+check (`_fw_vertex`, `_fw_vertex_s`).
+
 The numba core works on two bundles (numba structrefs): `ColumnCache`
 (training matrix, kernel parameters and the LRU cache of columns of Kt) and
 `Iterate` (alpha, gradient, the PARTAN memory and the scalar state); the
-method and the stopping test are plain scalar arguments.
+method and the stopping test are plain scalar arguments; the sample-only gradient adds a
+third, `ActiveSet`.
 
 All hot loops are compiled with numba (``cache=True``); the Python driver runs them in
 chunks of at most ``trace_every`` iterations, records the trace between chunks, and
