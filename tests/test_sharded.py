@@ -247,6 +247,28 @@ def test_a_run_depends_on_K_and_the_seed_only(chain, options):
     assert not np.array_equal(other.w, runs[0].w)
 
 
+@pytest.mark.parametrize("storage", ["factored", "dense"])
+@pytest.mark.parametrize("sampling", ["uniform", "perm", "gap", "max_gap"])
+@pytest.mark.parametrize("rule", RULES)
+def test_compiled_rounds_take_the_python_rounds_steps(chain, storage, sampling, rule, monkeypatch):
+    """A thread per shard runs its rounds in one compiled call (barrier, combination and blend inside);
+    one thread for all runs them round by round in Python: the same iterates, to the bit."""
+    import structfw.solvers.sharded as sharded
+
+    model, X, Y, lam, _ = chain
+    calls = []
+    real = sharded.run_compiled_rounds
+    monkeypatch.setattr(sharded, "run_compiled_rounds", lambda *a: calls.append(1) or real(*a))
+    kw = dict(shards=3, combine=rule, passes=6, tol=None, block_storage=storage, sampling=sampling)
+    python = solve(model, X, Y, lam, n_jobs=1, **kw)
+    assert not calls
+    compiled = solve(model, X, Y, lam, n_jobs=3, **kw)
+    assert calls
+    np.testing.assert_array_equal(compiled.w, python.w)
+    np.testing.assert_array_equal(compiled.trace["gap"], python.trace["gap"])
+    assert compiled.state.ell == python.state.ell and compiled.state.rounds == python.state.rounds
+
+
 # ====================================================================== the skeleton: warm starts, budget, Ctrl-C
 def test_two_fits_of_five_passes_are_one_of_ten(chain):
     model, X, Y, lam, _ = chain

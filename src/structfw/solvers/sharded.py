@@ -32,7 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array
 from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 
 from .._linalg import SparseVector, combine
@@ -56,6 +60,10 @@ if TYPE_CHECKING:
     from .base import Monitor, StopRule
 
 COMBINES = ("linesearch", "average", "add")
+#: the rules' codes in the compiled rounds
+LINESEARCH, AVERAGE, ADD = 0, 1, 2
+_RULE_CODES = {"linesearch": LINESEARCH, "average": AVERAGE, "add": ADD}
+_EMPTY_I = np.empty(0, np.int64)
 EXECUTORS = ("thread", "process")
 _EMPTY_V = np.empty(0, np.float64)
 _NO_MIRROR = np.zeros((0, 0))
@@ -241,15 +249,9 @@ def draw_round(st: BCFWState, m: int) -> npt.NDArray[np.int64]:
             out.append(take)
             m -= take.shape[0]
         return np.ascontiguousarray(np.concatenate(out), np.int64)
-    est = sampler.estimates
     if sampler.kind == "max_gap":
-        order = np.argsort(-est, kind="stable")
-        return np.ascontiguousarray(np.resize(order, m), np.int64)
-    total = float(est.sum())
-    u = st.rng.random(m)
-    if total <= 0.0:
-        return np.minimum((u * est.shape[0]).astype(np.int64), est.shape[0] - 1)
-    return np.minimum(np.searchsorted(np.cumsum(est), u * total, side="right"), est.shape[0] - 1).astype(np.int64)
+        return _round_blocks((2, _EMPTY_I, _EMPTY_V), 0, m, sampler.estimates)
+    return _round_blocks((1, _EMPTY_I, st.rng.random(m)), 0, m, sampler.estimates)
 
 
 # ====================================================================== running a round
@@ -617,9 +619,14 @@ class ShardedBCFW(Solver):
         """Rounds until the shards have made n block steps (one pass), or Ctrl-C (after the round in flight)."""
         st = ctx.state
         target = st.steps + ctx.problem.n
+        compiled = compiled_rounds_serve(ctx)
         with ctx.threads():
             while st.steps < target and not flag.requested:
-                one_round(ctx, self.combine)
+                if compiled:
+                    rounds = -(-(target - st.steps) // (ctx.m * st.K))
+                    run_compiled_rounds(ctx, min(rounds, max(1, ROUNDS_CALL_STEPS // ctx.m)), self.combine)
+                else:
+                    one_round(ctx, self.combine)
         if st.steps >= target:
             st.passes += 1
             ctx.passes_done += 1
@@ -734,9 +741,9 @@ def one_round(ctx: ShardedContext, rule: str) -> float:
     gamma.  Returns gamma."""
     st, m = ctx.state, ctx.m
     changes = ctx.map(Shard.round, st.w, m, rule != "add")
-    U = np.sum([c[0] for c in changes], axis=0)
-    dl = float(sum(c[1] for c in changes))
-    gamma = combination_gamma(rule, st.lam, st.w, U, dl, st.K)
+    Us = np.array([c[0] for c in changes])
+    dls = np.array([c[1] for c in changes])
+    gamma, U, dl = combine_changes(Us, dls, st.w, st.lam, _RULE_CODES[rule], st.K)
     if gamma != 1.0:
         ctx.map(Shard.combine, gamma)
     else:
@@ -753,16 +760,10 @@ def one_round(ctx: ShardedContext, rule: str) -> float:
 
 def combination_gamma(rule: str, lam: float, w: npt.NDArray[np.float64], U: npt.NDArray[np.float64], dl: float,
                       K: int) -> float:
-    """gamma of a round: 1 (add), 1/K (average), or the exact line search of D(alpha + gamma dalpha) =
-    -lam/2 ||w + gamma U||^2 + l + gamma dl on [0, 1]: gamma* = clip((dl - lam <w, U>) / (lam ||U||^2), 0, 1)."""
-    if rule == "add":
-        return 1.0
-    if rule == "average":
-        return 1.0 / K
-    uu = float(np.dot(U, U))
-    if uu <= 0.0:
-        return 1.0  # no change of w: any gamma; 1 keeps the shards' steps (l can only have risen)
-    return float(min(max((dl - lam * float(np.dot(w, U))) / (lam * uu), 0.0), 1.0))
+    """gamma of a round whose summed change is (U, dl) (`combine_changes`): 1 (add), 1/K (average), or the exact
+    line search of D(alpha + gamma dalpha) = -lam/2 ||w + gamma U||^2 + l + gamma dl on [0, 1]:
+    gamma* = clip((dl - lam <w, U>) / (lam ||U||^2), 0, 1)."""
+    return float(combine_changes(np.atleast_2d(U), np.array([dl]), w, lam, _RULE_CODES[rule], K)[0])
 
 
 def shard_gap(ctx: ShardedContext, validate: bool) -> tuple[float, float]:
@@ -782,3 +783,296 @@ def _record(ctx: ShardedContext, monitor: Monitor, w_rep: npt.NDArray[np.float64
     monitor.record(w_rep, calls / n, calls, *pdg, engine_passes=st.steps / n, iterations=st.steps,
                    cache_hits=hits, rounds=st.rounds, shards=st.K, round_length=ctx.m,
                    gamma=st.last_gamma if math.isfinite(st.last_gamma) else 1.0)
+
+
+# ====================================================================== compiled rounds (threads)
+# A thread runs many rounds of its shard in one compiled call: the local steps, a barrier, the
+# combination and the blend, with no Python between rounds.  The barrier is a board of round
+# counters, one a shard, written with a release store after the shard's change is on the board and
+# read with acquire loads; every shard then sums the board in the same order and computes the same
+# gamma, so no shard waits for a coordinator.  The changes are double-buffered by the round's
+# parity: a shard writes round r + 2's change into round r's slot only after passing round r + 1's
+# barrier, i.e. after every shard published round r + 1 -- which each does after reading round r's
+# slot.
+
+@intrinsic
+def _load_acquire(typingctx, arr, i):
+    """arr[i] of an int64 array, an atomic load with acquire ordering (a barrier's counter)."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64 and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.load_atomic(_item_pointer(context, builder, signature, args), "acquire", 8)
+
+    return types.int64(arr, i), codegen
+
+
+@intrinsic
+def _store_release(typingctx, arr, i, value):
+    """arr[i] = value for an int64 array, an atomic store with release ordering."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64 and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        v = context.cast(builder, args[2], signature.args[2], types.int64)
+        builder.store_atomic(v, _item_pointer(context, builder, signature, args), "release", 8)
+        return context.get_dummy_value()
+
+    return types.none(arr, i, value), codegen
+
+
+def _item_pointer(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+    aryty, ity = signature.args[0], signature.args[1]
+    ary = make_array(aryty)(context, builder, value=args[0])
+    index = [context.cast(builder, args[1], ity, types.intp)]
+    return cgutils.get_item_pointer2(context, builder, ary.data, cgutils.unpack_tuple(builder, ary.shape),
+                                     cgutils.unpack_tuple(builder, ary.strides), aryty.layout, index)
+
+
+@intrinsic
+def _relax(typingctx):
+    """Give the core away while spinning: the CPU's pause hint, or sched_yield (``yield_cpu``)."""
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+        builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+#: a shard that failed in a compiled round (its oracle was not a maximiser) writes this in its counter
+_ABORT = -(2 ** 62)
+
+
+@njit(cache=True, nogil=True)
+def _barrier(flags, target):
+    """Wait until every shard's counter reaches ``target``; False when one aborted."""
+    for j in range(flags.shape[0]):
+        while True:
+            f = _load_acquire(flags, j)
+            if f >= target or f == _ABORT:
+                break
+            _relax()
+    for j in range(flags.shape[0]):
+        if _load_acquire(flags, j) == _ABORT:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def combine_changes(Us, dls, w, lam, rule, K):
+    """(gamma, U, dl) of a round from the shards' changes (rows of Us, in shard order: every caller sums
+    them in the same order and gets the same gamma): 1 (add), 1/K (average) or the exact line search
+    of D(alpha + gamma dalpha) = -lam/2 ||w + gamma U||^2 + l + gamma dl on [0, 1]."""
+    d = w.shape[0]
+    U = np.zeros(d)
+    dl = 0.0
+    for j in range(Us.shape[0]):
+        dl += dls[j]
+        for t in range(d):
+            U[t] += Us[j, t]
+    if rule == ADD:
+        return 1.0, U, dl
+    if rule == AVERAGE:
+        return 1.0 / K, U, dl
+    uu, wu = 0.0, 0.0
+    for t in range(d):
+        uu += U[t] * U[t]
+        wu += w[t] * U[t]
+    if uu <= 0.0:
+        return 1.0, U, dl  # no change of w: any gamma; 1 keeps the shards' steps (l can only have risen)
+    return min(max((dl - lam * wu) / (lam * uu), 0.0), 1.0), U, dl
+
+
+@njit(cache=True, nogil=True)
+def _round_blocks(src, r, m, estimates):
+    """The blocks of round r: from the drawn orders (uniform, perm), by the gap estimates with the drawn
+    uniforms (as `draw_round`), or the m largest estimates (max_gap)."""
+    kind, orders, uniforms = src
+    if kind == 0:
+        return orders[r * m:(r + 1) * m].copy()
+    n = estimates.shape[0]
+    out = np.empty(m, np.int64)
+    if kind == 2:
+        order = np.argsort(-estimates, kind="mergesort")
+        for s in range(m):
+            out[s] = order[s % n]
+        return out
+    cum = np.cumsum(estimates)
+    total = cum[n - 1]
+    for s in range(m):
+        u = uniforms[r * m + s]
+        if total <= 0.0:
+            out[s] = min(int(u * n), n - 1)
+        else:
+            out[s] = min(np.searchsorted(cum, u * total, side="right"), n - 1)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _publish_and_combine(k, step, w, st_w, dl_k, board, comb):
+    """Put shard k's change of round ``step`` on the board, wait for every shard's, and combine them:
+    (ok, gamma, U, dl); ok False when a shard aborted."""
+    flags, W, Ub, dlb, out = board
+    lam, code, K, sigma, scale = comb
+    slot = step % 2
+    for t in range(w.shape[0]):
+        Ub[slot, k, t] = (st_w[t] - w[t]) / sigma
+    dlb[slot, k] = dl_k
+    _store_release(flags, k, step + 1)
+    if not _barrier(flags, step + 1):
+        return False, 1.0, Ub[slot, k], 0.0
+    g, U, dl = combine_changes(Ub[slot], dlb[slot], w, lam, code, K)
+    return True, g, U, dl
+
+
+@njit(cache=True, nogil=True)
+def _close_round(k, r, w, g, U, dl, out):
+    """w <- w + gamma U (every shard its own copy, to the same bits); shard 0 records (gamma, dl)."""
+    for t in range(w.shape[0]):
+        w[t] += g * U[t]
+    if k == 0:
+        out[r, 0] = g
+        out[r, 1] = dl
+
+
+@njit(cache=True, nogil=True)
+def factored_rounds(k, R, m, fac, local, src, board, comb, r0):
+    """R rounds of shard k on the factored storage (plain FW steps, `factored_fw_chunk`).  Returns -1, the
+    example whose oracle was not a maximiser, or -2 when another shard aborted."""
+    st_w, li, est, tree, it, fl, rule, kind = local
+    none = np.empty(0)  # no scales, no average (a global array would be read-only here)
+    A, T = fac[2]
+    T2 = T.reshape(T.shape[0], T.shape[1] * T.shape[2])
+    starts = fac[1][1]
+    blend = comb[1] != ADD
+    w = board[1][k]
+    for r in range(R):
+        st_w[:] = w
+        blocks = _round_blocks(src, r, m, est)
+        ell0 = fl[ELL]
+        ub = np.unique(blocks)
+        if blend:
+            li0, A0, T0 = li[ub].copy(), _take_ranges(A, starts, ub), _take_rows(T2, ub, none)
+        bad = factored_fw_chunk(fac, m, (kind, blocks, none, est, tree), st_w, li, rule, (0, none), (it, fl))[1]
+        if bad >= 0:
+            _store_release(board[0], k, _ABORT)
+            return bad
+        ok, g, U, dl = _publish_and_combine(k, r0 + r, w, st_w, comb[4] * (fl[ELL] - ell0), board, comb)
+        if not ok:
+            return -2
+        if blend and g != 1.0:
+            li[ub] = (1.0 - g) * li0 + g * li[ub]
+            _blend_ranges(A, starts, ub, A0, g)
+            _blend_rows(T2, ub, T0, g, none)
+            fl[ELL] = ell0 + g * (fl[ELL] - ell0)
+        _close_round(k, r, w, g, U, dl, board[4])
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def dense_rounds(k, R, m, rows, local, src, board, comb, r0):
+    """R rounds of shard k on dense rows (plain FW steps, `plain_fw_chunk`); ``rows`` = (oracle, rows,
+    scales, scratch).  Returns as `factored_rounds`."""
+    st_w, li, est, tree, it, fl, rule, kind = local
+    none = np.empty(0)
+    oracle, V, scales, scratch = rows
+    blend = comb[1] != ADD
+    w = board[1][k]
+    for r in range(R):
+        st_w[:] = w
+        blocks = _round_blocks(src, r, m, est)
+        ell0 = fl[ELL]
+        ub = np.unique(blocks)
+        if blend:
+            li0, V0 = li[ub].copy(), _take_rows(V, ub, scales)
+        bad = plain_fw_chunk(oracle, m, (kind, blocks, none, est, tree), st_w, (V, scales, li), rule, (0, none),
+                             (it, fl), scratch, none)[1]
+        if bad >= 0:
+            _store_release(board[0], k, _ABORT)
+            return bad
+        ok, g, U, dl = _publish_and_combine(k, r0 + r, w, st_w, comb[4] * (fl[ELL] - ell0), board, comb)
+        if not ok:
+            return -2
+        if blend and g != 1.0:
+            li[ub] = (1.0 - g) * li0 + g * li[ub]
+            _blend_rows(V, ub, V0, g, scales)
+            fl[ELL] = ell0 + g * (fl[ELL] - ell0)
+        _close_round(k, r, w, g, U, dl, board[4])
+    return -1
+
+
+#: block steps a shard makes in one compiled call of rounds (Ctrl-C is polled between calls)
+ROUNDS_CALL_STEPS = 2048
+
+
+def compiled_rounds_serve(ctx: ShardedContext) -> bool:
+    """Can the rounds run compiled (`factored_rounds`, `dense_rounds`)?  Plain FW steps with the model's
+    compiled oracle on factored or dense rows, no averaging of the rounds, and a thread for every shard
+    (the shards wait for each other inside the call)."""
+    plans = [sh.ctx.plan for sh in ctx.shards]
+    storable = all(p.compiled is not None and p.plain and (p.factored is not None or p.dense) for p in plans)
+    return storable and ctx.state.avg is None and ctx.n_jobs >= ctx.state.K
+
+
+def run_compiled_rounds(ctx: ShardedContext, R: int, rule: str) -> None:
+    """R rounds with every shard's thread in one compiled call (`factored_rounds`, `dense_rounds`): the same
+    steps, combinations and blends as R calls of `one_round`."""
+    st, K, m = ctx.state, ctx.state.K, ctx.m
+    board = (np.full(K, st.rounds, np.int64), np.tile(st.w, (K, 1)), np.zeros((2, K, st.d)), np.zeros((2, K)),
+             np.zeros((R, 2)))
+    calls = [_rounds_call(sh, k, R, m, board, (st.lam, _RULE_CODES[rule], K), st.rounds)
+             for k, sh in enumerate(ctx.shards)]
+    if ctx.pool is None:
+        results = [_guarded(board, k, fn, args) for k, (fn, args, _) in enumerate(calls)]
+    else:
+        futures = [ctx.pool.submit(_guarded, board, k, fn, args) for k, (fn, args, _) in enumerate(calls)]
+        results = [f.result() for f in futures]
+    for sh, (_, _, (it, fl)), bad in zip(ctx.shards, calls, results):
+        sh.st.k, sh.st.ell = int(it[IT_K]), float(fl[ELL])
+        sh.ctx.counters["oracle_calls"] += R * m if bad == -1 else 0
+        if sh.st.sampler.kind == "gap":
+            sh.st.sampler._tree = fenwick_build(sh.st.sampler.estimates)
+        if bad >= 0:  # the compiled oracle is not a maximiser: the checked Python call names the example
+            sh.sub.oracle(int(bad), sh.st.w, validate=True)
+            sh.sub.check_oracle_value(int(bad), -np.inf)
+    if any(bad != -1 for bad in results):
+        raise RuntimeError("a shard's compiled rounds stopped without naming the example")
+    st.w[:] = board[1][0]
+    for g, dl in board[4]:
+        st.ell += g * dl
+    st.rounds += R
+    st.steps += R * m * K
+    st.last_gamma = float(board[4][-1, 0])
+
+
+def _guarded(board: tuple[Any, ...], k: int, fn: Any, args: tuple[Any, ...]) -> int:
+    """fn(*args) for shard k; if it raises, shard k's counter says so, so the other shards' barrier ends."""
+    try:
+        return int(fn(*args))
+    except BaseException:
+        board[0][k] = _ABORT
+        raise
+
+
+def _rounds_call(sh: Shard, k: int, R: int, m: int, board: tuple[Any, ...], rule: tuple[float, int, int],
+                 r0: int) -> tuple[Any, tuple[Any, ...], tuple[Any, Any]]:
+    """(driver, its arguments, the chunk's (it, fl)) of shard k's R compiled rounds."""
+    st, plan = sh.st, sh.ctx.plan
+    sampler = st.sampler
+    it, fl = np.array([st.k, 0], np.int64), np.array([st.ell, 1.0, 0.0])
+    kind = ORDER_GAPS if sampler.adaptive else ORDER
+    local = (st.w, st.li, sampler.estimates, sampler._tree, it, fl, (sh.sub.lam, plan.nu_step, plan.check_oracle), kind)
+    if sampler.kind in ("uniform", "perm"):
+        src = (0, np.concatenate([draw_round(st, m) for _ in range(R)]), _EMPTY_V)
+    elif sampler.kind == "gap":
+        src = (1, _EMPTY_I, st.rng.random(R * m))
+    else:
+        src = (2, _EMPTY_I, _EMPTY_V)
+    comb = (float(rule[0]), int(rule[1]), int(rule[2]), sh.sigma, sh.scale)
+    if st.factored is not None:
+        fac = factored_arrays(plan.compiled, st.factored, plan.factored)
+        return factored_rounds, (k, R, m, fac, local, src, board, comb, r0), (it, fl)
+    rows, scales = st.scaled_blocks()
+    return dense_rounds, (k, R, m, (plan.compiled, rows, scales, np.zeros(st.d)), local, src, board, comb, r0), (it, fl)
