@@ -288,15 +288,15 @@ def test_check_estimator():
 
 
 @pytest.mark.parametrize("params, match", [
-    ({"C": 0}, "C must"), ({"C": -1.0}, "C must"), ({"method": "newton"}, "method must"),
-    ({"kernel": "sigmoidal"}, "kernel must"), ({"tol": 0}, "tol must"),
-    ({"tol": -1e-3}, "tol must"), ({"sample_size": 0}, "sample_size must"),
-    ({"sample_size": 2.5}, "sample_size must"), ({"max_iter": 0}, "max_iter must"),
-    ({"cache_size": 0}, "cache_size must"), ({"gamma": "wide"}, "gamma must"),
-    ({"gamma": -1.0}, "gamma must"), ({"sample_check": "x"}, "sample_check must"),
-    ({"trace_every": 0}, "trace_every must"), ({"degree": -1}, "degree must"),
-    ({"kernel_dtype": "float16"}, "kernel_dtype must"), ({"block": 0}, "block must"),
-    ({"block": "big"}, "block must"),
+    ({"C": 0}, "parameter \'C\' must"), ({"C": -1.0}, "parameter \'C\' must"), ({"method": "newton"}, "parameter \'method\' must"),
+    ({"kernel": "sigmoidal"}, "parameter \'kernel\' must"), ({"tol": 0}, "parameter \'tol\' must"),
+    ({"tol": -1e-3}, "parameter \'tol\' must"), ({"sample_size": 0}, "parameter \'sample_size\' must"),
+    ({"sample_size": 2.5}, "parameter \'sample_size\' must"), ({"max_iter": 0}, "parameter \'max_iter\' must"),
+    ({"cache_size": 0}, "parameter \'cache_size\' must"), ({"gamma": "wide"}, "parameter \'gamma\' must"),
+    ({"gamma": -1.0}, "parameter \'gamma\' must"), ({"sample_check": "x"}, "parameter \'sample_check\' must"),
+    ({"trace_every": 0}, "parameter \'trace_every\' must"), ({"degree": -1}, "parameter \'degree\' must"),
+    ({"kernel_dtype": "float16"}, "parameter \'kernel_dtype\' must"), ({"block": 0}, "parameter \'block\' must"),
+    ({"block": "big"}, "parameter \'block\' must"),
 ])
 def test_bad_parameters(params, match):
     X, y = _data(20)

@@ -280,7 +280,7 @@ def test_estimator_gradient_option():
     c = FrankWolfeSVC(method="partan", sample_size=30, gradient="sample", random_state=3,
                       sample_check="full", tol=1e-5).fit(X, y)
     assert c.converged_ and c.gap_[0] <= 1e-5
-    with pytest.raises(ValueError, match="gradient must"):
+    with pytest.raises(ValueError, match="parameter 'gradient' must"):
         FrankWolfeSVC(gradient="approx", sample_size=10).fit(X, y)
     with pytest.raises(ValueError, match="gradient must"):
         SimplexFWSolver(X, np.where(y == 1, 1.0, -1.0), gradient="sampled")

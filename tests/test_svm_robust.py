@@ -38,12 +38,12 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("params, match", [
-    ({"gamma": np.inf}, "gamma must"), ({"gamma": np.nan}, "gamma must"),
-    ({"gamma": 0.0}, "gamma must"), ({"coef0": np.inf}, "coef0 must"),
-    ({"coef0": np.nan}, "coef0 must"), ({"degree": 2.5}, "degree must"),
-    ({"C": np.inf}, "C must"), ({"C": np.nan}, "C must"), ({"tol": np.inf}, "tol must"),
-    ({"cache_size": np.nan}, "cache_size must"), ({"n_resample": -1}, "n_resample must"),
-    ({"random_state": "seed"}, "random_state must"),
+    ({"gamma": np.inf}, "parameter \'gamma\' must"), ({"gamma": np.nan}, "parameter \'gamma\' must"),
+    ({"gamma": 0.0}, "parameter \'gamma\' must"), ({"coef0": np.inf}, "parameter \'coef0\' must"),
+    ({"coef0": np.nan}, "parameter \'coef0\' must"), ({"degree": 2.5}, "parameter \'degree\' must"),
+    ({"C": np.inf}, "parameter \'C\' must"), ({"C": np.nan}, "parameter \'C\' must"), ({"tol": np.inf}, "parameter \'tol\' must"),
+    ({"cache_size": np.nan}, "parameter \'cache_size\' must"), ({"n_resample": -1}, "parameter \'n_resample\' must"),
+    ({"random_state": "seed"}, "parameter \'random_state\' must"),
 ])
 def test_degenerate_parameters_are_named(params, match):
     X, y = _data()

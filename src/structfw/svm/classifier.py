@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
@@ -13,12 +12,11 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import (Interval, InvalidParameterError, StrOptions,
-                                             validate_parameter_constraints)
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._interrupt import deferred_sigint
+from .._params import NONE, InstanceOf, Interval, Options, validate_params
 from ._kernels import KERNELS, kernel_matrix, resolve_gamma
 from ._solver import METHODS, SimplexFWSolver
 
@@ -197,24 +195,26 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
     (no pickle; every field validated on load).
     """
 
-    _parameter_constraints: dict = {
-        "kernel": [StrOptions(set(KERNELS))],
-        "C": [Interval(Real, 0, None, closed="neither")],
-        "gamma": [StrOptions({"scale", "auto"}), Interval(Real, 0, None, closed="neither")],
-        "degree": [Interval(Integral, 0, None, closed="left")],
-        "coef0": [Interval(Real, None, None, closed="neither")],
-        "method": [StrOptions(set(METHODS))],
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "sample_size": [None, Interval(Integral, 1, None, closed="left")],
-        "sample_check": [StrOptions({"resample", "full"})],
-        "n_resample": [Interval(Integral, 0, None, closed="left")],
-        "gradient": [StrOptions({"full", "sample"})],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "cache_size": [Interval(Real, 0, None, closed="neither")],
-        "trace_every": [Interval(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
-        "kernel_dtype": [StrOptions({"auto", "float32", "float64"})],
-        "block": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+    _parameter_constraints: dict[str, list[Any]] = {
+        "kernel": [Options(tuple(KERNELS))],
+        "C": [Interval(0.0, low_open=True)],
+        "gamma": [Options(("scale", "auto")), Interval(0.0, low_open=True)],
+        "degree": [Interval(0, integer=True)],
+        "coef0": [Interval()],
+        "method": [Options(tuple(METHODS))],
+        "tol": [Interval(0.0, low_open=True)],
+        "sample_size": [NONE, Interval(1, integer=True)],
+        "sample_check": [Options(("resample", "full"))],
+        "n_resample": [Interval(0, integer=True)],
+        "gradient": [Options(("full", "sample"))],
+        "max_iter": [Interval(1, integer=True)],
+        "cache_size": [Interval(0.0, low_open=True)],
+        "trace_every": [Interval(1, integer=True)],
+        # what sklearn.utils.check_random_state takes
+        "random_state": [NONE, Interval(0, 2 ** 32 - 1, integer=True),
+                         InstanceOf((np.random.RandomState,), "a numpy RandomState")],
+        "kernel_dtype": [Options(("auto", "float32", "float64"))],
+        "block": [Options(("auto",)), Interval(1, integer=True)],
     }
 
     def __init__(self, kernel: str = "rbf", C: float = 1.0, gamma: float | str = "scale", degree: int = 3,
@@ -250,12 +250,9 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ checks
     def _check_params(self):
-        """``_validate_params`` against ``_parameter_constraints``, with messages that
-        start with the parameter's name ("C must be a float in the range ...")."""
-        try:
-            self._validate_params()
-        except InvalidParameterError as exc:
-            raise _named_param_error(self, exc) from None
+        """Every parameter against ``_parameter_constraints`` (`structfw._params`, the estimators'
+        one idiom), with an error naming the parameter, the value and what is accepted."""
+        validate_params(self, self._parameter_constraints)
 
     @staticmethod
     def _dense(X):
@@ -389,24 +386,6 @@ def _commit(est, fitted):
     state.update({k: v for k, v in fitted.items()
                   if not (k == "feature_names_in_" and v is None)})
     est.__dict__ = state
-
-
-def _named_param_error(est, exc):
-    """The InvalidParameterError of ``_validate_params`` with a message that starts
-    with the offending parameter's name."""
-    params = est.get_params(deep=False)
-    caller = type(est).__name__
-    for name, constraints in est._parameter_constraints.items():
-        try:
-            validate_parameter_constraints({name: constraints}, {name: params[name]},
-                                           caller_name=caller)
-        except InvalidParameterError as one:
-            msg = str(one)
-            prefix = f"The {name!r} parameter of {caller} must"
-            text = msg.replace(prefix, f"{name} must", 1) if msg.startswith(prefix) \
-                else f"{name} must be valid: {msg}"
-            return InvalidParameterError(text)
-    return exc
 
 
 def _check_kernel_inputs(X, kernel, gamma, coef0, degree, C):
