@@ -167,12 +167,12 @@ def test_expectation_validation_errors():
         chain.expectation(x, np.zeros(3, int), v, 1.0)
     with pytest.raises(ValueError, match="y_true"):
         chain.expectation(x, np.array([0, 1, 2, 3]), v, 1.0)
-    with pytest.raises(ValueError, match="x must"):
+    with pytest.raises(ValueError, match=r"x (must|has \d+ features)"):
         chain.expectation(np.zeros((4, 3)), None, v, 0.0)
     mc = MulticlassModel(3, 2)
     with pytest.raises(ValueError, match="y_true"):
         mc.expectation(np.zeros(2), 3, np.zeros(6), 1.0)
-    with pytest.raises(ValueError, match="x must"):
+    with pytest.raises(ValueError, match=r"x (must|has \d+ features)"):
         mc.expectation(np.zeros(3), 0, np.zeros(6), 1.0)
     with pytest.raises(ValueError, match="v must"):
         mc.expectation(np.zeros(2), 0, np.zeros(7), 1.0)

@@ -133,15 +133,15 @@ def check_finite(arr: npt.ArrayLike, name: str) -> None:
     beyond ~1e154 overflow them, every step size becomes 0 and the fit silently stays at w = 0
     (a certified but useless model), so such values are refused like infinities."""
     a = arr if type(arr) is np.ndarray and arr.dtype.kind == "f" else None
-    if a is not None:
-        flat = a.reshape(-1)
-        if np.isfinite(np.dot(flat, flat)):
-            return  # a NaN, an infinity or a value whose square overflows makes the sum of squares non-finite
-    elif np.all(np.isfinite(arr)):
-        a = np.asarray(arr, dtype=np.float64)
-        flat = a.reshape(-1)
-        if np.isfinite(np.dot(flat, flat)):
-            return
+    with np.errstate(over="ignore", invalid="ignore"):
+        if a is not None:
+            flat = a.reshape(-1)
+            if np.isfinite(np.dot(flat, flat)):
+                return  # a NaN, an infinity or a value whose square overflows makes the sum of squares non-finite
+        elif np.all(np.isfinite(arr)):
+            flat = np.asarray(arr, dtype=np.float64).reshape(-1)
+            if np.isfinite(np.dot(flat, flat)):
+                return
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
     top = float(np.max(np.abs(np.asarray(arr, dtype=np.float64))))
