@@ -3,8 +3,7 @@
 
 This layer is independent of the structural-SVM part of structfw.
 """
-from ._io import load
 from ._solver import SimplexFWSolver, solve_simplex_qp
-from .classifier import FrankWolfeSVC
+from .classifier import FrankWolfeSVC, load
 
 __all__ = ["FrankWolfeSVC", "SimplexFWSolver", "load", "solve_simplex_qp"]

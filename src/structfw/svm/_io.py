@@ -223,9 +223,3 @@ def load_svc(cls: type[_SVC], path: str | os.PathLike[str]) -> _SVC:
         fitted["feature_names_in_"] = names
     est.__dict__.update(fitted)
     return est
-
-
-def load(path: str | os.PathLike[str]) -> FrankWolfeSVC:
-    """Load a `FrankWolfeSVC` written by its ``save``."""
-    from .classifier import FrankWolfeSVC
-    return FrankWolfeSVC.load(path)

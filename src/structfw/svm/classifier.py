@@ -542,3 +542,8 @@ def _assemble(runs, X, y_enc, classes, kernel, gamma, fit_time, meta):
         trace_=runs[0]["trace"] if n_classes == 2 else [r["trace"] for r in runs],
         fit_stats_=[r["stats"] for r in runs], **meta)
     return fitted
+
+
+def load(path: str | os.PathLike[str]) -> FrankWolfeSVC:
+    """Load a `FrankWolfeSVC` written by its ``save`` (`FrankWolfeSVC.load`)."""
+    return FrankWolfeSVC.load(path)
