@@ -71,6 +71,7 @@ def chain():
 
 def solve(model, X, Y, lam, passes=200, tol=1e-10, seed=0, **options):
     options.setdefault("round_length", 2)
+    options.setdefault("combine", "linesearch")
     return ShardedBCFW(**options).solve(Problem(model, X, Y, lam), StopRule(max_passes=passes, tol=tol, check_every=1),
                                         rng=seed)
 
@@ -304,7 +305,7 @@ def test_a_warm_start_at_a_new_lam_continues_to_its_optimum(chain):
 def test_the_estimator_reports_what_a_serial_fit_reports(chain):
     model, X, Y, lam, Dstar = chain
     svm = sf.StructuredSVM(model, lam=lam, max_passes=300, tol=1e-8, shards=3, executor="thread",
-                           solver=BCFW(step="pairwise"), random_state=0).fit(X, Y)
+                           solver=ShardedBCFW(shards=3, step="pairwise", combine="linesearch"), random_state=0).fit(X, Y)
     assert svm.stopped_ == "tol" and svm.gap_ <= 1e-8
     assert svm.dual_ == pytest.approx(Dstar, abs=1e-7)
     assert svm.primal_ - svm.dual_ == pytest.approx(svm.gap_, abs=1e-9)
@@ -337,6 +338,92 @@ def test_ctrl_c_stops_after_the_round_in_flight():
     check_interrupted_fits(lambda p: sf.StructuredSVM(model, lam=0.1, max_passes=p, tol=None, shards=2,
                                                       executor="thread", check_every=5),
                            X, Y, np.random.default_rng(0), 3, check_state)
+
+
+# ====================================================================== processes
+@pytest.mark.parametrize("options", [dict(), dict(step="pairwise", sampling="gap"), dict(cache=True),
+                                     dict(averaging="weighted", step="away")], ids=["fw", "pairwise-gap", "cache", "avg"])
+@pytest.mark.parametrize("rule", ["linesearch", "add"])
+def test_processes_take_the_threads_steps(chain, options, rule):
+    """Each worker process receives its shard once and keeps its state; the iterates are the threads'."""
+    model, X, Y, lam, _ = chain
+    kw = dict(shards=3, combine=rule, passes=8, tol=None, **options)
+    threads = solve(model, X, Y, lam, executor="thread", **kw)
+    processes = solve(model, X, Y, lam, executor="process", **kw)
+    np.testing.assert_allclose(processes.w, threads.w, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(processes.trace["gap"], threads.trace["gap"], rtol=0, atol=1e-14)
+    assert [s.k for s in processes.state.states] == [s.k for s in threads.state.states]
+
+
+def _kill_worker_after(monkeypatch, rounds, shard=1):
+    """SIGKILL shard ``shard``'s worker once the caller has finished each round listed in ``rounds`` (a dead
+    worker's next call finds its pipe closed)."""
+    import os
+    import signal
+
+    import structfw.solvers.sharded as sharded
+
+    real, done, killed = sharded.one_round, [0], []
+    restore = sharded.RemoteShard._restore
+
+    def counted(self):
+        killed.append("restored")
+        return restore(self)
+
+    monkeypatch.setattr(sharded.RemoteShard, "_restore", counted)
+
+    def one_round(ctx, rule):
+        gamma = real(ctx, rule)
+        done[0] += 1
+        if done[0] in rounds:
+            proc = ctx.shards[shard].proc
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.join()
+            killed.append("killed")
+        return gamma
+
+    monkeypatch.setattr(sharded, "one_round", one_round)
+    return killed
+
+
+@pytest.mark.parametrize("options", [dict(), dict(step="pairwise", sampling="gap", cache=True)], ids=["fw", "mixed"])
+def test_a_killed_worker_is_restored_and_the_fit_unchanged(chain, monkeypatch, options):
+    """Killed before the first checkpoint file (restored from its seed) and after one (from the file), the
+    calls since replayed: the fit's iterates are those of the fit without the kills."""
+    model, X, Y, lam, _ = chain
+    solver = ShardedBCFW(shards=3, executor="process", round_length=2, **options)
+    stop = StopRule(max_passes=12, tol=None, check_every=4)
+    expected = solver.solve(Problem(model, X, Y, lam), stop, rng=0)
+    killed = _kill_worker_after(monkeypatch, {2, 12, 13})  # 2 rounds a pass; files at rounds 8, 16
+    got = solver.solve(Problem(model, X, Y, lam), stop, rng=0)
+    assert killed == ["killed", "restored"] * 3
+    np.testing.assert_array_equal(got.w, expected.w)
+    np.testing.assert_array_equal(got.trace["gap"], expected.trace["gap"])
+
+
+def test_a_worker_that_always_dies_gives_up_naming_its_shard(chain, monkeypatch):
+    import structfw.solvers.sharded as sharded
+
+    model, X, Y, lam, _ = chain
+    monkeypatch.setattr(sharded.RemoteShard, "MAX_RESTARTS", 1)
+    _kill_worker_after(monkeypatch, set(range(1, 1000)))
+    with pytest.raises(RuntimeError, match="the worker of shard 1 died 2 times"):
+        solve(model, X, Y, lam, shards=3, executor="process", passes=5, tol=None)
+
+
+def test_a_process_fit_leaves_no_workers_and_no_files(chain, tmp_path, monkeypatch):
+    import multiprocessing
+    import tempfile
+
+    model, X, Y, lam, _ = chain
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    svm = sf.StructuredSVM(model, lam=lam, max_passes=3, shards=2, executor="process", check_every=1).fit(X, Y)
+    assert svm.state_.states[0] is not None and svm.n_iter_ >= 3
+    assert multiprocessing.active_children() == []
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError):  # a fit that fails ends its workers too
+        sf.StructuredSVM(model, lam=lam, shards=2, executor="process", solver=BCFW(sampling="nope")).fit(X, Y)
+    assert multiprocessing.active_children() == []
 
 
 # ====================================================================== what cannot work

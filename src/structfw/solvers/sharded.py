@@ -23,7 +23,9 @@ the engine (chunks, corner sources, steps, samplers) runs unchanged.
 """
 from __future__ import annotations
 
+import contextvars
 import math
+import os
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +47,7 @@ from ._fastpass import (CACHE_HITS, ELL, K as IT_K, NEED, ORACLE_CALLS, ORDER, O
                         factored_fw_chunk, general_chunk, plain_fw_chunk)
 from ._kernels import fenwick_build
 from .averaging import averaging_rate
-from .base import Param, SolveContext, Solver, continue_or_restart
+from .base import Param, SolveContext, SolveResult, Solver, continue_or_restart
 from .bcfw import BCFW
 from .block_state import BCFWState
 from .corners import CornerStore, cs_find, cs_room, cs_put
@@ -71,9 +73,10 @@ _NO_MIRROR = np.zeros((0, 0))
 #: the options of the sharded engine beside the engine's own
 SHARD_PARAMS: tuple[Param, ...] = (
     Param("shards", 2, "int", low=1, help="K: shards of the training set (example i in shard i mod K)."),
-    Param("combine", "linesearch", "choice", COMBINES,
+    Param("combine", None, "choice", (None,) + COMBINES,
           help="How a round's changes combine: the exact line search of the dual along their sum, their "
-               "average (gamma = 1/K), or CoCoA+ adding (gamma = 1, local quadratic term times K)."),
+               "average (gamma = 1/K), or CoCoA+ adding (gamma = 1, local quadratic term times K); None: "
+               "the line search for rounds of at most a quarter of a shard, else adding (`resolve_rule`)."),
     Param("round_length", None, "int", low=1, none_ok=True,
           help="Block steps a shard makes between two combinations; None: from the cost model "
                "(`default_round_length`)."),
@@ -92,6 +95,16 @@ def default_round_length(n_k: int, executor: str) -> int:
     """Block steps a shard makes per round when ``round_length`` is None: ten combinations' cost, so
     that combining costs about 10 % of a round, at most a whole shard (docs/design.md, "Sharded training")."""
     return int(max(1, min(n_k, 10 * COMBINE_COST_STEPS[executor])))
+
+
+def resolve_rule(combine: str | None, m: int, n_k: int) -> str:
+    """The rule of ``combine=None``: the line search for short rounds (m <= n_k / 4), else CoCoA+ adding.
+    On OCR (K = 2, lam = 0.01, passes to gap 0.01; serial 51) the line search took 55 passes with rounds
+    of 25 steps a shard and 76 with 400, adding 75 and 83; with rounds of half a shard adding took 90 and
+    the line search 94, with whole shards 102 and over 120 (docs/design.md, "Sharded training")."""
+    if combine is not None:
+        return combine
+    return "linesearch" if 4 * m <= n_k else "add"
 
 
 def shard_indices(n: int, K: int) -> list[npt.NDArray[np.int64]]:
@@ -146,6 +159,7 @@ class ShardedState:
         self.full_gap = math.inf
         self.needs_refresh = True
         self.last_gamma = math.nan
+        self.seeds: list[Any] = []  # the shards' seed sequences (workers make fresh states from them)
 
     def dual(self) -> float:
         return -0.5 * self.lam * float(np.dot(self.w, self.w)) + self.ell
@@ -200,6 +214,9 @@ class Shard:
             raise RuntimeError("a round combined with gamma != 1 was run without its snapshot")
         blend(self.st, snap, gamma)
         self.st.ell = ell0 + gamma * (self.st.ell - ell0)
+
+    def counters(self) -> dict[str, Any]:
+        return dict(self.ctx.counters)
 
     def empty_store(self) -> CornerStore:
         """An empty corner set per block for a general chunk of plain FW steps (no corners kept)."""
@@ -481,28 +498,35 @@ def _blend_corners(store: CornerStore, before: list[tuple[int, list[Any]]], g: f
 
 # ====================================================================== the solver
 class ShardedContext(SolveContext):
-    """A sharded solve's context: the shards (`Shard`), the round length, the thread pool's size and
-    the counters; ``state`` is the `ShardedState`."""
+    """A sharded solve's context: the shards (`Shard` on threads, `RemoteShard` on processes), the rule
+    and round length, the threads' number, the plan's gap schedule; ``state`` is the `ShardedState`."""
 
-    def __init__(self, problem: Problem, state: ShardedState, shards: list[Shard], m: int, n_jobs: int,
-                 uses_gaps: bool, gap_refresh: int | None) -> None:
+    def __init__(self, problem: Problem, state: ShardedState, shards: list[Any], rule: str, m: int,
+                 n_jobs: int, info: tuple[bool, int | None, bool]) -> None:
         super().__init__(problem, state)
-        self.shards, self.m, self.n_jobs = shards, m, n_jobs
-        self.uses_gaps, self.gap_refresh = uses_gaps, gap_refresh
+        self.shards, self.rule, self.m, self.n_jobs = shards, rule, m, n_jobs
+        self.uses_gaps, self.gap_refresh, self.check_oracle = info
+        self.remote = bool(shards) and isinstance(shards[0], RemoteShard)
         self.passes_done = 0
         self.pool: ThreadPoolExecutor | None = None
+        self.folder: Any = None  # the workers' checkpoint files (processes)
 
-    def map(self, fn: Any, *args: Any) -> list[Any]:
-        """fn(shard, *args) for every shard, on the pool's threads while `threads` holds them (in shard
-        order: the results do not depend on which thread finishes first)."""
+    def map(self, name: str, *args: Any) -> list[Any]:
+        """shard.name(*args) for every shard, in shard order (the results do not depend on which worker
+        finishes first): on the pool's threads while `threads` holds them, or on the workers' processes
+        (every call sent before the first reply is read)."""
+        if self.remote:
+            for s in self.shards:
+                s.send(name, *args)
+            return [s.recv() for s in self.shards]
         if self.pool is None:
-            return [fn(s, *args) for s in self.shards]
-        return list(self.pool.map(lambda s: fn(s, *args), self.shards))
+            return [getattr(s, name)(*args) for s in self.shards]
+        return list(self.pool.map(lambda s: getattr(s, name)(*args), self.shards))
 
     @contextmanager
     def threads(self) -> Iterator[None]:
         """The shards run on n_jobs threads inside (they end with it, on every exit path)."""
-        if self.n_jobs <= 1 or self.pool is not None:
+        if self.remote or self.n_jobs <= 1 or self.pool is not None:
             yield
             return
         with ThreadPoolExecutor(max_workers=self.n_jobs, thread_name_prefix="structfw-shard") as pool:
@@ -512,8 +536,20 @@ class ShardedContext(SolveContext):
             finally:
                 self.pool = None
 
-    def oracle_calls(self) -> int:
-        return sum(s.ctx.counters["oracle_calls"] for s in self.shards)
+    def counters(self) -> tuple[int, int]:
+        """(oracle calls, cache hits) of every shard in this solve."""
+        counts = self.map("counters")
+        return sum(c["oracle_calls"] for c in counts), sum(c["cache_hits"] for c in counts)
+
+    def close(self) -> None:
+        """End the workers (processes) and remove their checkpoint files."""
+        if self.remote:
+            for s in self.shards:
+                s.close()
+            self.remote, self.shards = False, []
+        if self.folder is not None:
+            self.folder.cleanup()
+            self.folder = None
 
 
 class ShardedBCFW(Solver):
@@ -529,11 +565,12 @@ class ShardedBCFW(Solver):
     ----------
     shards : int
         K, the number of shards (example i in shard i mod K).
-    combine : {"linesearch", "average", "add"}
-        The exact line search of the dual along the round's summed change (default: the fewest
-        passes in the measurements of docs/design.md), the average (gamma = 1/K) or CoCoA+ adding
-        (gamma = 1 with the local quadratic term scaled by sigma' = K; Ma et al. 2015).  Each keeps the
-        dual monotone.
+    combine : {None, "linesearch", "average", "add"}
+        The exact line search of the dual along the round's summed change, the average (gamma = 1/K)
+        or CoCoA+ adding (gamma = 1 with the local quadratic term scaled by sigma' = K; Ma et al. 2015).
+        Each keeps the dual monotone.  None (default): the line search for rounds of at most a quarter
+        of a shard (threads), adding for longer ones (processes): the fewest passes in the measurements
+        of `resolve_rule`.
     round_length : int or None
         Block steps per shard between two combinations; None: `default_round_length`.
     executor : {"thread", "process"}
@@ -547,7 +584,7 @@ class ShardedBCFW(Solver):
     name = "sharded-bcfw"
     PARAMS: tuple[Param, ...] = ENGINE_PARAMS + SHARD_PARAMS
 
-    def __init__(self, shards: int = 2, combine: str = "linesearch", round_length: int | None = None,
+    def __init__(self, shards: int = 2, combine: str | None = None, round_length: int | None = None,
                  executor: str = "thread", n_jobs: int | None = None, step_size: str = "linesearch",
                  sampling: str = "uniform", step: str = "fw", cache: bool = False, cache_F: float = 0.25,
                  cache_nu: float = 0.01, cache_size: int = 50, averaging: str | None = None,
@@ -575,58 +612,81 @@ class ShardedBCFW(Solver):
 
     @property
     def label(self) -> str:
-        return f"{engine_label(self)}-{self.shards}shards-{self.combine}"
+        return f"{engine_label(self)}-{self.shards}shards" + (f"-{self.combine}" if self.combine else "")
 
     def engine(self) -> BCFW:
         """The engine of the shards' local steps: these options, without averaging (rounds average)."""
+        return BCFW(**self.engine_params())
+
+    def engine_params(self) -> dict[str, Any]:
         params = {p.name: getattr(self, p.name) for p in ENGINE_PARAMS}
         params["averaging"] = None
-        return BCFW(**params)
-
-    def sigma(self) -> float:
-        """sigma', the factor of the local quadratic term: K for CoCoA+ adding, else 1."""
-        return float(self.shards) if self.combine == "add" else 1.0
+        return params
 
     # ------------------------------------------------------------- state
+    def solve(self, problem: Problem, stop: StopRule, state: object | None = None, rng: Any = None,
+              monitor: Monitor | None = None) -> SolveResult:
+        """`Solver.solve`, whose workers (processes) end with it on every exit path."""
+        token = _OPEN.set([])
+        try:
+            return super().solve(problem, stop, state, rng, monitor)
+        finally:
+            for ctx in _OPEN.get():
+                ctx.close()
+            _OPEN.reset(token)
+
     def init_state(self, problem: Problem, state: object | None, rng: Any) -> ShardedContext:
         check_shards(self, problem)
-        if self.executor == "process":
-            raise ValueError("executor='process' with shards: not implemented yet; use executor='thread'")
-        engine = self.engine()
-        st = _continue_sharded(continue_or_restart(state, ShardedState, problem), self, problem)
+        index = shard_indices(problem.n, self.shards)
+        m = self.round_length or default_round_length(max(len(i) for i in index), self.executor)
+        rule = resolve_rule(self.combine, m, min(len(i) for i in index))
+        sigma = float(self.shards) if rule == "add" else 1.0
+        st = _continue_sharded(continue_or_restart(state, ShardedState, problem), self, problem, sigma)
         if st is None:
-            st = self.new_state(problem, rng, engine)
-        subs = sub_problems(problem, st.K, st.sigma)
-        shards = [Shard(sub, s, engine, problem.n, st.sigma) for sub, s in zip(subs, st.states)]
-        m = self.round_length or default_round_length(max(sub.n for sub in subs), self.executor)
+            st = self.new_state(problem, rng, rule, states=self.executor != "process")
+        st.combine = rule
         n_jobs = min(self.n_jobs or self.shards, self.shards)
-        plan = shards[0].ctx.plan
-        return ShardedContext(problem, st, shards, m, n_jobs, plan.uses_gaps, plan.gap_refresh)
+        if self.executor == "process":
+            ctx = _remote_context(self, problem, st, rule, m, n_jobs)
+        else:
+            shards = [Shard(sub, s, self.engine(), problem.n, st.sigma)
+                      for sub, s in zip(sub_problems(problem, st.K, st.sigma), st.states)]
+            plan = shards[0].ctx.plan
+            ctx = ShardedContext(problem, st, shards, rule, m, n_jobs, (plan.uses_gaps, plan.gap_refresh,
+                                                                         plan.check_oracle))
+        opened = _OPEN.get(None)
+        if opened is not None:  # `solve` ends its workers
+            opened.append(ctx)
+        return ctx
 
-    def new_state(self, problem: Problem, rng: Any, engine: BCFW | None = None) -> ShardedState:
+    def new_state(self, problem: Problem, rng: Any, rule: str = "linesearch", states: bool = True) -> ShardedState:
         """A fresh sharded state at alpha = e_{y_i} (w = 0); shard k's generator is seeded from the fit's
-        seed and k, so a round depends on K and the seed only."""
-        engine = self.engine() if engine is None else engine
+        seed and k, so a round depends on K and the seed only.  Without ``states`` the shards' states are
+        made by their workers from the seeds (`ShardedState.seeds`)."""
+        sigma = float(self.shards) if rule == "add" else 1.0
         seeds = np.random.SeedSequence(_entropy(rng)).spawn(self.shards)
-        subs = sub_problems(problem, self.shards, self.sigma())
-        states = [engine.new_state(sub, np.random.default_rng(seed)) for sub, seed in zip(subs, seeds)]
-        for sub, s in zip(subs, states):
-            s.fingerprint = sub.fingerprint
-        return ShardedState(problem, self.shards, self.sigma(), self.combine, states, self.averaging)
+        out: list[Any] = [None] * self.shards
+        if states:
+            engine = self.engine()
+            out = [engine.new_state(sub, np.random.default_rng(seed))
+                   for sub, seed in zip(sub_problems(problem, self.shards, sigma), seeds)]
+        st = ShardedState(problem, self.shards, sigma, rule, out, self.averaging)
+        st.seeds = seeds
+        return st
 
     # ------------------------------------------------------------- skeleton
     def run_pass(self, ctx: ShardedContext, flag: InterruptFlag) -> None:
         """Rounds until the shards have made n block steps (one pass), or Ctrl-C (after the round in flight)."""
         st = ctx.state
         target = st.steps + ctx.problem.n
-        compiled = compiled_rounds_serve(ctx)
+        compiled = not ctx.remote and compiled_rounds_serve(ctx)
         with ctx.threads():
             while st.steps < target and not flag.requested:
                 if compiled:
                     rounds = -(-(target - st.steps) // (ctx.m * st.K))
-                    run_compiled_rounds(ctx, min(rounds, max(1, ROUNDS_CALL_STEPS // ctx.m)), self.combine)
+                    run_compiled_rounds(ctx, min(rounds, max(1, ROUNDS_CALL_STEPS // ctx.m)), ctx.rule)
                 else:
-                    one_round(ctx, self.combine)
+                    one_round(ctx, ctx.rule)
         if st.steps >= target:
             st.passes += 1
             ctx.passes_done += 1
@@ -637,14 +697,14 @@ class ShardedBCFW(Solver):
 
     def checkpoint(self, ctx: ShardedContext, monitor: Monitor, initial: bool, monitoring_only: bool = False) -> float:
         """The duality gap at the round's w, summed over the shards' block gaps (each shard its own);
-        with averaging the gap of the rounds' average, P(w_bar) - D(alpha_bar)."""
+        with averaging the gap of the rounds' average, P(w_bar) - D(alpha_bar).  On processes each worker
+        then writes its state to its checkpoint file (a worker that dies restarts from there)."""
         st = ctx.state
         refresh = not monitoring_only and ctx.uses_gaps and (st.needs_refresh if initial else _refresh_due(ctx))
         with monitor.monitoring(), ctx.threads():
-            primal, gap = shard_gap(ctx, validate=ctx.shards[0].ctx.plan.check_oracle)
+            primal, gap = shard_gap(ctx, validate=ctx.check_oracle)
             if refresh:
-                for s in ctx.shards:
-                    s.refresh(gap)
+                ctx.map("refresh", gap)
                 st.full_gap, st.needs_refresh = gap, False
             else:
                 monitor.monitor_calls += ctx.problem.n
@@ -653,18 +713,55 @@ class ShardedBCFW(Solver):
             if st.avg is not None and st.avg[1] > 0:
                 w_rep, lbar = st.avg[2], st.avg[3]
                 dual = -0.5 * st.lam * float(np.dot(w_rep, w_rep)) + lbar
-                hinge = sum(ctx.map(Shard.hinge_sum, w_rep))
+                hinge = sum(ctx.map("hinge_sum", w_rep))
                 monitor.monitor_calls += ctx.problem.n
                 primal = ctx.problem.primal(w_rep, hinge)
                 gap = primal - dual
             _record(ctx, monitor, w_rep, (primal, dual, gap))
+            if ctx.remote and not monitoring_only:
+                for s in ctx.shards:
+                    s.checkpoint()
         return gap
+
+    def result(self, ctx: ShardedContext, monitor: Monitor, stopped: str) -> SolveResult:
+        """`Solver.result`, with the shards' states gathered from their workers (processes)."""
+        if ctx.remote:
+            ctx.state.states = ctx.map("state")
+        return super().result(ctx, monitor, stopped)
 
     def result_w(self, ctx: ShardedContext) -> npt.NDArray[np.float64]:
         st = ctx.state
         if st.avg is not None and st.avg[1] > 0:
             return st.avg[2].copy()
         return st.w.copy()
+
+
+#: the contexts opened by the solves of this thread (their workers end with the solve)
+_OPEN: contextvars.ContextVar[list[ShardedContext]] = contextvars.ContextVar("structfw_sharded_open")
+
+
+def _remote_context(solver: ShardedBCFW, problem: Problem, st: ShardedState, rule: str, m: int,
+                    n_jobs: int) -> ShardedContext:
+    """A worker process a shard, each sent its examples and its state (or seed) once."""
+    import tempfile
+
+    folder = tempfile.TemporaryDirectory(prefix="structfw-shards-")
+    shards = []
+    try:
+        for k, idx in enumerate(shard_indices(problem.n, st.K)):
+            X = [problem.X[i] for i in idx.tolist()]
+            Y = [problem.Y[i] for i in idx.tolist()]
+            lam_k = problem.lam * problem.n / (len(idx) * st.sigma)
+            init = (problem.model, X, Y, lam_k, solver.engine_params(), st.states[k], st.seeds[k], problem.n, st.sigma)
+            shards.append(RemoteShard(k, init, folder.name))
+    except BaseException:
+        for s in shards:
+            s.close()
+        folder.cleanup()
+        raise
+    ctx = ShardedContext(problem, st, shards, rule, m, n_jobs, shards[0].info)
+    ctx.folder = folder
+    return ctx
 
 
 def sharded_solver(solver: Solver, shards: int, executor: str, n_jobs: int | None,
@@ -704,15 +801,15 @@ def sub_problems(problem: Problem, K: int, sigma: float) -> list[Problem]:
     return out
 
 
-def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Problem) -> ShardedState | None:
-    """A previous sharded state if it can continue with these options (the same K and rule), rescaled
+def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Problem,
+                      sigma: float) -> ShardedState | None:
+    """A previous sharded state if it can continue with these options (the same K and sigma'), rescaled
     to a new lam; None (with a warning) otherwise."""
     if st is None:
         return None
-    if st.K != solver.shards or st.sigma != solver.sigma():
+    if st.K != solver.shards or st.sigma != sigma or any(s is None for s in st.states):
         warnings.warn(f"warm start: the previous state has {st.K} shards with sigma'={st.sigma:g}; this fit asks "
-                      f"for {solver.shards} with sigma'={solver.sigma():g}; starting afresh", RuntimeWarning,
-                      stacklevel=4)
+                      f"for {solver.shards} with sigma'={sigma:g}; starting afresh", RuntimeWarning, stacklevel=4)
         return None
     if st.lam != problem.lam:
         r = st.lam / problem.lam
@@ -722,7 +819,6 @@ def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Pro
         if st.avg is not None:
             st.avg = (st.avg[0], st.avg[1], st.avg[2] * r, st.avg[3])
         st.lam, st.needs_refresh = problem.lam, True
-    st.combine = solver.combine
     if (st.avg[0] if st.avg is not None else None) != solver.averaging:
         st.avg = None if solver.averaging is None else (solver.averaging, 0, np.zeros(st.d), 0.0)
     for s in st.states:
@@ -740,13 +836,13 @@ def one_round(ctx: ShardedContext, rule: str) -> float:
     """One round: the shards' local steps from w, the combination, every shard's blocks scaled by its
     gamma.  Returns gamma."""
     st, m = ctx.state, ctx.m
-    changes = ctx.map(Shard.round, st.w, m, rule != "add")
+    changes = ctx.map("round", st.w, m, rule != "add")
     Us = np.array([c[0] for c in changes])
     dls = np.array([c[1] for c in changes])
     gamma, U, dl = combine_changes(Us, dls, st.w, st.lam, _RULE_CODES[rule], st.K)
     if gamma != 1.0:
-        ctx.map(Shard.combine, gamma)
-    else:
+        ctx.map("combine", gamma)
+    elif not ctx.remote:  # a worker's snapshot is replaced by its next round's
         for s in ctx.shards:
             s.pending = None
     st.w += gamma * U
@@ -769,7 +865,7 @@ def combination_gamma(rule: str, lam: float, w: npt.NDArray[np.float64], U: npt.
 def shard_gap(ctx: ShardedContext, validate: bool) -> tuple[float, float]:
     """(P(w), sum_k sum_{i in S_k} g_i) at the round's w, each shard its own gap pass."""
     st = ctx.state
-    out = ctx.map(Shard.gaps, st.w, validate)
+    out = ctx.map("gaps", st.w, validate)
     hinge = sum(o[0] for o in out)
     gap = float(sum(float(o[1].sum()) for o in out))
     return ctx.problem.primal(st.w, hinge), gap
@@ -778,8 +874,7 @@ def shard_gap(ctx: ShardedContext, validate: bool) -> tuple[float, float]:
 def _record(ctx: ShardedContext, monitor: Monitor, w_rep: npt.NDArray[np.float64],
             pdg: tuple[float, float, float]) -> None:
     st, n = ctx.state, ctx.problem.n
-    calls = ctx.oracle_calls()
-    hits = sum(s.ctx.counters["cache_hits"] for s in ctx.shards)
+    calls, hits = ctx.counters()
     monitor.record(w_rep, calls / n, calls, *pdg, engine_passes=st.steps / n, iterations=st.steps,
                    cache_hits=hits, rounds=st.rounds, shards=st.K, round_length=ctx.m,
                    gamma=st.last_gamma if math.isfinite(st.last_gamma) else 1.0)
@@ -1076,3 +1171,170 @@ def _rounds_call(sh: Shard, k: int, R: int, m: int, board: tuple[Any, ...], rule
         return factored_rounds, (k, R, m, fac, local, src, board, comb, r0), (it, fl)
     rows, scales = st.scaled_blocks()
     return dense_rounds, (k, R, m, (plan.compiled, rows, scales, np.zeros(st.d)), local, src, board, comb, r0), (it, fl)
+
+
+# ====================================================================== processes
+class RemoteShard:
+    """Shard k on its own worker process, which receives the shard once (its examples, and its state or
+    its seed) and keeps its dual state for the whole fit; a call sends w (d numbers) and gets the
+    change back.  A worker that dies is restarted from its last checkpoint file (or from the start) and
+    the calls made since are replayed, so the fit goes on as if it had not died."""
+
+    #: calls that change the worker's state (replayed after a restart), and its gap pass (whose block
+    #: gaps the next refresh reads)
+    REPLAYED = frozenset(("round", "combine", "refresh", "gaps"))
+    MAX_RESTARTS = 3
+
+    def __init__(self, k: int, init: tuple[Any, ...], folder: str) -> None:
+        self.k, self.init, self.folder = k, init, folder
+        self.checkpoint_file: str | None = None  # the state after the last checkpoint, once one is written
+        self.log: list[tuple[str, tuple[Any, ...]]] = []
+        self.pending: tuple[str, tuple[Any, ...]] | None = None
+        self.restarts = 0
+        self.info = self._start()
+
+    def _start(self) -> Any:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True,
+                                name=f"structfw-shard-{self.k}")
+        self.proc.start()
+        child.close()
+        state_file = self.checkpoint_file
+        self.conn.send(("init", self.init + (state_file,)))
+        return self._reply()
+
+    def send(self, name: str, *args: Any) -> None:
+        # copies: the caller moves w in place after the call, and a replay needs the w that was sent
+        self.pending = (name, tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
+        try:
+            self.conn.send(self.pending)
+        except (OSError, EOFError):
+            pass  # a dead worker: `recv` restarts it and sends the call again
+
+    def recv(self) -> Any:
+        while True:
+            try:
+                out = self._reply()
+                break
+            except (OSError, EOFError):
+                self._restore()
+        name, args = self.pending
+        self.pending = None
+        if name in self.REPLAYED:
+            self.log.append((name, args))
+        return out
+
+    def call(self, name: str, *args: Any) -> Any:
+        self.send(name, *args)
+        return self.recv()
+
+    def _reply(self) -> Any:
+        status, value = self.conn.recv()
+        if status == "error":
+            raise value
+        return value
+
+    def _restore(self) -> None:
+        """A new worker at the last checkpoint, the calls since replayed, the pending call sent again."""
+        self.restarts += 1
+        if self.restarts > self.MAX_RESTARTS:
+            raise RuntimeError(f"the worker of shard {self.k} died {self.restarts} times; giving up")
+        self._end()
+        self.info = self._start()
+        for name, args in self.log:
+            self.conn.send((name, args))
+            self._reply()
+        name, args = self.pending
+        self.conn.send((name, args))
+
+    def checkpoint(self) -> None:
+        """The worker writes its state to a file; the calls before it need no replay any more."""
+        path = os.path.join(self.folder, f"shard-{self.k}.pkl")
+        self.call("save", path)
+        self.checkpoint_file, self.log = path, []
+
+    def close(self) -> None:
+        try:
+            self.conn.send(("stop", ()))
+        except (OSError, EOFError):
+            pass
+        self._end()
+
+    def _end(self) -> None:
+        self.proc.join(timeout=2.0)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
+
+
+def _worker_main(conn: Any, parent: int) -> None:
+    """A shard's worker: builds its `Shard` from the init message, then answers calls until "stop"."""
+    import pickle
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends the fit after a round
+    _die_with_parent(parent)
+    shard = None
+    while True:
+        try:
+            name, args = conn.recv()
+        except (EOFError, OSError):
+            return
+        if name == "stop":
+            return
+        try:
+            if name == "init":
+                shard, out = _build_shard(*args)
+            elif name == "save":
+                with open(args[0] + ".tmp", "wb") as f:
+                    pickle.dump(shard.st, f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(args[0] + ".tmp", args[0])
+                out = None
+            elif name == "state":
+                out = shard.st
+            elif name == "counters":
+                out = dict(shard.ctx.counters)
+            else:
+                out = getattr(shard, name)(*args)
+            conn.send(("ok", out))
+        except Exception as exc:  # the caller raises it
+            conn.send(("error", exc))
+
+
+def _build_shard(model: Any, X: list[Any], Y: list[Any], lam_k: float, params: dict[str, Any], state: Any,
+                 seed: Any, n: int, sigma: float, state_file: str | None) -> tuple[Shard, tuple[Any, ...]]:
+    """The worker's shard: its sub-problem, and its state -- from the checkpoint file, the one it was sent
+    (a warm start), or fresh from its seed -- with what the caller needs of its plan."""
+    import pickle
+
+    sub = Problem(model, X, Y, lam_k, validated=True)
+    engine = BCFW(**params)
+    if state_file is not None:
+        with open(state_file, "rb") as f:
+            state = pickle.load(f)
+    if state is None:
+        state = engine.new_state(sub, np.random.default_rng(seed))
+        state.fingerprint = sub.fingerprint
+    shard = Shard(sub, state, engine, n, sigma)
+    plan = shard.ctx.plan
+    return shard, (plan.uses_gaps, plan.gap_refresh, plan.check_oracle)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: the kernel ends this worker when its parent dies (``PR_SET_PDEATHSIG``); elsewhere nothing."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None).prctl(1, ctypes.c_ulong(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
