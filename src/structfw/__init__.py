@@ -24,11 +24,12 @@ _LAZY = {
     "StructuredSVM": (".estimator", "StructuredSVM"),
     "LatentStructuredSVM": (".latent", "LatentStructuredSVM"),
     "load": (".estimator", "load"),
+    "make_tagger": (".features", "make_tagger"),
     "Trace": (".trace", "Trace"),
 }
 
-__all__ = ["StructuredSVM", "LatentStructuredSVM", "Trace", "load", "regularization_path", "datasets", "features",
-           "metrics", "models", "solvers", "svm", "__version__"]
+__all__ = ["StructuredSVM", "LatentStructuredSVM", "Trace", "load", "make_tagger", "regularization_path", "datasets",
+           "features", "metrics", "models", "solvers", "svm", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

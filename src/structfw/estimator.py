@@ -27,6 +27,7 @@ from .trace import Trace
 if TYPE_CHECKING:
     from sklearn.utils import Tags
 
+    from .features import Tagger
     from .models.chain import ChainModel
     from .models.multiclass import MulticlassModel
     from .solvers.kernel_bcfw import KernelExpansion
@@ -857,8 +858,17 @@ def _is_one(weight: Any) -> bool:
         return False
 
 
-def load(path: str | os.PathLike[str]) -> StructuredSVM:
-    """Load a StructuredSVM saved with ``StructuredSVM.save`` (see `StructuredSVM.load`)."""
+def load(path: str | os.PathLike[str]) -> StructuredSVM | Tagger:
+    """Load a model file by the kind its header names: a tagger saved with
+    `structfw.features.Tagger.save` as a `Tagger` (`Tagger.load`), any other file as a
+    StructuredSVM saved with ``StructuredSVM.save`` (see `StructuredSVM.load`), whose checks
+    then report whatever is wrong with it."""
+    from .features import TAGGER_KIND
+
+    if sfio.model_kind(path) == TAGGER_KIND:
+        from .features import Tagger
+
+        return Tagger.load(path)
     return StructuredSVM.load(path)
 
 

@@ -15,33 +15,38 @@ Images: `PixelFeatures` turns images into per-pixel grids (`GridModel`), pixel g
 and returns a list of ``scipy.sparse.csr_matrix`` of shape ``(L_i, n_features_)``: the ``X`` that
 `structfw.models.ChainModel` takes, kept sparse all the way through the solvers.
 
-`make_tagger` puts it in front of a `structfw.StructuredSVM` in a scikit-learn ``Pipeline``
-that ``GridSearchCV`` can search::
+`make_tagger` puts it in front of a `structfw.StructuredSVM` in a `Tagger`, a scikit-learn
+``Pipeline`` that ``GridSearchCV`` can search, that sizes its model from the data and that is
+saved and loaded whole::
     import structfw as sf
-    from structfw.features import make_tagger
 
-    tagger = make_tagger(n_states=9, lam=1e-3, window=1)
+    tagger = sf.make_tagger(lam=1e-3, window=1)   # n_states counted from the tags
     tagger.fit(sentences, tags)             # lists of token lists and tag lists
     tagger.predict([["Mr.", "Smith", "went", "to", "Paris"]])
+    tagger.save("tagger.npz")
+    same = sf.load("tagger.npz")
 """
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.pipeline import Pipeline
 
 from ._image import CUE_SIZES, check_image, contrast, grid_edges, normalised_graph, pixel_codes
 from ._linalg import as_chain_csr
 
 if TYPE_CHECKING:
-    from sklearn.pipeline import Pipeline
     from sklearn.utils import Tags
 
-__all__ = ["SequenceVectorizer", "make_tagger", "TEMPLATES", "DEFAULT_TEMPLATES", "PixelFeatures",
+__all__ = ["SequenceVectorizer", "make_tagger", "Tagger", "TAGGER_KIND", "TEMPLATES", "DEFAULT_TEMPLATES", "PixelFeatures",
            "superpixel_labels", "PIXEL_FEATURES", "EDGE_FEATURES"]
 
 #: The token templates of `SequenceVectorizer` and what each emits for the token ``"Paris"``
@@ -455,33 +460,388 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=
         return self._split(self._vectorizer.transform(dicts), lengths)
 
 
-def make_tagger(n_states: int, *, solver: Any = "bcfw", lam: float = 0.01, n_features: int = 2 ** 18,
-                **options: Any) -> Pipeline:
-    """A sequence tagger: ``Pipeline([("features", SequenceVectorizer), ("svm", StructuredSVM(ChainModel))])``.
+# =================================================================== the tagger
+#: The ``kind`` of a tagger's model file (`Tagger.save`), on which `structfw.load` dispatches.
+TAGGER_KIND = "Tagger"
+_STEP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_MAX_TEMPLATES = 1000
+_MAX_WIDTH = 2 ** 31 - 1
 
-    The chain model's size must be fixed when the pipeline is built, before any data is seen:
-    ``ChainModel(n_states, n_features)`` has one weight per (tag, feature column), and
-    `StructuredSVM` checks that every input matrix has ``n_features`` columns.  The vectorizer
-    is therefore given the same fixed width: by default it hashes the features into
-    ``n_features`` columns (``hashing=True``), whatever the data; with ``hashing=False`` it keeps
-    the ``n_features`` most frequent training features.  Either way the pipeline can be cloned
-    and searched (``GridSearchCV`` over ``svm__lam``, ``features__window``, ...) without
-    resizing anything at fit time.  Searching ``features__n_features`` itself would break that
-    agreement: build one pipeline per width instead.
+
+class Tagger(Pipeline):
+    """A sequence tagger as one object: a `SequenceVectorizer` and a `StructuredSVM` on a
+    `structfw.models.ChainModel`, made by `make_tagger`.
+
+    A scikit-learn ``Pipeline`` subclass rather than an estimator of its own, so that what
+    worked on the pipeline `make_tagger` returned before keeps working: ``named_steps``,
+    ``tagger[-1]``, nested parameters (``svm__lam``, ``features__window``) for ``clone``,
+    ``get_params``/``set_params`` and ``GridSearchCV``.  What it adds to a plain pipeline:
+
+    * the chain model is sized at `fit`, from the data: ``n_states`` tags (the number of
+      distinct tags of Y when ``n_states`` is None) and the vectorizer's fitted width
+      ``n_features_``, so neither has to be counted by hand and ``features__n_features`` can be
+      searched too.  The estimator step's ``model`` parameter is set to that model (None
+      before the first fit when it cannot be known yet);
+    * the estimator's prediction methods on raw sentences: `predict_marginals`,
+      `predict_top_k`, `predict_proba_sequence`, `decision_function`, `calibrate_temperature`,
+      `score`, each `StructuredSVM`'s method of the same name on the vectorized input;
+    * `save` and `load` (and `structfw.load`) of the whole tagger in one model file.
 
     Parameters
     ----------
-    n_states : int >= 2
-        The number of distinct tags (``len({t for y in Y for t in y})``).  Tags may be strings:
-        the estimator encodes them (``classes_``).
+    steps : list of (str, estimator)
+        Two steps: ``(name, SequenceVectorizer)`` then ``(name, StructuredSVM)``; `make_tagger`
+        names them ``"features"`` and ``"svm"``.  The estimator's ``model`` is None or a
+        ``ChainModel``, replaced at fit by one of the data's size.
+    n_states : int >= 2 or None
+        The number of tags.  None (default): the number of distinct tags in the Y given to
+        `fit` (at least 2).  Tags may be strings or any labels; the estimator encodes them
+        (``classes_``).
+    memory : None
+        As ``Pipeline``'s (caching of the vectorizer is not used by `fit`).
+    verbose : bool
+        As ``Pipeline``'s.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        The tags, in the order of the model's states (the estimator's ``classes_``).
+    """
+
+    def __init__(self, steps: list[tuple[str, Any]], *, n_states: int | None = None, memory: Any = None,
+                 verbose: bool = False) -> None:
+        super().__init__(steps, memory=memory, verbose=verbose)
+        self.n_states = n_states
+
+    # ------------------------------------------------------------ parts
+    def _parts(self) -> tuple[SequenceVectorizer, Any]:
+        """(vectorizer, estimator), checked to be the two steps a tagger has."""
+        from .estimator import StructuredSVM
+
+        steps = self.steps
+        ok = (isinstance(steps, list) and len(steps) == 2 and all(isinstance(s, tuple) and len(s) == 2 for s in steps)
+              and isinstance(steps[0][1], SequenceVectorizer) and isinstance(steps[1][1], StructuredSVM))
+        if not ok:
+            raise ValueError("steps: a Tagger has two steps, [(name, SequenceVectorizer), (name, StructuredSVM)]; "
+                             f"got {[(n, type(s).__name__) for n, s in steps] if isinstance(steps, list) else steps!r}")
+        return steps[0][1], steps[1][1]
+
+    def _check_n_states(self) -> int | None:
+        K = self.n_states
+        if K is None:
+            return None
+        if isinstance(K, (bool, np.bool_)) or not isinstance(K, (int, np.integer)) or not 2 <= K <= _MAX_WIDTH:
+            raise ValueError(f"n_states must be an integer >= 2 or None (counted from the tags at fit); got {K!r}")
+        return int(K)
+
+    def _size_model(self, svm: Any, Y: list[Any], n_features: int) -> None:
+        """Give the estimator a ChainModel of this data's size (kept when it already is)."""
+        from .models.chain import ChainModel
+
+        model = svm.model
+        if model is not None and not isinstance(model, ChainModel):
+            raise ValueError(f"the estimator step's model must be a ChainModel (or None, made at fit); "
+                             f"got {type(model).__name__}")
+        K = self._check_n_states()
+        if K is None:
+            K = max(2, _count_tags(Y))
+        if model is None or (model.n_states, model.n_features) != (K, n_features):
+            svm.model = ChainModel(K, n_features)
+
+    def _check_fitted(self) -> tuple[SequenceVectorizer, Any]:
+        vec, svm = self._parts()
+        if not (hasattr(vec, "n_features_") and hasattr(svm, "coef_")):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this Tagger is not fitted yet; call fit(X, Y) first")
+        return vec, svm
+
+    def __sklearn_is_fitted__(self) -> bool:
+        try:
+            self._check_fitted()
+        except ValueError:
+            return False
+        return True
+
+    # ------------------------------------------------------------ fit
+    def fit(self, X: Any, Y: Any, X_test: Any = None, Y_test: Any = None,  # type: ignore[override]
+            sample_weight: Any = None) -> Self:
+        """Fit the vectorizer on X, size the chain model to the data and train the estimator.
+
+        Parameters
+        ----------
+        X : list of sequences
+            Sentences: each a list of tokens (strings) or of feature dicts, all of one kind.
+        Y : list of sequences
+            One tag sequence per sentence (strings or any labels, all of one kind).
+        X_test, Y_test : lists, optional
+            Held-out sentences and tags, given together: the trace records ``test_loss``.
+        sample_weight : sequence, optional
+            `StructuredSVM.fit`'s: per sentence a weight, or an array of one weight per token.
+
+        Returns
+        -------
+        Tagger
+            self.
+        """
+        from ._labels import _as_list
+
+        vec, svm = self._parts()
+        Y = _as_list(Y, "Y")  # read once: a generator could not be read again by the estimator
+        Xt = vec.fit_transform(X)
+        self._size_model(svm, Y, int(vec.n_features_))
+        Xt_test = None if X_test is None else vec.transform(X_test)
+        svm.fit(Xt, Y, X_test=Xt_test, Y_test=Y_test, sample_weight=sample_weight)
+        return self
+
+    # ------------------------------------------------------------ predict
+    def predict(self, X: Any, **params: Any) -> Any:
+        """The best tag sequence of each sentence (`StructuredSVM.predict`): a list of arrays of tags."""
+        vec, svm = self._check_fitted()
+        return svm.predict(vec.transform(X), **params)
+
+    def decision_function(self, X: Any, **params: Any) -> Any:
+        """The score of each sentence's predicted tags (`StructuredSVM.decision_function`): an (n,) array."""
+        vec, svm = self._check_fitted()
+        return svm.decision_function(vec.transform(X), **params)
+
+    def predict_marginals(self, X: Any, temperature: float | None = None,
+                          approximate: bool | dict[str, Any] = False) -> list[np.ndarray]:
+        """Per sentence an (L, K) array of tag marginals (`StructuredSVM.predict_marginals`);
+        column k is the tag ``classes_[k]``."""
+        vec, svm = self._check_fitted()
+        return svm.predict_marginals(vec.transform(X), temperature=temperature, approximate=approximate)
+
+    def predict_proba_sequence(self, X: Any, temperature: float | None = None) -> np.ndarray:
+        """The probability of each sentence's predicted tags (`StructuredSVM.predict_proba_sequence`)."""
+        vec, svm = self._check_fitted()
+        return svm.predict_proba_sequence(vec.transform(X), temperature=temperature)
+
+    def predict_top_k(self, X: Any, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per sentence the k best tag sequences and their scores, best first
+        (`StructuredSVM.predict_top_k`): ``(tags (m, L), scores (m,))``."""
+        vec, svm = self._check_fitted()
+        return svm.predict_top_k(vec.transform(X), k)
+
+    def calibrate_temperature(self, X_val: Any, Y_val: Any) -> Self:
+        """Fit the temperature of `predict_marginals` on held-out sentences
+        (`StructuredSVM.calibrate_temperature`; its ``temperature_`` and ``calibration_`` are
+        the estimator step's).  Returns self."""
+        vec, svm = self._check_fitted()
+        svm.calibrate_temperature(vec.transform(X_val), Y_val)
+        return self
+
+    def score(self, X: Any, Y: Any, sample_weight: Any = None, **params: Any) -> float:
+        """Mean per-sentence tag accuracy (`StructuredSVM.score`); ``sample_weight`` is not supported."""
+        if sample_weight is not None:
+            raise ValueError("sample_weight: Tagger.score does not weigh sentences; use structfw.metrics")
+        vec, svm = self._check_fitted()
+        return float(svm.score(vec.transform(X), Y))
+
+    # ------------------------------------------------------------ files
+    def save(self, path: str | os.PathLike[str], state: bool = False) -> Path:
+        """Write the whole fitted tagger to one model file (`structfw.io`; no pickle).
+
+        The file holds the vectorizer's fitted state (templates, window, hashing, widths, the
+        input kind and, without hashing, the vocabulary as a JSON list of feature names in
+        column order), the tagger's ``n_states`` and step names, and the estimator's own model
+        file (`StructuredSVM.save`) as one byte member, so that it is read back by exactly the
+        estimator's loader and its checks.  The whole file carries a digest.  ``.npz`` is
+        appended to ``path`` when missing.
+
+        Parameters
+        ----------
+        path : str or path-like
+        state : bool
+            Also save the estimator's solver state (`StructuredSVM.save`).
+
+        Returns
+        -------
+        Path
+            The file written.
+        """
+        vec, svm = self._check_fitted()
+        names = [name for name, _ in self.steps]
+        header: dict[str, Any] = {"steps": names, "n_states": self._check_n_states(),
+                                  "vectorizer": _vectorizer_header(vec)}
+        texts = {} if vec.vocabulary_ is None else {"vocabulary": _vocabulary_text(vec.vocabulary_)}
+        with tempfile.TemporaryDirectory() as tmp:
+            inner = svm.save(Path(tmp) / "estimator.npz", state=state)
+            blob = np.frombuffer(inner.read_bytes(), dtype=np.uint8)
+        from . import io as sfio
+
+        return sfio.write_model_file(path, TAGGER_KIND, header, {"estimator": blob}, texts=texts)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Tagger:
+        """Read a tagger written by `save`, every field checked (`structfw.load` does the same).
+
+        The file is untrusted input: each field is validated (known templates, a window >= 0,
+        widths in range, a vocabulary that is a list of distinct strings no longer than the
+        width, the estimator's file by `StructuredSVM.load`, a ChainModel whose width is the
+        vectorizer's), and anything wrong is a ValueError naming the file and the field.
+        """
+        from . import io as sfio
+
+        header, arrays = sfio.read_model_file(path, TAGGER_KIND)
+        src = header.source
+        sfio.check_fields(header, ["steps", "n_states", "vectorizer"])
+        names = _step_names(sfio.header_list(header, "steps", max_len=2), src)
+        n_states = None if header["n_states"] is None else sfio.header_int(header, "n_states", lo=2, hi=_MAX_WIDTH)
+        vh = sfio.header_dict(header, "vectorizer")
+        hashing = sfio.header_bool(vh, "hashing")
+        sfio.check_fields(arrays, ["estimator"] + ([] if hashing else ["vocabulary"]))
+        vocabulary = None if hashing else _vocabulary_from_text(arrays, src)
+        vec = _vectorizer_from_header(vh, vocabulary)
+        svm = _estimator_from_blob(sfio.array_field(arrays, "estimator", shape=(None,), dtype=np.uint8), src)
+        from .models.chain import ChainModel
+
+        model = svm.model
+        if not isinstance(model, ChainModel):
+            raise ValueError(f"{src}: field 'estimator' holds a {type(model).__name__}, not a ChainModel")
+        if model.n_features != vec.n_features_:
+            raise ValueError(f"{src}: field 'vectorizer.n_features_' = {vec.n_features_}, but the estimator's "
+                             f"ChainModel has {model.n_features} features")
+        if n_states is not None and model.n_states != n_states:
+            raise ValueError(f"{src}: field 'n_states' = {n_states}, but the estimator's ChainModel has "
+                             f"{model.n_states} states")
+        return cls([(names[0], vec), (names[1], svm)], n_states=n_states)
+
+
+def _count_tags(Y: list[Any]) -> int:
+    """The number of distinct labels in Y (each Y[i] checked as `StructuredSVM.fit` checks it)."""
+    from ._labels import _as_labels
+
+    seen: set[Any] = set()
+    for i, y in enumerate(Y):
+        seen.update(np.unique(_as_labels(y, f"Y[{i}]")).tolist())
+    return len(seen)
+
+
+def _vectorizer_header(vec: SequenceVectorizer) -> dict[str, Any]:
+    """The fitted vectorizer's state as JSON fields (its templates and window as fitted)."""
+    n = vec.n_features
+    return {"templates": list(vec._templates), "window": int(vec._window), "hashing": vec.vocabulary_ is None,
+            "n_features": None if n is None else int(n), "n_features_": int(vec.n_features_),
+            "input_kind": vec.input_kind_}
+
+
+def _vocabulary_text(vocabulary: Mapping[str, int]) -> str:
+    """The vocabulary as a JSON list of names, name k being column k (DictVectorizer's columns
+    are 0..V-1, also after `restrict`)."""
+    import json
+
+    names = [""] * len(vocabulary)
+    for name, j in vocabulary.items():
+        names[j] = name
+    return json.dumps(names)
+
+
+def _vocabulary_from_text(arrays: Any, src: str) -> list[str]:
+    from . import io as sfio
+
+    names = sfio.loads_json(sfio.text_field(arrays, "vocabulary"), src, "vocabulary")
+    if not isinstance(names, list) or not all(isinstance(s, str) for s in names):
+        raise ValueError(f"{src}: field 'vocabulary' must be a JSON list of feature names (strings), "
+                         f"got {type(names).__name__}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{src}: field 'vocabulary' names a feature twice")
+    for j, s in enumerate(names):
+        try:
+            _check_text(s, f"feature {j}")
+        except ValueError as exc:
+            raise ValueError(f"{src}: field 'vocabulary': {exc}") from None
+    return names
+
+
+def _vectorizer_from_header(vh: Any, vocabulary: list[str] | None) -> SequenceVectorizer:
+    """A fitted SequenceVectorizer rebuilt from its checked fields (and vocabulary, without hashing)."""
+    from . import io as sfio
+
+    src = vh.source
+    sfio.check_fields(vh, ["templates", "window", "hashing", "n_features", "n_features_", "input_kind"])
+    templates = sfio.header_list(vh, "templates", max_len=_MAX_TEMPLATES)
+    unknown = [t for t in templates if not _known_template(t)]
+    if unknown:
+        raise ValueError(f"{src}: field 'templates' holds unknown template(s) {unknown[:5]!r:.200}")
+    window = sfio.header_int(vh, "window", lo=0, hi=2 ** 63 - 1)
+    hashing = sfio.header_bool(vh, "hashing")
+    n_features = None if vh["n_features"] is None else sfio.header_int(vh, "n_features", lo=1, hi=_MAX_WIDTH)
+    width = sfio.header_int(vh, "n_features_", lo=1, hi=_MAX_WIDTH)
+    kind = sfio.header_str_choice(vh, "input_kind", ("tokens", "dicts"))
+    if vocabulary is not None and len(vocabulary) > width:
+        raise ValueError(f"{src}: field 'n_features_' = {width} is smaller than the vocabulary "
+                         f"({len(vocabulary)} features)")
+    vec = SequenceVectorizer(templates=tuple(templates), window=window, hashing=hashing, n_features=n_features)
+    vec._templates, vec._window = tuple(templates), window
+    if vocabulary is None:
+        from sklearn.feature_extraction import FeatureHasher
+
+        vec._vectorizer = FeatureHasher(n_features=width, input_type="dict", alternate_sign=False,
+                                        dtype=np.float64)
+        vec.vocabulary_ = None
+    else:
+        from sklearn.feature_extraction import DictVectorizer
+
+        dv = DictVectorizer(dtype=np.float64, sparse=True, sort=True)
+        dv.feature_names_ = list(vocabulary)
+        dv.vocabulary_ = {name: j for j, name in enumerate(vocabulary)}
+        vec._vectorizer = dv
+        vec.vocabulary_ = dict(dv.vocabulary_)
+    vec.n_features_ = width
+    vec.input_kind_ = kind
+    return vec
+
+
+def _step_names(names: list[Any], src: str) -> list[str]:
+    ok = (len(names) == 2 and all(isinstance(n, str) and _STEP_NAME.match(n) and "__" not in n for n in names)
+          and names[0] != names[1])
+    if not ok:
+        raise ValueError(f"{src}: field 'steps' must be two distinct step names (letters, digits, single "
+                         f"underscores); got {names!r:.100}")
+    return names
+
+
+def _estimator_from_blob(blob: np.ndarray, src: str) -> Any:
+    """The StructuredSVM of a tagger file's ``estimator`` member (a whole estimator model file),
+    read by `StructuredSVM.load` with its every check; its errors name the tagger file's field."""
+    from .estimator import StructuredSVM
+
+    with tempfile.TemporaryDirectory() as tmp:
+        inner = Path(tmp) / "estimator.npz"
+        inner.write_bytes(blob.tobytes())
+        try:
+            return StructuredSVM.load(inner)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace(str(inner), f"{src} [estimator]")) from None
+
+
+def make_tagger(n_states: int | None = None, *, solver: Any = "bcfw", lam: float = 0.01,
+                n_features: int | None = 2 ** 18, **options: Any) -> Tagger:
+    """A sequence tagger: `Tagger` ``([("features", SequenceVectorizer), ("svm", StructuredSVM)])``.
+
+    The `Tagger` (a scikit-learn ``Pipeline``) sizes its `structfw.models.ChainModel` at fit:
+    ``n_states`` tags (by default the number of distinct tags of Y) and the vectorizer's width
+    ``n_features_``.  By default the vectorizer hashes the features into ``n_features`` columns
+    (``hashing=True``), whatever the data; with ``hashing=False`` it keeps the ``n_features``
+    most frequent training features, or with ``n_features=None`` one column per training
+    feature.  The tagger can be cloned and searched (``GridSearchCV`` over ``svm__lam``,
+    ``features__window``, ``features__n_features``, ...), and saved whole (`Tagger.save`,
+    `structfw.load`).
+
+    Parameters
+    ----------
+    n_states : int >= 2 or None
+        The number of distinct tags; None (default): counted from the tags at fit.  Tags may
+        be strings: the estimator encodes them (``classes_``).
     solver : str or Solver
         `StructuredSVM`'s ``solver``.
     lam : float
         `StructuredSVM`'s ``lam``.
-    n_features : int
-        Columns of the feature matrices and features of the model.  The solvers keep dense
-        vectors of ``n_states * n_features`` weights, so a smaller hash space (2**16) is faster
-        on a small corpus, at more collisions.
+    n_features : int or None
+        Columns of the feature matrices and features of the model (`SequenceVectorizer`'s
+        ``n_features``).  The solvers keep dense vectors of ``n_states * n_features`` weights,
+        so a smaller hash space (2**16) is faster on a small corpus, at more collisions.
     **options
         Parameters of `SequenceVectorizer` (``templates``, ``window``, ``hashing``) or of
         `StructuredSVM` (``max_passes``, ``tol``, ``random_state``, ...), each sent to the one
@@ -489,19 +849,17 @@ def make_tagger(n_states: int, *, solver: Any = "bcfw", lam: float = 0.01, n_fea
 
     Returns
     -------
-    sklearn.pipeline.Pipeline
+    Tagger
         Steps ``"features"`` and ``"svm"``; ``fit(X, Y)`` takes lists of token (or feature
         dict) sequences and of tag sequences, ``predict(X)`` returns tag arrays.
 
     Examples
     --------
-    >>> tagger = make_tagger(3, lam=0.1, window=1, max_passes=5)
+    >>> tagger = make_tagger(lam=0.1, window=1, max_passes=5)
     >>> tagger = tagger.fit([["the", "cat", "sat"], ["a", "dog", "ran"]], [["D", "N", "V"], ["D", "N", "V"]])
     >>> tagger.predict([["the", "dog", "sat"]])[0].tolist()
     ['D', 'N', 'V']
     """
-    from sklearn.pipeline import Pipeline
-
     from .estimator import StructuredSVM
     from .models.chain import ChainModel
 
@@ -513,9 +871,11 @@ def make_tagger(n_states: int, *, solver: Any = "bcfw", lam: float = 0.01, n_fea
         raise TypeError(f"make_tagger got unexpected option(s) {unknown}; the vectorizer takes {sorted(vec_names)} "
                         f"and the estimator {sorted(svm_names)}")
     vec = SequenceVectorizer(n_features=n_features, **{k: v for k, v in options.items() if k in vec_names})
-    svm = StructuredSVM(ChainModel(n_states, n_features), solver=solver, lam=lam,
+    # the model is known up front when both sizes are (as before); otherwise the tagger makes it at fit
+    model = ChainModel(n_states, n_features) if n_states is not None and n_features is not None else None
+    svm = StructuredSVM(model, solver=solver, lam=lam,  # type: ignore[arg-type]
                         **{k: v for k, v in options.items() if k in svm_names})
-    return Pipeline([("features", vec), ("svm", svm)])
+    return Tagger([("features", vec), ("svm", svm)], n_states=n_states)
 
 
 # =================================================================== images

@@ -307,6 +307,31 @@ def read_model_file(path: str | os.PathLike[str], kind: str,
     return FieldMap(header, src), FieldMap(members, src)
 
 
+def model_kind(path: str | os.PathLike[str]) -> str | None:
+    """The ``kind`` of a model file's header (the estimator class it holds), or None.
+
+    Reads only the ``header`` member, with the bounds of `read_model_file`; any file that is
+    not a readable structfw model file gives None rather than an error, so that a loader
+    dispatching on the kind (`structfw.load`) leaves the full diagnosis to the loader it
+    falls back on.  Nothing else in the file is checked: the loader then reads it whole.
+    """
+    try:
+        p = _existing(path)
+        if not p.is_file() or p.stat().st_size > MAX_FILE_BYTES:
+            return None
+        with zipfile.ZipFile(p) as zf:
+            info = zf.getinfo("header.npy")
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size > 4 * MAX_HEADER_CHARS + 4096:
+                return None
+            with zf.open(info) as fp:
+                doc = _parse_header(_read_npy(fp, info.file_size, str(p), "header"), str(p))
+    except (ValueError, OSError, KeyError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError,
+            OverflowError, MemoryError, TypeError, UnicodeError, struct.error, zlib.error):
+        return None
+    kind = doc.get("kind")
+    return kind if doc.get("format") == FORMAT and isinstance(kind, str) else None
+
+
 def _check_digest(members: dict[str, npt.NDArray[Any]], version: int, src: str) -> None:
     """Check (and remove) the ``digest`` member, and remove ``header`` (already parsed).
 
