@@ -741,16 +741,21 @@ def _vocabulary_from_text(arrays: Any, src: str) -> list[str]:
     from . import io as sfio
 
     names = sfio.loads_json(sfio.text_field(arrays, "vocabulary"), src, "vocabulary")
-    if not isinstance(names, list) or not all(isinstance(s, str) for s in names):
+    if not isinstance(names, list):
         raise ValueError(f"{src}: field 'vocabulary' must be a JSON list of feature names (strings), "
-                         f"got {type(names).__name__}")
+                         f"got a JSON {type(names).__name__}")
+    for j, s in enumerate(names):
+        if not isinstance(s, str):
+            raise ValueError(f"{src}: field 'vocabulary' must be a list of feature names (strings); "
+                             f"entry {j} is of type {type(s).__name__}")
+        if not s.isascii():
+            try:
+                s.encode("utf-8")
+            except UnicodeEncodeError:  # JSON's \ud800 escapes decode to lone surrogates
+                raise ValueError(f"{src}: field 'vocabulary': entry {j} is not valid Unicode text "
+                                 "(a lone surrogate)") from None
     if len(set(names)) != len(names):
         raise ValueError(f"{src}: field 'vocabulary' names a feature twice")
-    for j, s in enumerate(names):
-        try:
-            _check_text(s, f"feature {j}")
-        except ValueError as exc:
-            raise ValueError(f"{src}: field 'vocabulary': {exc}") from None
     return names
 
 
