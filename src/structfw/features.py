@@ -564,7 +564,7 @@ class Tagger(Pipeline):
         return True
 
     # ------------------------------------------------------------ fit
-    def fit(self, X: Any, Y: Any, X_test: Any = None, Y_test: Any = None,  # type: ignore[override]
+    def fit(self, X: Any, Y: Any, X_test: Any = None, Y_test: Any = None,
             sample_weight: Any = None) -> Self:
         """Fit the vectorizer on X, size the chain model to the data and train the estimator.
 
