@@ -130,6 +130,89 @@ def read_svmlight(data):
     return X, y
 
 
+# --------------------------------------------------------------------------- corpus files
+#: ``--format`` of `structfw train`: how a --data file is read
+FORMAT_CHOICES = ["auto", "conll", "wordtag", "svmlight"]
+#: the formats read as a tagged corpus (trained as a sequence tagger)
+CORPUS_FORMATS = ("conll", "wordtag")
+FORMAT_HELP = ("How a --data file is read: 'conll' (one token a line, the token first and its tag in the last "
+               "column, a blank line between sentences), 'wordtag' (one sentence a line, tokens word/TAG, split on "
+               "the last slash), 'svmlight', or 'auto': by the suffix (.conll, .wordtag, .svm/.svmlight/.libsvm), "
+               "else by the first lines' content, else svmlight. A conll or wordtag file trains a sequence tagger "
+               "(structfw.make_tagger; --save writes the whole tagger).")
+
+
+def data_format(data, fmt):
+    """The format ``--data`` is read in: a named set (None), "svmlight", "conll" or "wordtag".
+
+    ``auto`` keeps what `structfw train` always did for named sets and for files it cannot
+    tell (svmlight, whose reader then names the problem); a format given for a named set is
+    a usage error.
+    """
+    if data in NAMED_DATA:
+        if fmt not in ("auto", None):
+            raise click.UsageError(f"--format {fmt} applies to a file; --data {data} is a named data set")
+        return None
+    if fmt not in ("auto", None):
+        return fmt
+    from ..datasets.corpus_files import sniff_corpus_format
+
+    return sniff_corpus_format(data) or "svmlight"
+
+
+def _check_data_file(data, what):
+    """A one-line `DataError` for a --data path that is not a readable, non-empty file."""
+    path = Path(data)
+    if not path.exists():
+        raise DataError(data, f"no such file; expected one of {', '.join(NAMED_DATA)} or a file ({what})")
+    if path.is_dir():
+        raise DataError(data, f"is a directory; expected a file ({what})")
+    if not os.access(path, os.R_OK):
+        raise DataError(data, "is not readable (permission denied)")
+    if path.stat().st_size == 0:
+        raise DataError(data, "is empty")
+
+
+def read_corpus(data, fmt, training=True):
+    """The `TaggedCorpus` of a --data file in ``fmt`` ("conll", "wordtag" or "raw"), or a `DataError`.
+
+    The reader's ValueError names the file and the line; the message keeps that and drops
+    the file's name when it leads, since the `DataError` names it already.
+    """
+    from ..datasets import corpus_files
+
+    _check_data_file(data, f"{fmt} format")
+    try:
+        if fmt == "conll":
+            return corpus_files.read_conll_file(data, min_columns=2 if training else 1)
+        if fmt == "wordtag":
+            return corpus_files.read_wordtag_file(data)
+        return corpus_files.read_raw_file(data)
+    except (ValueError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        prefix = f"{data}: "
+        raise DataError(data, reason[len(prefix):] if reason.startswith(prefix) else reason) from None
+
+
+def load_corpus_split(data, fmt, seed=0):
+    """(X, Y, X_test, Y_test) of a tagged corpus file: token lists and tag lists, 80/20 at random.
+
+    The split is the one svmlight files get (``--seed``), so that the printed test error is
+    measured on sentences the tagger did not see.
+    """
+    sentences, tags, _ = read_corpus(data, fmt)
+    n = len(sentences)
+    if n < 5:
+        raise DataError(data, f"has {n} sentence{'s' if n != 1 else ''}; at least 5 are needed for an 80/20 "
+                              "train/test split")
+    if len({t for ts in tags for t in ts}) < 2:
+        raise DataError(data, f"has a single tag ({tags[0][0]!r}); a tagger needs at least 2")
+    perm = np.random.default_rng(seed).permutation(n)
+    cut = int(0.8 * n)
+    tr, te = np.sort(perm[:cut]), np.sort(perm[cut:])
+    return ([sentences[i] for i in tr], [tags[i] for i in tr], [sentences[i] for i in te], [tags[i] for i in te])
+
+
 # --------------------------------------------------------------------------- outputs
 def check_output_path(path, option, suffixes=None, directory=False):
     """Fail before training, not after, if ``path`` cannot be written."""

@@ -7,12 +7,17 @@ import warnings
 import click
 
 from ._common import (
+    CORPUS_FORMATS,
     DATA_HELP,
     EXIT_INTERRUPTED,
+    FORMAT_CHOICES,
+    FORMAT_HELP,
     MODEL_CHOICES,
     DataError,
     check_output_path,
+    data_format,
     format_gap,
+    load_corpus_split,
     load_training_data,
     print_table,
     require_matplotlib,
@@ -40,7 +45,10 @@ class CheckEvery(click.ParamType):
 
 
 @click.command("train")
-@click.option("--data", default="ocr", show_default=True, help=DATA_HELP)
+@click.option("--data", default="ocr", show_default=True,
+              help=DATA_HELP[:-1] + "; or a tagged corpus file (see --format).")
+@click.option("--format", "data_format", type=click.Choice(FORMAT_CHOICES), default="auto", show_default=True,
+              help=FORMAT_HELP)
 @click.option("--model", "model_name", type=click.Choice(MODEL_CHOICES), default="auto", show_default=True,
               help="Model; each data set has one ('auto'), any other is an error.")
 @solver_options
@@ -86,14 +94,20 @@ def train(**kw):
         require_matplotlib("--plot")
     solver = build_solver(solver_name, given)
 
-    X, Y, Xt, Yt, model = load_training_data(kw["data"], kw["model_name"], seed=kw["seed"])
-    svm = _fit(kw, model, solver, X, Y, Xt, Yt)
+    fmt = data_format(kw["data"], kw.pop("data_format"))
+    if fmt in CORPUS_FORMATS:
+        X, Y, Xt, Yt = _load_corpus(kw, fmt)
+        model = None  # a tagger: sized from the data at fit
+    else:
+        X, Y, Xt, Yt, model = load_training_data(kw["data"], kw["model_name"], seed=kw["seed"])
+    fitted = _fit(kw, model, solver, X, Y, Xt, Yt)
+    svm = fitted if model is not None else fitted[-1]  # the estimator holds the trace either way
 
     label = getattr(solver, "label", solver_name)
     saved = []
-    ok = write_outputs([("model", lambda: _saved_model(svm, kw, saved))] if kw["save"] else [])
+    ok = write_outputs([("model", lambda: _saved_model(fitted, kw, saved))] if kw["save"] else [])
     print_table(svm.trace_)
-    click.echo(f"{label}: test error {1 - svm.score(Xt, Yt):.4f}; gap {format_gap(svm.gap_, spec='.3e')}")
+    click.echo(f"{label}: test error {1 - fitted.score(Xt, Yt):.4f}; gap {format_gap(svm.gap_, spec='.3e')}")
     click.echo(stop_message(svm.stopped_, saved[0] if saved else None))
     writers = []
     if kw["trace_path"]:
@@ -134,17 +148,35 @@ def _check_execution_options(n_jobs, executor, ray_address):
     return executor
 
 
+def _load_corpus(kw, fmt):
+    """The 80/20 split of a tagged corpus file, after checking --model (a tagger's is chain)."""
+    if kw["model_name"] not in ("auto", "chain"):
+        raise click.UsageError(f"--model {kw['model_name']} does not apply to --data {kw['data']}: a {fmt} corpus "
+                               "trains a sequence tagger, a chain model (omit --model or pass --model chain)")
+    X, Y, Xt, Yt = load_corpus_split(kw["data"], fmt, seed=kw["seed"])
+    n_tags = len({t for ts in Y + Yt for t in ts})
+    click.echo(f"{kw['data']}: {fmt} corpus, {len(X) + len(Xt)} sentences, {sum(map(len, X + Xt))} tokens, "
+               f"{n_tags} tags; a sequence tagger trained on {len(X)}, tested on {len(Xt)} (--seed {kw['seed']})")
+    return X, Y, Xt, Yt
+
+
 def _fit(kw, model, solver, X, Y, Xt, Yt):
+    """The fitted estimator on ``model``, or with ``model`` None a fitted `structfw.features.Tagger`."""
     from ..estimator import StructuredSVM
     from ..solvers.kernel_bcfw import LargeFitWarning
 
-    svm = StructuredSVM(model, solver=solver, lam=kw["lam"], max_passes=kw["passes"], tol=kw["tol"],
-                        check_every=kw["check_every"], time_budget=kw["time_budget"], random_state=kw["seed"],
-                        verbose=0 if kw["quiet"] else 1, n_jobs=kw["n_jobs"],
-                        executor=kw["executor"] or "process")
+    options = dict(lam=kw["lam"], max_passes=kw["passes"], tol=kw["tol"], check_every=kw["check_every"],
+                   time_budget=kw["time_budget"], random_state=kw["seed"], verbose=0 if kw["quiet"] else 1,
+                   n_jobs=kw["n_jobs"], executor=kw["executor"] or "process")
+    if model is None:
+        from ..features import make_tagger
+
+        svm = make_tagger(solver=solver, **options)
+    else:
+        svm = StructuredSVM(model, solver=solver, **options)
     try:
         with warnings.catch_warnings():
-            if _announce_large_fit(solver, model, X):
+            if model is not None and _announce_large_fit(solver, model, X):
                 warnings.simplefilter("ignore", LargeFitWarning)  # said once, above
             svm.fit(X, Y, X_test=Xt, Y_test=Yt)
     except ValueError as exc:
