@@ -23,9 +23,11 @@ BAD = {
     "oracle_timeout": [0, -1, "x"],
     "class_weight": ["x", [1.0, 2.0]],
     "shards": [0, -1, 1.5, "2"],
+    "lam_grid": [[], [0.1, -1.0], [1e-13], "0.1", 0.1, [[0.1]], [float("nan")]],
+    "validation_fraction": [0, 1, 1.5, -0.1, "0.2", True],
 }
 GOOD = {
-    "lam": [1e-3, 1, np.float32(0.5)],
+    "lam": [1e-3, 1, np.float32(0.5), "auto"],
     "max_passes": [1, 2.5, float("inf")],
     "tol": [None, 0, 1e-4],
     "check_every": ["auto", 1, np.int64(3)],
@@ -38,6 +40,8 @@ GOOD = {
     "oracle_timeout": [None, 5.0],
     "class_weight": [None, "balanced", {0: 1.0}],
     "shards": [None, 1, 3],
+    "lam_grid": [None, [1.0, 0.1], (0.5,), np.geomspace(1, 1e-3, 4)],
+    "validation_fraction": [0.2, 0.5, 0.01],
 }
 
 

@@ -19,7 +19,7 @@ from .executor import get_executor
 from .models._validation import MAX_SIZE_JOINT_FEATURE
 from .models.base import MODEL_REGISTRY, StructuredModel
 from .solvers import SOLVER_NAMES, Monitor, Problem, Solver, StopRule, make_solver
-from . import _labels, _prediction
+from . import _labels, _lam_select, _prediction
 from . import io as sfio
 from .solvers.problem import check_lam
 from .trace import Trace
@@ -43,10 +43,18 @@ class StructuredSVM(BaseEstimator):
     solver : str or Solver
         "bcfw", "fw", "ssg" (each with its defaults) or a configured solver object
         such as ``structfw.solvers.BCFW(sampling="gap", step="pairwise")``.
-    lam : float
+    lam : float or "auto"
         Regularisation lambda, at least 1e-12 (`structfw.solvers.problem.LAM_FLOOR`:
         the iterates grow like 1/lam and the dual values lose about -log10(lam) of
         float64's 16 digits; scale the features by c instead, the same problem at lam/c^2).
+        "auto": chosen at fit (`structfw._lam_select`): fits warm-started along ``lam_grid``
+        from the largest value down on a training part of the data, each scored with `score`
+        on the held-out ``validation_fraction`` (split by ``random_state``), then one fit on all
+        the data at the best value (ties: the largest); ``lam_`` and ``lam_curve_`` record the
+        choice, and the fit's time includes the selection's.  A warm-started grid rather than
+        the eps-path (`structfw.path.regularization_path`): the path certifies every lam but
+        places many breakpoints at small lam, while a score needs only the values scored
+        (docs/guide/estimator.md, "Choosing lam").
     max_passes : float
         Passes over the data (n block iterations, or one batch step, each).
     tol : float or None
@@ -113,6 +121,13 @@ class StructuredSVM(BaseEstimator):
         `ShardedBCFW` with the same K; ``executor`` is "thread" or "process" and ``n_jobs``
         defaults to K.  ``gap_``, ``primal_``, ``dual_`` and the trace mean what they mean for a
         serial fit.  None (default): serial.
+    lam_grid : sequence of float or None
+        The values ``lam="auto"`` tries (each >= 1e-12; fitted in decreasing order, repeats
+        dropped).  None (default): 10 geometric values from 1 down to max(1e-4, 0.1 / n)
+        (`structfw._lam_select.default_lam_grid` says why).  Unused for a numeric ``lam``.
+    validation_fraction : float in (0, 1)
+        The part of the training examples ``lam="auto"`` holds out to score each lam (ceil of
+        the fraction times n, at least one example on each side).  Unused for a numeric ``lam``.
 
     Attributes
     ----------
@@ -156,6 +171,14 @@ class StructuredSVM(BaseEstimator):
     calibration_ : dict
         Set by `calibrate_temperature`: the negative log-likelihood and expected calibration
         error before and after.
+    lam_ : float
+        The lam of the fit: ``lam`` itself, or the value ``lam="auto"`` chose.
+    lam_curve_ : dict of ndarray or None
+        After ``lam="auto"``: per grid value, in the order fitted (lam decreasing), ``"lam"``,
+        ``"score"`` (the validation `score`), ``"passes"`` and ``"gap"`` of its fit on the
+        training part and ``"time_s"`` (wall time of that fit and its scoring); None for a
+        numeric ``lam``.  ``trace_.meta["lam_selection"]`` holds the sizes of the two parts and
+        the selection's total time.
     """
 
     # the fitted attributes (set by fit and load, all together; declared for the type checker only)
@@ -171,12 +194,14 @@ class StructuredSVM(BaseEstimator):
     state_: Any  # the solver's own state class, or None after loading a file saved without it
     n_iter_: float
     n_features_in_: int
+    lam_: float
+    lam_curve_: dict[str, npt.NDArray[np.float64]] | None
 
     #: every constructor parameter and what it may be, checked once at the start of `fit`
     _parameter_constraints: dict[str, list[Any]] = {
         "model": [InstanceOf((StructuredModel,), "a structfw StructuredModel")],
         "solver": [Options(tuple(sorted(SOLVER_NAMES))), InstanceOf((Solver,), "a solver object")],
-        "lam": [Interval(0.0, low_open=True)],
+        "lam": [Interval(0.0, low_open=True), Options(("auto",))],
         "max_passes": [Interval(0.0, low_open=True, allow_inf=True)],
         "tol": [NONE, Interval(0.0)],
         "check_every": [Options(("auto",)), Interval(1, integer=True)],
@@ -190,13 +215,17 @@ class StructuredSVM(BaseEstimator):
         "oracle_timeout": [NONE, Interval(0.0, low_open=True)],
         "class_weight": [NONE, Options(("balanced",)), InstanceOf((Mapping,), "a dict {label: weight}")],
         "shards": [NONE, Interval(1, integer=True)],
+        "lam_grid": [NONE, Check(_lam_select.is_lam_grid, "a non-empty 1-D list or array of numbers >= 1e-12")],
+        "validation_fraction": [Interval(0.0, 1.0, low_open=True, high_open=True)],
     }
 
-    def __init__(self, model: StructuredModel, solver: str | Solver = "bcfw", lam: float = 0.01, max_passes: float = 50,
+    def __init__(self, model: StructuredModel, solver: str | Solver = "bcfw", lam: float | str = 0.01,
+                 max_passes: float = 50,
                  tol: float | None = 1e-3, check_every: int | str = "auto", time_budget: float | None = None,
                  random_state: int | np.random.Generator | None = None, warm_start: bool = False, verbose: int = 0,
                  n_jobs: int | None = None, executor: str = "process", oracle_timeout: float | None = None,
-                 class_weight: str | Mapping[Any, float] | None = None, shards: int | None = None) -> None:
+                 class_weight: str | Mapping[Any, float] | None = None, shards: int | None = None,
+                 lam_grid: Sequence[float] | npt.ArrayLike | None = None, validation_fraction: float = 0.2) -> None:
         self.model = model
         self.solver = solver
         self.lam = lam
@@ -212,6 +241,8 @@ class StructuredSVM(BaseEstimator):
         self.oracle_timeout = oracle_timeout
         self.class_weight = class_weight
         self.shards = shards
+        self.lam_grid = lam_grid
+        self.validation_fraction = validation_fraction
 
     # ------------------------------------------------------------ scikit-learn
     def __sklearn_tags__(self) -> Tags:
@@ -290,7 +321,7 @@ class StructuredSVM(BaseEstimator):
         validate_params(self, self._parameter_constraints)
         with deferred_sigint():
             self._check_model()
-            lam = check_lam(self.lam)
+            lam = None if isinstance(self.lam, str) else check_lam(self.lam)  # None: "auto", chosen below
             solver = make_solver(self.solver)
             if self.shards is not None:
                 from .solvers.sharded import sharded_solver
@@ -303,6 +334,10 @@ class StructuredSVM(BaseEstimator):
             classes, Y = _labels.fit_classes(self.model, Y)
             X, Y = cast("tuple[list[Any], list[Any]]", self.model.check_data(X, Y))  # a Y given is returned as a list
             class_weight = _labels.resolve_class_weight(self.model, classes, Y, self.class_weight)
+            selection = None
+            if lam is None:  # on the checked data in states, before the weights enter X
+                selection = _lam_select.select_lam(self, X, Y, sample_weight, class_weight)
+                lam = selection.lam
             X = self._weighted_inputs(X, Y, sample_weight, class_weight)
             if (X_test is None) != (Y_test is None):
                 raise ValueError("X_test and Y_test must be given together")
@@ -320,6 +355,8 @@ class StructuredSVM(BaseEstimator):
                         model=type(self.model).__name__,
                         random_state=self.random_state if isinstance(self.random_state, (int, type(None)))
                         else None)
+            if selection is not None:
+                meta["lam_selection"] = selection.meta()
             monitor = Monitor(problem, stop, meta, X_test, Y_test, verbose=self.verbose)
             state = getattr(self, "state_", None) if self.warm_start else None
             if self.warm_start and state is None and hasattr(self, "coef_"):
@@ -345,7 +382,8 @@ class StructuredSVM(BaseEstimator):
                           class_weight_=class_weight if class_weight is not None or classes is None
                           else np.ones(int(getattr(self.model, "n_states"))),
                           gap_=res.gap, primal_=res.primal, dual_=res.dual, n_iter_=n_iter,
-                          certified_gap_=res.certified_gap)
+                          certified_gap_=res.certified_gap, lam_=lam,
+                          lam_curve_=None if selection is None else selection.curve)
             if isinstance(n_features, int):
                 fitted["n_features_in_"] = n_features
             # set together: an estimator is never half old, half new
@@ -765,6 +803,8 @@ class StructuredSVM(BaseEstimator):
             header["classes"] = classes
         if getattr(self, "temperature_", None) is not None and getattr(self, "_temperature_fit", None) is self.trace_:
             header["temperature"] = float(self.temperature_)  # only when calibrated: other files are unchanged
+        if getattr(self, "lam_curve_", None) is not None:  # after lam="auto" only
+            header["lam_selection"] = _lam_select.curve_to_header(self.lam_, self.lam_curve_)
         if self.coef_ is not None:
             arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
         else:  # a non-linear kernel: w is implicit, the file holds its expansion
@@ -791,7 +831,7 @@ class StructuredSVM(BaseEstimator):
         state = sfio.unpack_state(header, arrays)
         sfio.check_fields(header, ["model", "model_config", "params", "stopped", "gap",
                                    "primal", "dual", "n_iter"], optional=["expansion", "classes", "certified_gap",
-                                                                  "temperature"])
+                                                                  "temperature", "lam_selection"])
         model = _model_from_header(header)
         classes = _labels.classes_from_header(header.get("classes"), model,
                                               getattr(header, "source", "model file"))
@@ -818,6 +858,7 @@ class StructuredSVM(BaseEstimator):
         n_features = getattr(model, "n_features", None)
         if isinstance(n_features, int):
             fitted["n_features_in_"] = n_features
+        fitted.update(_lam_fitted(est, header, trace))
         if "temperature" in header:
             T = sfio.header_float(header, "temperature")
             if not (math.isfinite(T) and T > 0.0):
@@ -890,6 +931,10 @@ def _saved_params(est: StructuredSVM) -> dict[str, Any]:
         params["class_weight"] = cw if isinstance(cw, str) else [[_jsonable(k), float(v)] for k, v in cw.items()]
     if not isinstance(est.random_state, (int, np.integer, type(None))):
         params["random_state"] = None  # a Generator is not data; the fit is done anyway
+    if est.lam == "auto":  # only then: other files are unchanged
+        grid = est.lam_grid
+        params["lam_grid"] = None if grid is None else [float(v) for v in np.asarray(grid, dtype=np.float64)]
+        params["validation_fraction"] = float(est.validation_fraction)
     return params
 
 
@@ -1006,15 +1051,18 @@ def _model_from_header(header: sfio.FieldMap) -> StructuredModel:
 
 def _params_from_header(header: sfio.FieldMap) -> dict[str, Any]:
     p = sfio.header_dict(header, "params")
-    sfio.check_fields(p, list(_SAVED_PARAMS), optional=["class_weight"])
+    sfio.check_fields(p, list(_SAVED_PARAMS), optional=["class_weight", "lam_grid", "validation_fraction"])
     src = p.source
-    for k in ("lam", "max_passes", "tol", "check_every", "time_budget", "random_state",
+    auto = p["lam"] == "auto"
+    for k in ("max_passes", "tol", "check_every", "time_budget", "random_state",
               "warm_start"):
         if not _json_scalar(p[k]) or (isinstance(p[k], str) and not (k == "check_every" and p[k] == "auto")):
             raise ValueError(f"{src}: field {k!r} must be a number, a bool or null"
                              + (" (or 'auto')" if k == "check_every" else ""))
+    if not auto and (not _json_scalar(p["lam"]) or isinstance(p["lam"], str)):
+        raise ValueError(f"{src}: field 'lam' must be a number or 'auto'")
     try:
-        lam = check_lam(p["lam"])
+        lam = "auto" if auto else check_lam(p["lam"])
         StopRule(max_passes=p["max_passes"], tol=p["tol"], check_every=p["check_every"],
                  time_budget=p["time_budget"])
     except (TypeError, ValueError) as exc:
@@ -1029,7 +1077,40 @@ def _params_from_header(header: sfio.FieldMap) -> dict[str, Any]:
     out["lam"] = lam
     out["class_weight"] = _class_weight_from_header(p.get("class_weight"), src)
     out["solver"] = _solver_from_spec(sfio.header_dict(p, "solver"))
+    out.update(_lam_options_from_header(p, src))
     return out
+
+
+def _lam_options_from_header(p: Mapping[str, Any], src: str) -> dict[str, Any]:
+    """``lam_grid`` and ``validation_fraction`` of a ``lam="auto"`` file (absent: the defaults)."""
+    out: dict[str, Any] = {}
+    if "lam_grid" in p and p["lam_grid"] is not None:
+        if not (isinstance(p["lam_grid"], list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                        for v in p["lam_grid"])
+                and _lam_select.is_lam_grid(p["lam_grid"])):
+            raise ValueError(f"{src}: field 'lam_grid' must be null or a non-empty list of numbers >= 1e-12")
+        out["lam_grid"] = [float(v) for v in p["lam_grid"]]
+    if "validation_fraction" in p:
+        v = p["validation_fraction"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v < 1.0:
+            raise ValueError(f"{src}: field 'validation_fraction' must be a number in (0, 1)")
+        out["validation_fraction"] = float(v)
+    return out
+
+
+def _lam_fitted(est: StructuredSVM, header: sfio.FieldMap, trace: Trace) -> dict[str, Any]:
+    """``lam_`` and ``lam_curve_`` of a loaded estimator: from the file's ``lam_selection`` after
+    ``lam="auto"``, else the numeric ``lam`` (or, for "auto" without a curve, the trace's lam)."""
+    src = getattr(header, "source", "model file")
+    if "lam_selection" in header:
+        lam, curve = _lam_select.curve_from_header(header["lam_selection"], src)
+        return dict(lam_=lam, lam_curve_=curve)
+    if est.lam != "auto":
+        return dict(lam_=float(est.lam), lam_curve_=None)
+    try:
+        return dict(lam_=check_lam(trace.meta.get("lam"), "trace meta.lam"), lam_curve_=None)
+    except ValueError as exc:
+        raise ValueError(f"{src}: lam is 'auto' and the file has no field 'lam_selection': {exc}") from None
 
 
 def _class_weight_from_header(cw: Any, src: str) -> str | dict[Any, float] | None:
