@@ -455,3 +455,26 @@ def test_more_shards_than_examples_and_positivity_are_refused(chain):
 def test_the_default_round_length_follows_the_cost_model():
     assert default_round_length(10, "thread") == 10  # at most a whole shard
     assert default_round_length(10 ** 6, "thread") < default_round_length(10 ** 6, "process")
+
+
+# ====================================================================== the command line
+def test_train_takes_shards_and_checks_its_executor():
+    import click
+
+    from structfw.cli.train import _check_execution_options
+
+    assert _check_execution_options(None, None, None, shards=2) == "thread"
+    assert _check_execution_options(None, "process", None, shards=2) == "process"
+    with pytest.raises(click.UsageError, match="--shards runs its shards on threads or processes"):
+        _check_execution_options(None, None, "local", shards=2)
+
+
+@pytest.mark.slow
+def test_structfw_train_with_shards_on_ocr():
+    from click.testing import CliRunner
+
+    from structfw.cli import main
+
+    out = CliRunner().invoke(main, ["train", "--data", "ocr", "--passes", "2", "--shards", "2", "--quiet"])
+    assert out.exit_code == 0, out.output
+    assert "stopped: max_passes" in out.output

@@ -29,7 +29,7 @@ from ._solver_options import build_solver, pop_solver_options, solver_options
 
 #: estimator parameters -> their flags, to name the flag in an error from the estimator
 ESTIMATOR_FLAGS = {"lam": "--lam", "max_passes": "--passes", "tol": "--tol", "check_every": "--check-every",
-                   "time_budget": "--time-budget", "n_jobs": "--n-jobs", "executor": "--executor"}
+                   "time_budget": "--time-budget", "n_jobs": "--n-jobs", "executor": "--executor", "shards": "--shards"}
 
 
 class CheckEvery(click.ParamType):
@@ -66,6 +66,9 @@ class CheckEvery(click.ParamType):
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
               help="Run the oracles on a Ray cluster: its address (e.g. auto, ray://head:10001), or no value for a "
                    "local one; --n-jobs then counts actors (default: one per cluster CPU).")
+@click.option("--shards", type=int, default=None, metavar="K",
+              help="Train on K shards of the examples, each stepping its own blocks on its own worker and combined "
+                   "in rounds (for cheap oracles on several cores): threads (default) or --executor process.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a convergence PNG.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
               help="Write the trace (.json or .csv).")
@@ -84,7 +87,7 @@ def train(**kw):
     """
     given = pop_solver_options(kw)
     solver_name = kw.pop("solver")
-    kw["executor"] = _check_execution_options(kw["n_jobs"], kw["executor"], kw.pop("ray_address"))
+    kw["executor"] = _check_execution_options(kw["n_jobs"], kw["executor"], kw.pop("ray_address"), kw["shards"])
     check_output_path(kw["trace_path"], "--trace", suffixes=(".json", ".csv"))
     check_output_path(kw["save"], "--save")
     if kw["save_state"] and not kw["save"]:
@@ -94,12 +97,18 @@ def train(**kw):
         require_matplotlib("--plot")
     solver = build_solver(solver_name, given)
 
-    fmt = data_format(kw["data"], kw.pop("data_format"))
+    given_format = kw.pop("data_format")
+    fmt = data_format(kw["data"], given_format)
     if fmt in CORPUS_FORMATS:
         X, Y, Xt, Yt = _load_corpus(kw, fmt)
         model = None  # a tagger: sized from the data at fit
     else:
-        X, Y, Xt, Yt, model = load_training_data(kw["data"], kw["model_name"], seed=kw["seed"])
+        try:
+            X, Y, Xt, Yt, model = load_training_data(kw["data"], kw["model_name"], seed=kw["seed"])
+        except DataError as exc:
+            if given_format == "auto" and fmt == "svmlight" and _format_was_a_guess(kw["data"]):
+                exc.message += "; for a tagged corpus file give --format conll or --format wordtag"
+            raise
     fitted = _fit(kw, model, solver, X, Y, Xt, Yt)
     svm = fitted if model is not None else fitted[-1]  # the estimator holds the trace either way
 
@@ -127,8 +136,13 @@ def _saved_model(svm, kw, saved):
     return path
 
 
-def _check_execution_options(n_jobs, executor, ray_address):
-    """The estimator's executor string, after checking --n-jobs, --executor and --ray agree."""
+def _check_execution_options(n_jobs, executor, ray_address, shards=None):
+    """The estimator's executor string, after checking --n-jobs, --executor, --ray and --shards agree."""
+    if shards is not None:
+        if ray_address is not None or (executor is not None and executor.startswith("ray")):
+            raise click.UsageError("--shards runs its shards on threads or processes: give --executor thread or "
+                                   "process, not Ray")
+        return executor or "thread"
     if n_jobs is not None and (n_jobs == 0 or n_jobs < -1):
         raise click.BadParameter(f"must be a positive number of workers or -1 (all cores); got {n_jobs}",
                                  param_hint="--n-jobs")
@@ -146,6 +160,15 @@ def _check_execution_options(n_jobs, executor, ray_address):
     if executor is not None and n_jobs in (None, 1):
         raise click.UsageError("--executor applies to parallel workers only: give --n-jobs 2 or more (or -1)")
     return executor
+
+
+def _format_was_a_guess(data):
+    """True when --format auto read ``data`` as svmlight for want of a better guess (not by suffix or content)."""
+    from pathlib import Path
+
+    from ..datasets.corpus_files import sniff_corpus_format
+
+    return Path(data).is_file() and sniff_corpus_format(data) is None
 
 
 def _load_corpus(kw, fmt):
@@ -167,7 +190,7 @@ def _fit(kw, model, solver, X, Y, Xt, Yt):
 
     options = dict(lam=kw["lam"], max_passes=kw["passes"], tol=kw["tol"], check_every=kw["check_every"],
                    time_budget=kw["time_budget"], random_state=kw["seed"], verbose=0 if kw["quiet"] else 1,
-                   n_jobs=kw["n_jobs"], executor=kw["executor"] or "process")
+                   n_jobs=kw["n_jobs"], executor=kw["executor"] or "process", shards=kw["shards"])
     if model is None:
         from ..features import make_tagger
 
