@@ -205,3 +205,9 @@ def test_svmlight_files_still_train_and_predict_as_before(tmp_path):
     res = invoke(["predict", "--model", str(tmp_path / "m.npz"), "--data", str(data), "--out",
                   str(tmp_path / "o.json")])
     assert res.exit_code == 0, res.output
+
+
+def test_a_file_auto_cannot_tell_says_which_format_to_give(tmp_path):
+    data = tmp_path / "r.txt"
+    data.write_text("the cat sat\na dog\n", encoding="utf-8")  # neither svmlight nor a tagged corpus
+    assert_usage_error(invoke(["train", "--data", str(data)] + QUICK), "not an svmlight", "--format conll")
