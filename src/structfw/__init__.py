@@ -23,7 +23,7 @@ _LAZY = {
     "features": (".features", None),
     "StructuredSVM": (".estimator", "StructuredSVM"),
     "LatentStructuredSVM": (".latent", "LatentStructuredSVM"),
-    "load": (".estimator", "load"),
+    "load": (".loading", "load"),
     "make_tagger": (".features", "make_tagger"),
     "Trace": (".trace", "Trace"),
 }

@@ -27,7 +27,6 @@ from .trace import Trace
 if TYPE_CHECKING:
     from sklearn.utils import Tags
 
-    from .features import Tagger
     from .models.chain import ChainModel
     from .models.multiclass import MulticlassModel
     from .solvers.kernel_bcfw import KernelExpansion
@@ -803,8 +802,9 @@ class StructuredSVM(BaseEstimator):
             header["classes"] = classes
         if getattr(self, "temperature_", None) is not None and getattr(self, "_temperature_fit", None) is self.trace_:
             header["temperature"] = float(self.temperature_)  # only when calibrated: other files are unchanged
-        if getattr(self, "lam_curve_", None) is not None:  # after lam="auto" only
-            header["lam_selection"] = _lam_select.curve_to_header(self.lam_, self.lam_curve_)
+        curve = getattr(self, "lam_curve_", None)
+        if curve is not None:  # after lam="auto" only
+            header["lam_selection"] = _lam_select.curve_to_header(self.lam_, curve)
         if self.coef_ is not None:
             arrays = {"coef": np.asarray(self.coef_, dtype=np.float64)}
         else:  # a non-linear kernel: w is implicit, the file holds its expansion
@@ -899,17 +899,10 @@ def _is_one(weight: Any) -> bool:
         return False
 
 
-def load(path: str | os.PathLike[str]) -> StructuredSVM | Tagger:
-    """Load a model file by the kind its header names: a tagger saved with
-    `structfw.features.Tagger.save` as a `Tagger` (`Tagger.load`), any other file as a
-    StructuredSVM saved with ``StructuredSVM.save`` (see `StructuredSVM.load`), whose checks
-    then report whatever is wrong with it."""
-    from .features import TAGGER_KIND
+def load(path: str | os.PathLike[str]) -> StructuredSVM:
+    """Load a StructuredSVM saved with ``StructuredSVM.save`` (see `StructuredSVM.load`).
 
-    if sfio.model_kind(path) == TAGGER_KIND:
-        from .features import Tagger
-
-        return Tagger.load(path)
+    `structfw.load` loads any structfw model file by its kind (a tagger too)."""
     return StructuredSVM.load(path)
 
 
