@@ -156,3 +156,14 @@ def test_integers_beyond_float_range_are_value_errors_naming_the_parameter():
         check_lam(10 ** 400)
     with pytest.raises(ValueError, match="'eps'"):
         sf.regularization_path(sf.models.MulticlassModel(3, 4), X, list(y), eps=10 ** 400)
+
+
+def test_worker_processes_never_print_the_compile_notice():
+    """Each worker of a pool (or of a sharded fit) compiled its kernels and printed the first-use
+    notice, one line per worker; the process that started them says it once."""
+    code = ("import os; from structfw import _compile, executor\n"
+            "executor._init_worker({}, os.getppid())\n"
+            "print('announced' if _compile.announce() else 'silent')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "silent" and "compiling" not in r.stderr

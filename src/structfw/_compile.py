@@ -112,6 +112,13 @@ def announce(family=None):
     return True
 
 
+def silence_in_worker():
+    """A worker process (executor pools, shard workers) never prints the notice: the process that
+    started it says it once, instead of one line per worker compiling the same kernels."""
+    global _announced
+    _announced = True
+
+
 def _family_of(module):
     for prefix, family in _MODULE_FAMILY:
         if module.startswith(prefix):

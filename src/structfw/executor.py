@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, SupportsInt, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ._compile import silence_in_worker
 from .executor_core import (BoundData, ExampleError, OracleTimeout, PendingCall, SerialExecutor, check_oracle_timeout,
                             new_key, run_examples, timeout_error)
 
@@ -219,6 +220,7 @@ def _init_worker(bound: dict[int, BoundData], parent: int, board: tuple[Any, Any
     # default action ends the worker even inside a compiled oracle that holds the GIL
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent(parent)
+    silence_in_worker()
     _WORKER_DATA.update(bound)
     if board is not None:
         shared = _Board.attach(*board)

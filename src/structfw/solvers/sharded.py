@@ -86,15 +86,19 @@ SHARD_PARAMS: tuple[Param, ...] = (
     Param("n_jobs", None, "int", low=1, none_ok=True, help="Threads for the shards; None: one per shard."),
 )
 
-#: a combination costs about this many block steps of a shard on threads (docs/design.md, "Sharded
-#: training": the Python round trip of a round, ~0.15-0.3 ms, against a compiled OCR step of ~7 us)
-COMBINE_COST_STEPS = {"thread": 40, "process": 400}
+#: a combination's cost in block steps of a shard, by executor (docs/design.md, "Sharded training"):
+#: on threads a barrier and a sum of d-vectors in the compiled rounds (or a Python round trip,
+#: ~0.15-0.3 ms, for the other options), on processes w and the change through a pipe each way
+#: measured on OCR (`structfw.solvers.sharded.run_compiled_rounds` with rounds of one step: 17.5 us a round
+#: on one shard where a step is ~9 us, 60 us on two threads sharing a loaded 2-core machine)
+COMBINE_COST_STEPS = {"compiled": 5, "thread": 40, "process": 400}
 
 
-def default_round_length(n_k: int, executor: str) -> int:
-    """Block steps a shard makes per round when ``round_length`` is None: ten combinations' cost, so
-    that combining costs about 10 % of a round, at most a whole shard (docs/design.md, "Sharded training")."""
-    return int(max(1, min(n_k, 10 * COMBINE_COST_STEPS[executor])))
+def default_round_length(n_k: int, route: str) -> int:
+    """Block steps a shard makes per round when ``round_length`` is None: ten combinations' cost on the
+    route the rounds take ("compiled" rounds on threads, "thread" rounds in Python, "process"), so that
+    combining costs about 10 % of a round, at most a whole shard (docs/design.md, "Sharded training")."""
+    return int(max(1, min(n_k, 10 * COMBINE_COST_STEPS[route])))
 
 
 def resolve_rule(combine: str | None, m: int, n_k: int) -> str:
@@ -638,19 +642,22 @@ class ShardedBCFW(Solver):
     def init_state(self, problem: Problem, state: object | None, rng: Any) -> ShardedContext:
         check_shards(self, problem)
         index = shard_indices(problem.n, self.shards)
-        m = self.round_length or default_round_length(max(len(i) for i in index), self.executor)
+        n_jobs = min(self.n_jobs or self.shards, self.shards)
+        subs = sub_problems(problem, self.shards, 1.0) if self.executor == "thread" else []
+        route = "process" if not subs else ("compiled" if n_jobs >= self.shards and self.averaging is None
+                                             and _plain_compiled(self.engine().plan(subs[0])) else "thread")
+        m = self.round_length or default_round_length(max(len(i) for i in index), route)
         rule = resolve_rule(self.combine, m, min(len(i) for i in index))
         sigma = float(self.shards) if rule == "add" else 1.0
+        subs = [sub.with_lam(problem.lam * problem.n / (sub.n * sigma)) for sub in subs]
         st = _continue_sharded(continue_or_restart(state, ShardedState, problem), self, problem, sigma)
         if st is None:
-            st = self.new_state(problem, rng, rule, states=self.executor != "process")
+            st = self.new_state(problem, rng, rule, states=bool(subs), subs=subs)
         st.combine = rule
-        n_jobs = min(self.n_jobs or self.shards, self.shards)
-        if self.executor == "process":
+        if not subs:
             ctx = _remote_context(self, problem, st, rule, m, n_jobs)
         else:
-            shards = [Shard(sub, s, self.engine(), problem.n, st.sigma)
-                      for sub, s in zip(sub_problems(problem, st.K, st.sigma), st.states)]
+            shards = [Shard(sub, s, self.engine(), problem.n, st.sigma) for sub, s in zip(subs, st.states)]
             plan = shards[0].ctx.plan
             ctx = ShardedContext(problem, st, shards, rule, m, n_jobs, (plan.uses_gaps, plan.gap_refresh,
                                                                          plan.check_oracle))
@@ -659,7 +666,8 @@ class ShardedBCFW(Solver):
             opened.append(ctx)
         return ctx
 
-    def new_state(self, problem: Problem, rng: Any, rule: str = "linesearch", states: bool = True) -> ShardedState:
+    def new_state(self, problem: Problem, rng: Any, rule: str = "linesearch", states: bool = True,
+                  subs: list[Problem] | None = None) -> ShardedState:
         """A fresh sharded state at alpha = e_{y_i} (w = 0); shard k's generator is seeded from the fit's
         seed and k, so a round depends on K and the seed only.  Without ``states`` the shards' states are
         made by their workers from the seeds (`ShardedState.seeds`)."""
@@ -668,8 +676,8 @@ class ShardedBCFW(Solver):
         out: list[Any] = [None] * self.shards
         if states:
             engine = self.engine()
-            out = [engine.new_state(sub, np.random.default_rng(seed))
-                   for sub, seed in zip(sub_problems(problem, self.shards, sigma), seeds)]
+            subs = subs or sub_problems(problem, self.shards, sigma)
+            out = [engine.new_state(sub, np.random.default_rng(seed)) for sub, seed in zip(subs, seeds)]
         st = ShardedState(problem, self.shards, sigma, rule, out, self.averaging)
         st.seeds = seeds
         return st
@@ -1106,9 +1114,13 @@ def compiled_rounds_serve(ctx: ShardedContext) -> bool:
     """Can the rounds run compiled (`factored_rounds`, `dense_rounds`)?  Plain FW steps with the model's
     compiled oracle on factored or dense rows, no averaging of the rounds, and a thread for every shard
     (the shards wait for each other inside the call)."""
-    plans = [sh.ctx.plan for sh in ctx.shards]
-    storable = all(p.compiled is not None and p.plain and (p.factored is not None or p.dense) for p in plans)
+    storable = all(_plain_compiled(sh.ctx.plan) for sh in ctx.shards)
     return storable and ctx.state.avg is None and ctx.n_jobs >= ctx.state.K
+
+
+def _plain_compiled(plan: Any) -> bool:
+    """Plain FW steps with the model's compiled oracle on factored or dense rows: compiled rounds serve."""
+    return plan.compiled is not None and plan.plain and (plan.factored is not None or plan.dense)
 
 
 def run_compiled_rounds(ctx: ShardedContext, R: int, rule: str) -> None:
