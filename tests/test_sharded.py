@@ -411,6 +411,16 @@ def test_a_worker_that_always_dies_gives_up_naming_its_shard(chain, monkeypatch)
         solve(model, X, Y, lam, shards=3, executor="process", passes=5, tol=None)
 
 
+def test_a_thread_fit_leaves_no_threads(chain):
+    import threading
+
+    model, X, Y, lam, _ = chain
+    sf.StructuredSVM(model, lam=lam, max_passes=3, shards=3, executor="thread", check_every=1).fit(X, Y)
+    with pytest.raises(ValueError):
+        sf.StructuredSVM(model, lam=lam, shards=3, executor="thread", solver=BCFW(sampling="nope")).fit(X, Y)
+    assert not [t for t in threading.enumerate() if t.name.startswith("structfw-shard")]
+
+
 def test_a_process_fit_leaves_no_workers_and_no_files(chain, tmp_path, monkeypatch):
     import multiprocessing
     import tempfile

@@ -514,6 +514,7 @@ class ShardedContext(SolveContext):
         self.passes_done = 0
         self.pool: ThreadPoolExecutor | None = None
         self.folder: Any = None  # the workers' checkpoint files (processes)
+        self.solve_owned = False  # `ShardedBCFW.solve` closes this context (its threads may outlive a pass)
 
     def map(self, name: str, *args: Any) -> list[Any]:
         """shard.name(*args) for every shard, in shard order (the results do not depend on which worker
@@ -529,8 +530,13 @@ class ShardedContext(SolveContext):
 
     @contextmanager
     def threads(self) -> Iterator[None]:
-        """The shards run on n_jobs threads inside (they end with it, on every exit path)."""
+        """The shards run on n_jobs threads inside: the solve's own (kept from pass to pass: a shard's thread
+        keeps its caches, `ShardedBCFW.solve` ends them), or threads that end with the block."""
         if self.remote or self.n_jobs <= 1 or self.pool is not None:
+            yield
+            return
+        if self.solve_owned:
+            self.pool = ThreadPoolExecutor(max_workers=self.n_jobs, thread_name_prefix="structfw-shard")
             yield
             return
         with ThreadPoolExecutor(max_workers=self.n_jobs, thread_name_prefix="structfw-shard") as pool:
@@ -546,7 +552,10 @@ class ShardedContext(SolveContext):
         return sum(c["oracle_calls"] for c in counts), sum(c["cache_hits"] for c in counts)
 
     def close(self) -> None:
-        """End the workers (processes) and remove their checkpoint files."""
+        """End the threads or the workers (processes) and remove their checkpoint files."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
         if self.remote:
             for s in self.shards:
                 s.close()
@@ -664,6 +673,7 @@ class ShardedBCFW(Solver):
         opened = _OPEN.get(None)
         if opened is not None:  # `solve` ends its workers
             opened.append(ctx)
+            ctx.solve_owned = True
         return ctx
 
     def new_state(self, problem: Problem, rng: Any, rule: str = "linesearch", states: bool = True,
