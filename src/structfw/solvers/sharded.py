@@ -639,10 +639,13 @@ class ShardedBCFW(Solver):
     # ------------------------------------------------------------- state
     def solve(self, problem: Problem, stop: StopRule, state: object | None = None, rng: Any = None,
               monitor: Monitor | None = None) -> SolveResult:
-        """`Solver.solve`, whose workers (processes) end with it on every exit path."""
+        """`Solver.solve`, whose threads and workers end with it on every exit path.  BLAS runs on one
+        thread meanwhile: its idle threads spin for milliseconds after each call (the checkpoints' products)
+        on the cores the shards need -- on OCR the pass after each checkpoint took 4-5x the others."""
         token = _OPEN.set([])
         try:
-            return super().solve(problem, stop, state, rng, monitor)
+            with _one_blas_thread():
+                return super().solve(problem, stop, state, rng, monitor)
         finally:
             for ctx in _OPEN.get():
                 ctx.close()
@@ -752,6 +755,18 @@ class ShardedBCFW(Solver):
         if st.avg is not None and st.avg[1] > 0:
             return st.avg[2].copy()
         return st.w.copy()
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """BLAS (and OpenMP) limited to one thread inside, when threadpoolctl (scikit-learn's) is there."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn installs it
+        yield
+        return
+    with threadpool_limits(limits=1):
+        yield
 
 
 #: the contexts opened by the solves of this thread (their workers end with the solve)
