@@ -488,3 +488,20 @@ def test_structfw_train_with_shards_on_ocr():
     out = CliRunner().invoke(main, ["train", "--data", "ocr", "--passes", "2", "--shards", "2", "--quiet"])
     assert out.exit_code == 0, out.output
     assert "stopped: max_passes" in out.output
+
+
+# ====================================================================== the benchmark
+def test_the_benchmark_summarises_time_and_passes_to_the_target_per_seed():
+    from structfw.bench.sharded import first_at, format_table, summarise
+
+    tr = {"gap": [1.0, 0.05, 0.009, 0.001], "time_s": [0.0, 1.0, 2.0, 3.0], "passes": [0, 10, 20, 30]}
+    assert first_at(tr, "time_s", 0.01) == 2.0 and first_at(tr, "passes", 0.1) == 10 and first_at(tr, "gap", 1e-9) is None
+
+    def run(t):
+        return dict(time_s={"0.1": t / 2, "0.01": t}, passes={"0.1": 5.0, "0.01": 10.0 * t}, curve={})
+
+    doc = dict(targets=[0.1, 0.01], arms=summarise({"serial A": [run(2.0), run(4.0)], "serial B": [run(3.0), run(3.0)],
+                                                      "K=2": [run(1.0), run(2.4)]}))
+    assert doc["arms"]["K=2"]["median_ratio_to_best_serial"] == pytest.approx(np.median([1.0 / 2.0, 2.4 / 3.0]))
+    assert doc["arms"]["serial A"]["median_time_s"]["0.01"] == 3.0
+    assert "K=2" in format_table(doc)

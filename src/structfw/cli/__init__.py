@@ -45,6 +45,8 @@ BENCH_COMMANDS = {
                     "Block state storages: the engine's scaled rows against a factored chain state, per FW step."),
     "kernel": ("..bench.kernel", "bench_kernel",
                "Kernel BCFW on OCR subsets: seconds per pass and peak memory by block storage."),
+    "sharded": ("..bench.sharded", "bench_sharded",
+                "Sharded BCFW on OCR: time and passes to a gap on threads against the serial options."),
 }
 
 
