@@ -505,3 +505,14 @@ def test_the_benchmark_summarises_time_and_passes_to_the_target_per_seed():
     assert doc["arms"]["K=2"]["median_ratio_to_best_serial"] == pytest.approx(np.median([1.0 / 2.0, 2.4 / 3.0]))
     assert doc["arms"]["serial A"]["median_time_s"]["0.01"] == 3.0
     assert "K=2" in format_table(doc)
+
+
+def test_grid_search_clones_a_sharded_estimator_and_a_state_file_is_refused_by_name(tmp_path):
+    from sklearn.model_selection import GridSearchCV
+
+    model, X, Y = tiny_chain(n=30, seed=3)
+    grid = GridSearchCV(sf.StructuredSVM(model, shards=2, executor="thread", max_passes=5), {"lam": [0.1, 1.0]},
+                        cv=2).fit(X, Y)
+    assert grid.best_estimator_.shards == 2 and grid.best_estimator_.state_.K == 2
+    with pytest.raises(ValueError, match="ShardedState"):
+        grid.best_estimator_.save(tmp_path / "m.npz", state=True)
