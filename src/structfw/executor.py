@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BoundData", "ExampleError", "OracleTimeout", "PendingCall", "SerialExecutor", "ThreadExecutor",
            "ProcessExecutor", "EXECUTORS", "check_oracle_timeout", "get_executor", "new_key", "run_examples",
-           "timeout_error"]
+           "timeout_error", "die_with_parent"]
 
 _T = TypeVar("_T")
 
@@ -219,7 +219,7 @@ def _init_worker(bound: dict[int, BoundData], parent: int, board: tuple[Any, Any
     # a forked worker inherits the parent's Python handlers, which run only between bytecodes: the
     # default action ends the worker even inside a compiled oracle that holds the GIL
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent(parent)
+    die_with_parent(parent)
     silence_in_worker()
     _WORKER_DATA.update(bound)
     if board is not None:
@@ -230,7 +230,7 @@ def _init_worker(bound: dict[int, BoundData], parent: int, board: tuple[Any, Any
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     """Linux: have the kernel send SIGTERM to this worker when its parent dies (even by SIGKILL).
 
     Chosen over a watchdog thread polling os.getppid(): the kernel signal needs no thread,

@@ -1313,8 +1313,12 @@ def _worker_main(conn: Any, parent: int) -> None:
     import pickle
     import signal
 
+    from .._compile import silence_in_worker
+    from ..executor import die_with_parent
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends the fit after a round
-    _die_with_parent(parent)
+    die_with_parent(parent)
+    silence_in_worker()
     shard = None
     while True:
         try:
@@ -1359,19 +1363,3 @@ def _build_shard(model: Any, X: list[Any], Y: list[Any], lam_k: float, params: d
     shard = Shard(sub, state, engine, n, sigma)
     plan = shard.ctx.plan
     return shard, (plan.uses_gaps, plan.gap_refresh, plan.check_oracle)
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: the kernel ends this worker when its parent dies (``PR_SET_PDEATHSIG``); elsewhere nothing."""
-    import ctypes
-    import signal
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None).prctl(1, ctypes.c_ulong(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:
-        os._exit(1)
