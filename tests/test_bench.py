@@ -41,6 +41,7 @@ def test_on_grid_interpolates_and_masks():
     assert np.isnan(v[3])
 
 
+@pytest.mark.slow  # 20-50 s on the 2-core machine: the default suite keeps under ~10 minutes
 def test_fig1_runs(tmp_path):
     doc = run_fig1(["0.01", "1/n"], passes=2, seeds=2, out=tmp_path, subsample=40, ref_passes=3,
                    log=lambda *_: None)
@@ -158,6 +159,7 @@ def test_fig1_cli_datasets(tmp_path):
     assert not (tmp_path / "fig1.json").exists()
 
 
+@pytest.mark.slow  # 20-50 s on the 2-core machine: the default suite keeps under ~10 minutes
 def test_gaps_runs_both_datasets(tmp_path):
     docs = run_gaps(["0.01"], passes=2, seeds=1, out=tmp_path, dataset="both", subsample=30, check_every=1,
                     gap_refresh=1, log=lambda *_: None)
@@ -430,6 +432,7 @@ def test_gaps_conll_scale_runs(tmp_path, monkeypatch):
 
 
 # ---- structfw bench kernel: each point in a child process; no timing assertions
+@pytest.mark.slow  # 20-50 s on the 2-core machine: the default suite keeps under ~10 minutes
 def test_kernel_bench_measures_every_storage(tmp_path):
     from structfw.bench.kernel import bench_kernel
 

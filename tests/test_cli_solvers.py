@@ -1,5 +1,6 @@
 """The command line offers every registered solver and the MP-BCFW benchmark."""
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from click.testing import CliRunner
 
@@ -20,6 +21,7 @@ def test_solver_choices_and_options_come_from_the_solvers_tables():
                 assert {"none" if c is None else c for c in p.choices} <= set(opt.type.choices)
 
 
+@pytest.mark.slow  # 25 s on the 2-core machine: the default suite keeps under ~10 minutes
 def test_train_with_mpbcfw_and_the_mpbcfw_bench(tmp_path):
     r = CliRunner().invoke(main, ["train", "--solver", "mpbcfw", "--passes", "1", "--quiet", "--data", "snakes",
                                   "--lam", "0.1"])
