@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -284,24 +284,37 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
             st.rows_stale = st.rows_stale or (not keep_rows and st.factored is None)
             if status == 0:
                 break
-            if status == 2:  # not a maximiser: the checked Python call names the example
-                problem.oracle(int(it[BAD]), st.w, validate=True)
-                problem.check_oracle_value(int(it[BAD]), -np.inf)
-            if status == 3:  # a sparse row must grow: the pool is grown, the step starts again
-                st.make_row_room(int(it[BAD]), int(it[NEED]))
-                B = st.layout(keep_rows)
-            else:
-                store.make_room(int(it[BAD]), int(it[NEED]))
+            B = mend_chunk_stop(problem, st, store, status, it, keep_rows, B)
         done += m
-    st.k, st.ell = int(it[K]), float(fl[ELL])
-    ctx.counters["oracle_calls"] += int(it[ORACLE_CALLS])
-    ctx.counters["cache_hits"] += int(it[CACHE_HITS])
+    take_chunk_counts(ctx, st, it, fl)
     if avg is not None:
         avg.t, avg.c, avg.lbar = int(it[AVG_T]), float(fl[AVG_C]), float(fl[AVG_LBAR])
         avg.renormalise()
     if done == n and not approx:
         st.passes += 1
         ctx.passes_done += 1
+
+
+def mend_chunk_stop(problem: Any, st: Any, store: Any, status: int, it: np.ndarray, keep_rows: bool,
+                    B: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What `general_chunk` stopped for (status 2, 3 or 4) mended before it starts again; returns
+    the row layout to pass next (a new one after a sparse row grew)."""
+    if status == 2:  # not a maximiser: the checked Python call names the example
+        problem.oracle(int(it[BAD]), st.w, validate=True)
+        problem.check_oracle_value(int(it[BAD]), -np.inf)
+    if status == 3:  # a sparse row must grow: the pool is grown, the step starts again
+        st.make_row_room(int(it[BAD]), int(it[NEED]))
+        return cast("tuple[Any, ...]", st.layout(keep_rows))
+    store.make_room(int(it[BAD]), int(it[NEED]))
+    return B
+
+
+def take_chunk_counts(ctx: BlockContext, st: Any, it: np.ndarray, fl: np.ndarray) -> None:
+    """The state's step count and l, and the solve's oracle calls and cache hits, from a general
+    chunk's counters."""
+    st.k, st.ell = int(it[K]), float(fl[ELL])
+    ctx.counters["oracle_calls"] += int(it[ORACLE_CALLS])
+    ctx.counters["cache_hits"] += int(it[CACHE_HITS])
 
 
 def unary_mirror(plan: Any, st: Any, problem: Any) -> np.ndarray:

@@ -43,8 +43,8 @@ from structfw import _numba_cache  # noqa: F401 (before the first @njit: the pac
 
 from .._linalg import SparseVector, combine
 from ._factored import block_w_dots, factored_arrays, no_factored, positions
-from ._fastpass import (CACHE_HITS, ELL, K as IT_K, NEED, ORACLE_CALLS, ORDER, ORDER_GAPS, BAD, PAIRWISE_STEP,
-                        factored_fw_chunk, general_chunk, plain_fw_chunk)
+from ._fastpass import (ELL, K as IT_K, ORDER, ORDER_GAPS, PAIRWISE_STEP, factored_fw_chunk, general_chunk,
+                        plain_fw_chunk)
 from ._kernels import fenwick_build
 from .averaging import averaging_rate
 from .base import Param, SolveContext, SolveResult, Solver, continue_or_restart
@@ -52,7 +52,7 @@ from .bcfw import BCFW
 from .block_state import BCFWState
 from .corners import CornerStore, cs_find, cs_room, cs_put
 from .parts import BlockContext
-from .passes import plain_fw_block
+from .passes import mend_chunk_stop, plain_fw_block, take_chunk_counts
 from .plan import ENGINE_PARAMS, check_combination, engine_label
 from .problem import Problem
 from .sampling import BlockSampler, take_full_gaps
@@ -338,17 +338,8 @@ def _general_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], kind: int, 
         st.rows_stale = st.rows_stale or (not keep_rows and st.factored is None)
         if status == 0:
             break
-        if status == 2:  # not a maximiser: the checked Python call names the example
-            sub.oracle(int(it[BAD]), st.w, validate=True)
-            sub.check_oracle_value(int(it[BAD]), -np.inf)
-        if status == 3:
-            st.make_row_room(int(it[BAD]), int(it[NEED]))
-            B = st.layout(keep_rows)
-        else:
-            store.make_room(int(it[BAD]), int(it[NEED]))
-    st.k, st.ell = int(it[IT_K]), float(fl[ELL])
-    ctx.counters["oracle_calls"] += int(it[ORACLE_CALLS])
-    ctx.counters["cache_hits"] += int(it[CACHE_HITS])
+        B = mend_chunk_stop(sub, st, store, status, it, keep_rows, B)
+    take_chunk_counts(ctx, st, it, fl)
 
 
 def _python_round(ctx: BlockContext, blocks: npt.NDArray[np.int64]) -> None:
