@@ -184,7 +184,8 @@ def test_init_state_returns_a_solve_context():
 # ------------------------------------------------------------------ the options declared once
 def _engine_classes():
     from structfw.solvers import KernelBCFW
-    return [BCFW, MPBCFW, KernelBCFW]
+    from structfw.solvers.sharded import ShardedBCFW
+    return [BCFW, MPBCFW, KernelBCFW, ShardedBCFW]
 
 
 @pytest.mark.parametrize("cls", _engine_classes(), ids=lambda c: c.__name__)

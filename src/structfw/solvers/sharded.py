@@ -581,8 +581,11 @@ class ShardedBCFW(Solver):
         Where the shards run.
     n_jobs : int or None
         Threads running the shards (None: one per shard).  Results do not depend on it.
-    **engine options
-        As for `BCFW`.
+    step_size, sampling, step, cache, cache_F, cache_nu, cache_size, averaging, gap_refresh, block_storage, \
+max_dense_bytes, check_oracle, multi_plane, max_planes, max_approx_passes, plane_timeout, approx_rule, \
+oracle_work, minibatch, asynchronous, oracle_quality
+        As for `BCFW` (the engine's options, in each shard's local passes; the combinations
+        shards cannot run are refused by name).
     """
 
     name = "sharded-bcfw"
