@@ -47,6 +47,29 @@ def test_the_docs_build_fails_on_a_raw_role_or_a_machine_path(tmp_path):
         hooks.on_page_content(f"<pre>{tmp_path}/examples/plot_x.py:3: UserWarning</pre>", page, {}, None)
 
 
+def _outside_code(text):
+    return re.sub(r"```.*?```|``.*?``|`[^`\n]*`", "", text, flags=re.S)
+
+
+def test_no_maths_in_angle_brackets_is_eaten_as_html():
+    """"<w, phi(x, y)>" outside backticks is an HTML tag to Markdown, hidden by the browser: docstrings
+    (rendered by mkdocstrings) and pages write it in backticks or as ⟨w, phi(x, y)⟩."""
+    eaten = _hooks().EATEN_MATHS
+    found = [where for where, doc in _docstrings() if eaten.search(_outside_code(doc))]
+    found += [str(p.relative_to(ROOT)) for p in sorted((ROOT / "docs").rglob("*.md"))
+              if "generated" not in p.parts and eaten.search(_outside_code(p.read_text()))]
+    assert not found, f"maths in angle brackets outside code (use ⟨ ⟩ or backticks) in: {found[:10]}"
+
+
+def test_the_docs_build_refuses_eaten_maths():
+    from mkdocs.exceptions import PluginError
+
+    page = SimpleNamespace(file=SimpleNamespace(src_path="guide/x.md"))
+    with pytest.raises(PluginError, match="HTML tag"):
+        _hooks().on_page_content("<p>the score <w, phi(x, y)> of y</p>", page, {}, None)
+    assert _hooks().on_page_content("<p>the score ⟨w, phi(x, y)⟩ <a href='x'>y</a></p>", page, {}, None)
+
+
 def test_the_ten_lines_have_one_copy():
     """The docs include the README's section rather than keeping copies that drift apart."""
     readme = (ROOT / "README.md").read_text()

@@ -112,7 +112,7 @@ def sparse_dot_dense(idx, val, w):
 
 @njit(cache=True)
 def sparse_dot_sparse(ia, va, ib, vb):
-    """<a, b> for two sorted sparse vectors (merge)."""
+    """⟨a, b⟩ for two sorted sparse vectors (merge)."""
     s = 0.0
     p = 0
     q = 0
@@ -188,7 +188,7 @@ def sparse_combine(a, ia, va, b, ib, vb):
 
 
 def dot(v, w):
-    """<v, w> for v dense or sparse and w dense."""
+    """⟨v, w⟩ for v dense or sparse and w dense."""
     if isinstance(v, SparseVector):
         return sparse_dot_dense(v.indices, v.values, w)
     return float(np.dot(v, w))

@@ -1,10 +1,10 @@
 """Prediction beyond one labelling: scores, marginals, temperatures and the k best (docs/guide/estimator.md).
 
-`StructuredSVM` reads its model's score as a log-potential: p(y | x) ∝ exp(<w, phi(x, y)> / T).
+`StructuredSVM` reads its model's score as a log-potential: p(y | x) ∝ exp(⟨w, phi(x, y)⟩ / T).
 Where that distribution has exact, tractable marginals this module computes them, in the
 model's states; the estimator validates the inputs and decodes the states as its labels.
 
-* chains: <w, phi> = sum_l U[l, y_l] + sum_l P[y_l, y_{l+1}], so node marginals and log Z come
+* chains: ⟨w, phi⟩ = sum_l U[l, y_l] + sum_l P[y_l, y_{l+1}], so node marginals and log Z come
   from sum-product in log space (`structfw.oracles.marginals.chain_log_node_marginals`) and the
   k best labellings from list Viterbi (`structfw.oracles.kbest.chain_top_k`);
 * multiclass: a chain of one position (a softmax; the k best are the sorted class scores);
@@ -148,7 +148,7 @@ def check_k(k: Any) -> int:
 # ----------------------------------------------------------------- potentials
 def chain_potentials(kind: str, model: Any, x: Any, w: npt.NDArray[np.float64] | None,
                      expansion: Any = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """(U (L, K), P (K, K)) with <w, phi(x, y)> = sum_l U[l, y_l] + sum_l P[y_l, y_{l+1}];
+    """(U (L, K), P (K, K)) with ⟨w, phi(x, y)⟩ = sum_l U[l, y_l] + sum_l P[y_l, y_{l+1}];
     a multiclass input is one position with P = 0."""
     K = int(model.n_states)
     if expansion is not None:
@@ -242,7 +242,7 @@ def graph_top_k(model: Any, x: Any, w: npt.NDArray[np.float64], k: int,
 def loopy_potentials(kind: str, model: Any, x: Any, w: npt.NDArray[np.float64]
                      ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """(unary (V, K), edges (E, 2), pairwise (E, K, K)) of a validated example with
-    <w, phi(x, y)> = sum_v unary[v, y_v] + sum_e pairwise[e, y_u, y_v] (+ `PottsModel`'s fixed
+    ⟨w, phi(x, y)⟩ = sum_v unary[v, y_v] + sum_e pairwise[e, y_u, y_v] (+ `PottsModel`'s fixed
     term -C #cut(y), which its decoder maximises too).  Nodes: a graph's; a grid's cells in
     row-major order."""
     try:  # a training input may carry loss weights (`WeightedInput`): the potentials ignore them

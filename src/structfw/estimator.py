@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 class StructuredSVM(BaseEstimator):
-    """Structural SVM  min_w lam/2 ||w||^2 + 1/n sum_i max_y [Delta(y_i, y) - <w, psi_i(y)>].
+    """Structural SVM  min_w lam/2 ||w||^2 + 1/n sum_i max_y [Delta(y_i, y) - ⟨w, psi_i(y)⟩].
 
     Parameters
     ----------
@@ -412,7 +412,7 @@ class StructuredSVM(BaseEstimator):
             raise ValueError("this StructuredSVM is not fitted yet; call fit(X, Y) first")
 
     def predict(self, X: Sequence[Any]) -> Sequence[Any]:
-        """argmax_y <w, phi(x, y)> for every input (through the kernel expansion after a kernelized fit).
+        """argmax_y ⟨w, phi(x, y)⟩ for every input (through the kernel expansion after a kernelized fit).
 
         Parameters
         ----------
@@ -502,7 +502,7 @@ class StructuredSVM(BaseEstimator):
         return float(T)
 
     def decision_function(self, X: Sequence[Any]) -> npt.NDArray[np.float64]:
-        """The score <w, phi(x, y_hat)> of each example's predicted labelling y_hat = `predict` (x).
+        """The score ⟨w, phi(x, y_hat)⟩ of each example's predicted labelling y_hat = `predict` (x).
 
         Parameters
         ----------
@@ -527,7 +527,7 @@ class StructuredSVM(BaseEstimator):
 
     def predict_marginals(self, X: Sequence[Any], temperature: float | None = None,
                           approximate: bool | dict[str, Any] = False) -> list[npt.NDArray[np.float64]]:
-        """Node marginals of p(y | x) ∝ exp(<w, phi(x, y)> / T): exactly, or approximately on request.
+        """Node marginals of p(y | x) ∝ exp(⟨w, phi(x, y)⟩ / T): exactly, or approximately on request.
 
         Exact for `ChainModel` (sum-product in log space), `MulticlassModel` (a softmax) and
         `GraphModel` on forests (tree sum-product).  With ``approximate`` set, also for
@@ -598,7 +598,7 @@ class StructuredSVM(BaseEstimator):
                                ) -> npt.NDArray[np.float64]:
         """The probability of each example's predicted labelling, p(y_hat | x) = exp(s(y_hat) / T - log Z).
 
-        s = <w, phi> (`decision_function`) and log Z = log sum_y exp(s(y) / T), exact for the models
+        s = ⟨w, phi⟩ (`decision_function`) and log Z = log sum_y exp(s(y) / T), exact for the models
         of `predict_marginals`.  A per-sequence confidence: it can be tiny for a long sequence
         whose every token is confident (there are many near-equal labellings).
 
@@ -733,7 +733,7 @@ class StructuredSVM(BaseEstimator):
         -------
         list of (labellings, scores)
             Per example: labellings, an array (m, L_i) for a chain or a graph, (m,) for
-            multiclass, in the labels `fit` was given (``classes_``); scores (m,), <w, phi(x, y)>
+            multiclass, in the labels `fit` was given (``classes_``); scores (m,), ⟨w, phi(x, y)⟩
             of each, decreasing; m = min(k, number of labellings).
 
         Raises

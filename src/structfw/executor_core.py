@@ -155,7 +155,7 @@ class SerialExecutor:
         return self._map(key, True, indices, w)
 
     def decode(self, key: int, w: npt.NDArray[np.float64], indices: Iterable[Any] | None = None) -> list[Any]:
-        """[argmax_y <w, phi(x_i, y)> for i in indices]."""
+        """[argmax_y ⟨w, phi(x_i, y)⟩ for i in indices]."""
         return self._map(key, False, indices, w)
 
     def submit(self, key: int, w: npt.NDArray[np.float64], indices: Collection[Any]) -> PendingCall:

@@ -5,15 +5,15 @@ training examples as (x_i, y_i) with a hidden part h_i that the labels do not gi
 feature phi(x, y, h), and the (non-convex) latent structural SVM objective (their Sec. 3,
 written as a difference of convex functions, with the slack sum averaged and C = 1/(lam n)):
 
-    P(w) = lam/2 ||w||^2 + 1/n sum_i [ max_{(y, h)} (Delta(y_i, y) + <w, phi(x_i, y, h)>)
-                                       - max_h <w, phi(x_i, y_i, h)> ].
+    P(w) = lam/2 ||w||^2 + 1/n sum_i [ max_{(y, h)} (Delta(y_i, y) + ⟨w, phi(x_i, y, h)⟩)
+                                       - max_h ⟨w, phi(x_i, y_i, h)⟩ ].
 
 It is a difference of two convex functions.  The concave-convex procedure (their
 Algorithm 1, CCCP) alternates
 
-(a) the latent completion h_i* = argmax_h <w_t, phi(x_i, y_i, h)> (the imputation step of
+(a) the latent completion h_i* = argmax_h ⟨w_t, phi(x_i, y_i, h)⟩ (the imputation step of
     their Algorithm 1), which makes the concave part linear: F_t(w) = lam/2 ||w||^2 + 1/n sum_i [max_{(y, h)} (Delta +
-    <w, phi(x_i, y, h)>) - <w, phi(x_i, y_i, h_i*)>] >= P(w), with equality at w_t;
+    ⟨w, phi(x_i, y, h)⟩) - ⟨w, phi(x_i, y_i, h_i*)⟩] >= P(w), with equality at w_t;
 (b) w_{t+1} = argmin F_t: a convex structural SVM whose labels are the completions
     (y_i, h_i*), solved by `StructuredSVM` with any structfw solver (the convex step of
     Algorithm 1).
@@ -99,7 +99,7 @@ class _Task:
         raise NotImplementedError
 
     def hinge(self, i: int, w: npt.NDArray[np.float64], yc: Any) -> float:
-        """max_{(y,h)} [Delta(y_i, y) + <w, phi(x_i, y, h)>] - <w, phi(x_i, y_i, h_c)> for the completion yc."""
+        """max_{(y,h)} [Delta(y_i, y) + ⟨w, phi(x_i, y, h)⟩] - ⟨w, phi(x_i, y_i, h_c)⟩ for the completion yc."""
         raise NotImplementedError
 
     def n_changed(self, a: Any, b: Any) -> int:
@@ -341,10 +341,10 @@ class LatentStructuredSVM(BaseEstimator):
     Minimises the latent SSVM objective (Yu & Joachims 2009, Sec. 3, the slacks averaged,
     C = 1/(lam n))
 
-        P(w) = lam/2 ||w||^2 + 1/n sum_i [ max_{(y,h)} (Delta(y_i, y) + <w, phi(x_i, y, h)>)
-                                           - max_h <w, phi(x_i, y_i, h)> ]
+        P(w) = lam/2 ||w||^2 + 1/n sum_i [ max_{(y,h)} (Delta(y_i, y) + ⟨w, phi(x_i, y, h)⟩)
+                                           - max_h ⟨w, phi(x_i, y_i, h)⟩ ]
 
-    by alternating the latent completion h_i* = argmax_h <w, phi(x_i, y_i, h)> and
+    by alternating the latent completion h_i* = argmax_h ⟨w, phi(x_i, y_i, h)⟩ and
     the convex structural SVM on the completed labels (their Algorithm 1, CCCP), solved by `StructuredSVM`
     with any structfw solver to a duality gap ``tol``.  Every round decreases P up to that
     gap: P(w_{t+1}) <= P(w_t) + g_t (module docstring); ``rounds_`` records both.
@@ -522,7 +522,7 @@ class LatentStructuredSVM(BaseEstimator):
         Notes
         -----
         Examples of a chain or graph with no labelled node carry no loss, and their term of
-        the objective, max_y <w, phi> - max over all completions of the same, is 0 for every
+        the objective, max_y ⟨w, phi⟩ - max over all completions of the same, is 0 for every
         w: they are left out of the convex steps, whose lambda is then lam n / n_kept so that
         the minimiser is the same (F_t = (n_kept / n) times the convex step's primal).
         """
@@ -596,7 +596,7 @@ class LatentStructuredSVM(BaseEstimator):
             raise ValueError("this LatentStructuredSVM is not fitted yet; call fit(X, Y) first")
 
     def predict(self, X: Sequence[Any]) -> list[Any]:
-        """argmax_{(y,h)} <w, phi(x, y, h)> (the latent prediction rule of Yu & Joachims 2009, Sec. 3), returned as y.
+        """argmax_{(y,h)} ⟨w, phi(x, y, h)⟩ (the latent prediction rule of Yu & Joachims 2009, Sec. 3), returned as y.
 
         Chains and graphs: the full labelling of every node.  `LatentSubclassModel`: the
         class of the best (class, sub-class), in the labels `fit` was given."""
@@ -609,7 +609,7 @@ class LatentStructuredSVM(BaseEstimator):
         return [self.model.decode(x, w) for x in Xv]
 
     def predict_latent(self, X: Sequence[Any]) -> list[Any]:
-        """The (class, sub-class) state argmax_s <w_s, x> (`LatentSubclassModel`), or the labelling (chains, graphs)."""
+        """The (class, sub-class) state argmax_s ⟨w_s, x⟩ (`LatentSubclassModel`), or the labelling (chains, graphs)."""
         self._check_fitted()
         return [self.model.decode(x, self.coef_) for x in self.model.check_X(X)]
 

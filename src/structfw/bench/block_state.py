@@ -2,11 +2,11 @@
 
 The dual's block parts w_i (Alg. 1 of Osokin et al. 2016) are stored today as *scaled rows*,
 w_i = c_i v_i (solvers/rows.py: dense (n, d) rows while n d 8 bytes <= 2 GiB, else sparse rows in
-one pool): a FW step reads the row for <w_i, w> and ||w_i||^2, rescales c_i and writes only the
+one pool): a FW step reads the row for ⟨w_i, w⟩ and ||w_i||^2, rescales c_i and writes only the
 corner's entries.  The alternative the engine notes propose for chains is a *factored* state:
 per position t of sequence i a label-weight vector a_t in R^K and a K x K transition part T_i,
-with w_i's unary part sum_t x_t (x) a_t.  Then <w_i, w> = sum_t <a_t, U_t> + <T_i, W_tr> comes from
-the unary scores U_t = (<x_t, w_k>)_k the oracle computes anyway, ||d||^2 from the sequence's
+with w_i's unary part sum_t x_t (x) a_t.  Then ⟨w_i, w⟩ = sum_t ⟨a_t, U_t⟩ + ⟨T_i, W_tr⟩ comes from
+the unary scores U_t = (⟨x_t, w_k⟩)_k the oracle computes anyway, ||d||^2 from the sequence's
 Gram matrix G_i (L_i x L_i, kept), and memory drops from n d to sum_i L_i K + n K^2 (+ sum_i L_i^2).
 But w itself must stay explicit for the next oracle call, and w += gamma (w_s - w_i) then writes
 every (feature, label) pair of the sequence with a non-zero a_t[k]: L_i x nnz(x_t) x K entries
@@ -62,7 +62,7 @@ def pack_sequences(X, Y):
 
 @njit(cache=True)
 def gram_blocks(indptr, indices, data, starts):
-    """Each sequence's Gram matrix G_i[t, s] = <x_t, x_s>, flat, with offsets (sum_i L_i^2)."""
+    """Each sequence's Gram matrix G_i[t, s] = ⟨x_t, x_s⟩, flat, with offsets (sum_i L_i^2)."""
     n = starts.shape[0] - 1
     gofs = np.zeros(n + 1, np.int64)
     for i in range(n):

@@ -14,7 +14,7 @@ Lacoste-Julien et al. (2013, App. A): Lipschitz sampling *is* uniform sampling h
 - coordinates are private to blocks, so the dual (3) separates into n independent problems;
 - block 0 (hard): labels {0 (truth), 1, 2} with psi_0(1) = e_0, psi_0(2) = e_1 and losses
   L = 0.9, 0.7.  Its dual is min over the triangle conv{0, e_0, e_1} of
-  1/(2 lam n^2) ||p||^2 - <p, t>/n, t = (0.9, 0.7): the projection of t onto the triangle,
+  1/(2 lam n^2) ||p||^2 - ⟨p, t⟩/n, t = (0.9, 0.7): the projection of t onto the triangle,
   which lies inside the edge [e_0, e_1] (0.9 + 0.7 > 1, |0.9 - 0.7| < 1), while the Frank-Wolfe
   iterates start at the opposite vertex 0 and the first step stops inside the edge [0, e_0]
   (0.9 < 1).  Frank-Wolfe with line search then zig-zags between e_0 and e_1 and its gap

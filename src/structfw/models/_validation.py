@@ -129,7 +129,7 @@ def _shape(a: npt.ArrayLike, name: str) -> tuple[int, ...]:
 def check_finite(arr: npt.ArrayLike, name: str) -> None:
     """Finite values whose squared norm is finite too, or a ValueError naming ``name``.
 
-    Features (and weights) enter the block steps through ||psi_i(y)||^2 and <w, psi>: values
+    Features (and weights) enter the block steps through ||psi_i(y)||^2 and ⟨w, psi⟩: values
     beyond ~1e154 overflow them, every step size becomes 0 and the fit silently stays at w = 0
     (a certified but useless model), so such values are refused like infinities."""
     a = arr if type(arr) is np.ndarray and arr.dtype.kind == "f" else None

@@ -3,10 +3,10 @@
 docs/design.md, "Notation".  A model knows the joint feature map phi(x, y) in R^d, the
 task loss Delta(y_true, y), and how to solve the loss-augmented decoding problem
 
-    y* = argmax_y  H_i(y; w) = L_i(y) - <w, psi_i(y)>,   psi_i(y) = phi(x_i, y_i) - phi(x_i, y)
+    y* = argmax_y  H_i(y; w) = L_i(y) - ⟨w, psi_i(y)⟩,   psi_i(y) = phi(x_i, y_i) - phi(x_i, y)
 
 (eq. (2) of Osokin et al. 2016), which is equivalent to
-argmax_y  Delta(y_i, y) + <w, phi(x_i, y)>.  Solvers only ever call the methods
+argmax_y  Delta(y_i, y) + ⟨w, phi(x_i, y)⟩.  Solvers only ever call the methods
 defined here.
 
 Checked and unchecked calls.  The public methods of the bundled models check their arguments
@@ -365,11 +365,11 @@ class StructuredModel:
 
     def loss_augmented_decode(self, x: Any, y_true: Any,
                               w: npt.NDArray[np.float64]) -> Any:  # pragma: no cover - abstract
-        """argmax_y Delta(y_true, y) + <w, phi(x, y)> (the max oracle)."""
+        """argmax_y Delta(y_true, y) + ⟨w, phi(x, y)⟩ (the max oracle)."""
         raise NotImplementedError
 
     def decode(self, x: Any, w: npt.NDArray[np.float64]) -> Any:  # pragma: no cover - abstract
-        """argmax_y <w, phi(x, y)> (prediction)."""
+        """argmax_y ⟨w, phi(x, y)⟩ (prediction)."""
         raise NotImplementedError
 
     # -------------------------------------------------------------- defaults
@@ -391,7 +391,7 @@ class StructuredModel:
 
     @checked
     def score(self, x: Any, y: Any, w: npt.NDArray[np.float64]) -> float:
-        """<w, phi(x, y)>."""
+        """⟨w, phi(x, y)⟩."""
         return dot(self._unchecked_joint_feature(x, y), w)
 
     def label_key(self, y: Any) -> Hashable:
@@ -439,15 +439,15 @@ class StructuredModel:
 
         For the Gibbs distribution over all labellings y of x
 
-            p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>)
+            p(y) ∝ exp(c Delta(y_true, y) + ⟨v, phi(x, y)⟩)
 
         return ``(E_phi, E_loss, log_Z)``: E_phi = E_p[phi(x, y)] (a dense ndarray of
         length d or a `SparseVector`), E_loss = E_p[Delta(y_true, y)]
-        and log_Z = log sum_y exp(c Delta(y_true, y) + <v, phi(x, y)>).  ``y_true=None``
+        and log_Z = log sum_y exp(c Delta(y_true, y) + ⟨v, phi(x, y)⟩).  ``y_true=None``
         drops the loss term (plain marginals; E_loss = 0).
 
         Online EG (Collins et al. 2008) keeps alpha_i(y) ∝ exp(theta_i(y)) with
-        theta_i(y) = c_i L_i(y) + <v_i, phi(x_i, y)> + const, so the block parts are
+        theta_i(y) = c_i L_i(y) + ⟨v_i, phi(x_i, y)⟩ + const, so the block parts are
         w_i = (phi(x_i, y_i) - E_phi) / (lam n) and l_i = E_loss / n
         (`structfw.solvers.OnlineEG`).  Check `has_expectation_oracle`
         before calling.
@@ -484,9 +484,9 @@ class StructuredModel:
     has_fixed_score: bool = False
 
     def fixed_score(self, x: Any, y: Any) -> float:
-        """Optional fixed, unlearned part of the score, <w_o, phi_o(x, y)> (MP-BCFW paper Sec. 3).
+        """Optional fixed, unlearned part of the score, ⟨w_o, phi_o(x, y)⟩ (MP-BCFW paper Sec. 3).
 
-        The model scores a labelling as <w, phi(x, y)> + fixed_score(x, y), and its oracles
+        The model scores a labelling as ⟨w, phi(x, y)⟩ + fixed_score(x, y), and its oracles
         maximise that.  The engine's corners then carry it in their constant term,
         L_i(y) = Delta(y_i, y) + fixed_score(x_i, y) - fixed_score(x_i, y_i), so the block
         gaps and the duality gap stay those of the problem the oracle solves.  Models that

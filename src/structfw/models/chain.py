@@ -156,7 +156,7 @@ class ChainModel(CheckedModel):
     @checked
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | sp.csr_matrix, y_true: npt.NDArray[np.int64],
                               w: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-        """argmax_y Delta(y_true, y) + <w, phi(x, y)> by exact Viterbi."""
+        """argmax_y Delta(y_true, y) + ⟨w, phi(x, y)⟩ by exact Viterbi."""
         if type(x) is np.ndarray:
             return chain_oracle_dense(x, w, y_true, self.n_states, self.n_features, True)
         if type(x) is WeightedInput:
@@ -175,7 +175,7 @@ class ChainModel(CheckedModel):
     @checked
     def decode(self, x: npt.NDArray[np.float64] | sp.spmatrix | sp.sparray,
                w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """argmax_y <w, phi(x, y)> by exact Viterbi."""
+        """argmax_y ⟨w, phi(x, y)⟩ by exact Viterbi."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         x = unweighted(x)
         if type(x) is np.ndarray:
@@ -187,7 +187,7 @@ class ChainModel(CheckedModel):
 
     @checked
     def unary_scores(self, x: npt.ArrayLike | sp.spmatrix | sp.sparray, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """(L, S) unary scores <x_l, w_s> (dense)."""
+        """(L, S) unary scores ⟨x_l, w_s⟩ (dense)."""
         x = unweighted(x)
         W = self.unary_weights(w)
         if sp.issparse(x):
@@ -197,7 +197,7 @@ class ChainModel(CheckedModel):
     @checked
     def score(self, x: npt.NDArray[np.float64] | sp.spmatrix | sp.sparray, y: npt.ArrayLike,
               w: npt.ArrayLike) -> float:
-        """<w, phi(x, y)>."""
+        """⟨w, phi(x, y)⟩."""
         phi = self._unchecked_joint_feature(x, y)
         return float(np.dot(phi.values, np.asarray(w)[phi.indices]))
 
@@ -211,7 +211,7 @@ class ChainModel(CheckedModel):
                     v: npt.ArrayLike, c: float) -> tuple[npt.NDArray[np.float64] | SparseVector, float, float]:
         """Expectation oracle by forward-backward (online-EG, Collins et al. 2008).
 
-        p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>) with Delta the normalised Hamming
+        p(y) ∝ exp(c Delta(y_true, y) + ⟨v, phi(x, y)⟩) with Delta the normalised Hamming
         loss: it decomposes over positions, so c Delta adds c/L to the unary score of every
         state that differs from y_true there, and node and edge marginals give E_phi.
 

@@ -189,7 +189,7 @@ class GridModel(CheckedModel):
     @checked
     def energy(self, x: npt.NDArray[np.float64], y: npt.ArrayLike, w: npt.ArrayLike,
                y_true: npt.NDArray[np.int64] | None = None) -> float:
-        """<w, phi(x, y)> (+ Delta(y_true, y) when y_true is given)."""
+        """⟨w, phi(x, y)⟩ (+ Delta(y_true, y) when y_true is given)."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         aug = y_true is not None
         U = self._unary(x, w, np.ascontiguousarray(y_true, np.int64) if aug else _EMPTY2, aug)
@@ -198,7 +198,7 @@ class GridModel(CheckedModel):
     @checked
     def loss_augmented_decode(self, x: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
                               w: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-        """Loopy max-product and block ICM on Delta(y_true, y) + <w, phi(x, y)>; y_true unless
+        """Loopy max-product and block ICM on Delta(y_true, y) + ⟨w, phi(x, y)⟩; y_true unless
         the result is strictly better."""
         U = self._unary(x, w, y_true, True)
         y, e = grid_max_product(U, w, self._offH, self._offV, y_true, True,
@@ -211,7 +211,7 @@ class GridModel(CheckedModel):
     @checked
     def loss_augmented_decode_with_bound(self, x: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
                                          w: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float]:
-        """(the oracle's labelling, B) with B >= max_y Delta(y_true, y) + <w, phi(x, y)>.
+        """(the oracle's labelling, B) with B >= max_y Delta(y_true, y) + ⟨w, phi(x, y)⟩.
 
         B is TRW-S's bound (the dual of the grid's local-polytope relaxation,
         `structfw.oracles.loopy.trws`); the engine turns it into a certified duality gap
@@ -234,7 +234,7 @@ class GridModel(CheckedModel):
 
     @checked
     def decode(self, x: npt.NDArray[np.float64], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """Loopy max-product and block ICM on <w, phi(x, y)>."""
+        """Loopy max-product and block ICM on ⟨w, phi(x, y)⟩."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         x = unweighted(x)
         U = grid_unary(x, w, self.n_states, self.n_features, _EMPTY2, False)

@@ -3,12 +3,12 @@
 Yu & Joachims (2009), "Learning structural SVMs with latent variables", write the joint
 feature of an input x, an output y and a hidden part h as phi(x, y, h) and predict
 
-    f_w(x) = argmax_{(y, h)} <w, phi(x, y, h)>                                   (their Sec. 3)
+    f_w(x) = argmax_{(y, h)} ⟨w, phi(x, y, h)⟩                                   (their Sec. 3)
 
 Training by CCCP (`structfw.LatentStructuredSVM`) needs, besides the usual max oracle of
 the completed problem, the *latent completion*
 
-    h_i* = argmax_h <w, phi(x_i, y_i, h)>                                        (Algorithm 1)
+    h_i* = argmax_h ⟨w, phi(x_i, y_i, h)⟩                                        (Algorithm 1)
 
 which this module provides for
 
@@ -106,7 +106,7 @@ class LatentSubclassModel(CheckedModel):
 
     @checked
     def scores(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """(K*H,) scores <w_s, x> of every state."""
+        """(K*H,) scores ⟨w_s, x⟩ of every state."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         if isinstance(x, SparseVector):
             return multiclass_scores_sparse(x.indices, x.values, w, self.n_states, self.n_features)
@@ -138,18 +138,18 @@ class LatentSubclassModel(CheckedModel):
     @checked
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int,
                               w: npt.NDArray[np.float64]) -> int:
-        """argmax_s [class(s) != class(y_true)] + <w_s, x> (ties: the smallest state)."""
+        """argmax_s [class(s) != class(y_true)] + ⟨w_s, x⟩ (ties: the smallest state)."""
         s = self._unchecked_scores(x, w)
         s += self.class_of(np.arange(self.n_states)) != int(y_true) // self.n_subclasses
         return int(np.argmax(s))
 
     @checked
     def decode(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.ArrayLike) -> int:
-        """argmax_{(c, h)} <w, phi(x, c, h)> as a state (its class is `class_of`)."""
+        """argmax_{(c, h)} ⟨w, phi(x, c, h)⟩ as a state (its class is `class_of`)."""
         return int(np.argmax(self._unchecked_scores(x, w)))
 
     def complete(self, x: npt.NDArray[np.float64] | SparseVector, c: int, w: npt.ArrayLike) -> int:
-        """The latent completion h* = argmax_h <w, phi(x, c, h)> (Yu & Joachims 2009, Algorithm 1),
+        """The latent completion h* = argmax_h ⟨w, phi(x, c, h)⟩ (Yu & Joachims 2009, Algorithm 1),
         as the state c H + h*."""
         H = self.n_subclasses
         s = self._unchecked_scores(x, w)[int(c) * H:(int(c) + 1) * H]
@@ -161,7 +161,7 @@ class LatentSubclassModel(CheckedModel):
     @checked
     def expectation(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int | None, v: npt.ArrayLike,
                     c: float) -> tuple[npt.NDArray[np.float64], float, float]:
-        """Expectation oracle: the softmax p(s) ∝ exp(c [class(s) != class(y_true)] + <v_s, x>)."""
+        """Expectation oracle: the softmax p(s) ∝ exp(c [class(s) != class(y_true)] + ⟨v_s, x⟩)."""
         v, c = self._expectation_args(v, c)
         xd = x.toarray() if isinstance(x, SparseVector) else np.asarray(x, dtype=np.float64)
         z = self._unchecked_scores(xd, v)
@@ -227,7 +227,7 @@ def _energy_range(U: npt.NDArray[np.float64], P: npt.NDArray[np.float64], n_edge
 
 def complete_chain(model: ChainModel, x: Any, y: npt.NDArray[np.int64],
                    w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-    """argmax over the completions y' of y (y'_l = y_l wherever y_l >= 0) of <w, phi(x, y')>.
+    """argmax over the completions y' of y (y'_l = y_l wherever y_l >= 0) of ⟨w, phi(x, y')⟩.
 
     The latent completion of a chain with unlabelled positions (y_l = -1): exact Viterbi on
     the unary scores with the observed positions clamped (Yu & Joachims 2009, Algorithm 1).

@@ -131,7 +131,7 @@ class MulticlassModel(CheckedModel):
     @checked
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | SparseVector, y_true: int,
                               w: npt.NDArray[np.float64]) -> int:
-        """argmax_k [k != y_true] + <w_k, x> (times the input's weight for a weighted input)."""
+        """argmax_k [k != y_true] + ⟨w_k, x⟩ (times the input's weight for a weighted input)."""
         if type(x) is WeightedInput:
             c = float(x.loss_weights)
             xi = x.x
@@ -144,13 +144,13 @@ class MulticlassModel(CheckedModel):
 
     @checked
     def decode(self, x: npt.NDArray[np.float64] | SparseVector, w: npt.ArrayLike) -> int:
-        """argmax_k <w_k, x>."""
+        """argmax_k ⟨w_k, x⟩."""
         x = unweighted(x)
         return self._oracle(x, np.ascontiguousarray(w, dtype=np.float64), -1, False)
 
     @checked
     def scores(self, x: npt.ArrayLike | SparseVector, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """(K,) class scores <w_k, x>."""
+        """(K,) class scores ⟨w_k, x⟩."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         x = unweighted(x)
         if isinstance(x, SparseVector):
@@ -163,7 +163,7 @@ class MulticlassModel(CheckedModel):
     @checked
     def expectation(self, x: npt.ArrayLike | SparseVector, y_true: int | None, v: npt.ArrayLike,
                     c: float) -> tuple[npt.NDArray[np.float64], float, float]:
-        """Expectation oracle: the softmax p(k) ∝ exp(c [k != y_true] + <v_k, x>) (online-EG).
+        """Expectation oracle: the softmax p(k) ∝ exp(c [k != y_true] + ⟨v_k, x⟩) (online-EG).
 
         Parameters
         ----------

@@ -154,7 +154,7 @@ def loss_augmented_into(V, U, yt):
 # ------------------------------------------------ fused chain-model oracles
 @njit(cache=True, fastmath=True, nogil=True)
 def chain_unary_dense(x, w, S, F, y_true, augment):
-    """U[l, s] = <x_l, w[s*F:(s+1)*F]> (+ 1/L when s != y_true[l] and augment).
+    """U[l, s] = ⟨x_l, w[s*F:(s+1)*F]⟩ (+ 1/L when s != y_true[l] and augment).
 
     Two positions and four states per sweep over the features: each load of a position's
     features feeds four products and each load of a state's weights two, so the sweep is less
@@ -308,7 +308,7 @@ def add_node_loss_weights(U, y_true, a):
 
 @njit(cache=True, fastmath=True, nogil=True, inline="always")
 def chain_oracle_dense_weighted(x, w, y_true, a, S, F):
-    """Viterbi on sum_l a_l [y_l != y_true_l] + <w, phi(x, y)> for a dense chain."""
+    """Viterbi on sum_l a_l [y_l != y_true_l] + ⟨w, phi(x, y)⟩ for a dense chain."""
     U = _unary_dense_inlined(x, w, S, F, y_true, np.bool_(False))
     add_node_loss_weights(U, y_true, a)
     y, _ = _viterbi_inlined(U, w, S * F, S)
@@ -336,7 +336,7 @@ def weighted_hamming_loss(a, b, c):
 
 @njit(cache=True, nogil=True, inline="always")
 def labelling_score(U, W_tr, y):
-    """<phi(x, y), w> from a chain's unary scores U (L, S) and its flat transition weights W_tr (S*S;
+    """⟨phi(x, y), w⟩ from a chain's unary scores U (L, S) and its flat transition weights W_tr (S*S;
     empty for a multiclass model).  The unary and transition sums are two accumulators, so the two
     chains of dependent additions run side by side."""
     S = U.shape[1]
@@ -353,8 +353,8 @@ def labelling_score(U, W_tr, y):
 
 @njit(cache=True, nogil=True)
 def score_difference(U, W_tr, ya, yb):
-    """<phi(x, ya) - phi(x, yb), w> from a chain's unary scores U (L, S) and its flat transition weights
-    W_tr (S*S; empty for a multiclass model), position by position: <psi_i(y), w> with ya = y_i, yb = y."""
+    """⟨phi(x, ya) - phi(x, yb), w⟩ from a chain's unary scores U (L, S) and its flat transition weights
+    W_tr (S*S; empty for a multiclass model), position by position: ⟨psi_i(y), w⟩ with ya = y_i, yb = y."""
     S = U.shape[1]
     pw = 0.0
     for t in range(ya.shape[0]):

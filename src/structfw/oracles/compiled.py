@@ -449,7 +449,7 @@ def _corner_fm_by_type(kind, data, i, w, WT):
 @njit(cache=True, nogil=True)
 def chain_csr_hinge(indptr, indices, values, starts, Yc, S, F, i, w):
     """H_i(y*; w) of sequence i with CSR features, without psi: the loss-augmented Viterbi
-    score max_y [Delta(y_i, y) + <w, phi(y)>] minus the truth's score <w, phi(y_i)> (the loss
+    score max_y [Delta(y_i, y) + ⟨w, phi(y)⟩] minus the truth's score ⟨w, phi(y_i)⟩ (the loss
     enters the unary scores of the states y_t != y_i,t only, so U[t, y_i,t] is the plain score).
     A gap pass needs only H_i; building and merging psi was a third of its time on text."""
     ip, ix, vx, yt = _csr_sequence(indptr, indices, values, starts, Yc, i)
@@ -481,7 +481,7 @@ def chain_csr_hinges_fm(indptr, indices, values, starts, Yc, S, F, w, WT, H):
 
 
 def corner_hinge(kind, data, i, w):
-    """H_i(y*; w) = L_i(y*) - <psi_i(y*), w> of example i at w: what a gap pass needs.
+    """H_i(y*; w) = L_i(y*) - ⟨psi_i(y*), w⟩ of example i at w: what a gap pass needs.
 
     Callable from Python and from numba code (resolved by the type of ``data``, as `corner`):
     the CSR chain computes it from its Viterbi score, the other layouts from the unmerged psi."""
@@ -508,7 +508,7 @@ def _corner_hinge_by_type(kind, data, i, w):
 
 @njit(cache=True, nogil=True)
 def multiclass_dense_corner(Xc, labels, K, F, i, w):
-    """argmax_k <w_k, x_i> + [k != y_i], its psi (always merged: two sorted blocks) and the 0-1 loss."""
+    """argmax_k ⟨w_k, x_i⟩ + [k != y_i], its psi (always merged: two sorted blocks) and the 0-1 loss."""
     yt = labels[i]
     y = multiclass_oracle(Xc[i], w, yt, K, F, np.bool_(True))
     idx, val = multiclass_phi_diff(Xc[i], yt, y, F)

@@ -24,7 +24,7 @@ from .chain import _viterbi_core, append_coalesced, edge_label_diff, unary_diff_
 
 @njit(cache=True, fastmath=True, nogil=True)
 def grid_unary(x, w, S, F, y_true, augment):
-    """U[i, j, s] = <x[i, j], w[s*F:(s+1)*F]> (+ 1/(h*w) when s != y_true[i, j])."""
+    """U[i, j, s] = ⟨x[i, j], w[s*F:(s+1)*F]⟩ (+ 1/(h*w) when s != y_true[i, j])."""
     h, wd = x.shape[0], x.shape[1]
     U = np.empty((h, wd, S))
     c = 1.0 / (h * wd) if h * wd > 0 else 0.0

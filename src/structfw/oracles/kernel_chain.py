@@ -3,12 +3,12 @@
 The joint kernel decomposes over the parts of a chain labelling (BCFW paper, App. B.5:
 "re-interpreting dot products as the suitable sum of kernel evaluations"):
 
-    k((x, y), (x', y')) = sum_{t,s} [y_t == y'_s] kappa(x_t, x'_s) + <E(y), E(y')>,
+    k((x, y), (x', y')) = sum_{t,s} [y_t == y'_s] kappa(x_t, x'_s) + ⟨E(y), E(y')⟩,
 
 where kappa is a kernel on the features of one position ("linear", "rbf", "poly") and
 E(y) in R^{K x K} counts the transitions a -> b of y (the transition indicator features
 of `ChainModel`, kept linear).  With kappa linear this is exactly
-<phi(x, y), phi(x', y')> of ChainModel.  A weight vector w = A alpha is then implicit:
+⟨phi(x, y), phi(x', y')⟩ of ChainModel.  A weight vector w = A alpha is then implicit:
 
     unary score of label c at a position x_t = sum_p kappa(x_t, x_p) coef[p, c]
 
@@ -61,9 +61,9 @@ def gram(A, a2, B, b2, kernel, gamma, degree, coef0):
 
 @njit(cache=True, nogil=True)
 def rbf_from_dots(G, a2, b2, gamma):
-    """In place: G[p, q] = exp(-gamma ||a_p - b_q||^2) from G[p, q] = <a_p, b_q>.
+    """In place: G[p, q] = exp(-gamma ||a_p - b_q||^2) from G[p, q] = ⟨a_p, b_q⟩.
 
-    ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b> can come out slightly negative by
+    ||a - b||^2 = ||a||^2 + ||b||^2 - 2 ⟨a, b⟩ can come out slightly negative by
     rounding for (near) equal points; it is clipped at 0, so kappa(x, x) = 1 exactly."""
     for p in range(G.shape[0]):
         for q in range(G.shape[1]):
@@ -73,7 +73,7 @@ def rbf_from_dots(G, a2, b2, gamma):
 
 @njit(cache=True, nogil=True)
 def poly_from_dots(G, gamma, coef0, degree):
-    """In place: G[p, q] = (gamma <a_p, b_q> + coef0)^degree."""
+    """In place: G[p, q] = (gamma ⟨a_p, b_q⟩ + coef0)^degree."""
     for p in range(G.shape[0]):
         for q in range(G.shape[1]):
             base = gamma * G[p, q] + coef0
@@ -86,6 +86,6 @@ def poly_from_dots(G, gamma, coef0, degree):
 # ------------------------------------------------------------------ decoding
 @njit(cache=True, nogil=True)
 def chain_decode(U, P):
-    """argmax_y <w, phi(x, y)> from unary scores U (T, K) and transition weights P (K, K)."""
+    """argmax_y ⟨w, phi(x, y)⟩ from unary scores U (T, K) and transition weights P (K, K)."""
     y, _ = viterbi(U, P)
     return y

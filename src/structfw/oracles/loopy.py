@@ -486,7 +486,7 @@ def lp_relaxation(unary: npt.ArrayLike, edges: npt.ArrayLike, pairwise: npt.Arra
     """Solve the local-polytope LP relaxation of max E with HiGHS and round it.
 
     The relaxation (e.g. Wainwright, Jaakkola & Willsky 2005; Werner 2007) maximises
-    sum_v <theta_v, mu_v> + sum_e <theta_e, mu_e> over node and edge marginals with
+    sum_v ⟨theta_v, mu_v⟩ + sum_e ⟨theta_e, mu_e⟩ over node and edge marginals with
     sum_a mu_v(a) = 1 and the edge marginals summing to the node marginals
     (`_lp_model`), by ``scipy.optimize.linprog(method="highs")`` on sparse constraints.
 

@@ -2,7 +2,7 @@
 
 Online exponentiated gradient (Collins, Globerson, Koo, Carreras, Bartlett 2008, the
 "online-EG" baseline of the BCFW paper, Sec. 6 / App. F) keeps dual variables
-alpha_i(y) ∝ exp(theta_i(y)) with theta_i(y) = c L_i(y) + <v, phi(x_i, y)> + const; its
+alpha_i(y) ∝ exp(theta_i(y)) with theta_i(y) = c L_i(y) + ⟨v, phi(x_i, y)⟩ + const; its
 block parts need E_p[phi(x_i, y)], E_p[L_i(y)] and log Z under that distribution.
 
 For a chain with the normalised Hamming loss the loss term decomposes over positions and
@@ -246,7 +246,7 @@ def expected_hamming(node, y_true):
 def chain_expectation_dense(x, y_true, V, P, c, has_loss):
     """Expectation oracle of the chain model for dense features.
 
-    p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>), Delta the normalised Hamming loss,
+    p(y) ∝ exp(c Delta(y_true, y) + ⟨v, phi(x, y)⟩), Delta the normalised Hamming loss,
     phi as in ``ChainModel`` (unary block s*F + f, transition block S*F + a*S + b).
 
     Parameters
@@ -277,7 +277,7 @@ def chain_expectation_dense(x, y_true, V, P, c, has_loss):
 
 @njit(cache=True, nogil=True)
 def _csr_unary_scores(indptr, indices, data, V):
-    """U[l, s] = <x_l, V[s]> for CSR rows."""
+    """U[l, s] = ⟨x_l, V[s]⟩ for CSR rows."""
     L = indptr.shape[0] - 1
     S = V.shape[0]
     U = np.zeros((L, S))
@@ -338,7 +338,7 @@ def chain_expectation_csr(indptr, indices, data, y_true, V, P, c, has_loss):
 
 @njit(cache=True, nogil=True)
 def softmax_expectation(x, y_true, V, c, has_loss):
-    """Expectation oracle of the multiclass model: p(k) ∝ exp(<v_k, x> + c [k != y_true]).
+    """Expectation oracle of the multiclass model: p(k) ∝ exp(⟨v_k, x⟩ + c [k != y_true]).
 
     Returns (E_phi (K*F,) with block k = p(k) x, E_loss = 1 - p(y_true), log Z); the
     softmax is shifted by its maximum, so it never overflows."""
@@ -557,7 +557,7 @@ def _entropy(logp):
 def _bp_beliefs(th_u, edges, th_p, rho, msg):
     """Node and edge beliefs of the messages, and the free-energy approximation of log Z:
 
-        sum_v (<b_v, theta_v> + H(b_v)) + sum_e (<b_e, theta_e> - rho_e I(b_e)),
+        sum_v (⟨b_v, theta_v⟩ + H(b_v)) + sum_e (⟨b_e, theta_e⟩ - rho_e I(b_e)),
         I(b_e) = H(b_u) + H(b_v) - H(b_e)
 
     (Bethe for rho = 1; the tree-reweighted upper bound at a TRW fixed point).  ``th_p`` is

@@ -50,7 +50,7 @@ def _add_hamming_bonus(Sc, y_true, fn_cost, norm):
 
 @njit(cache=True, nogil=True)
 def matching_scores_dense(x, w, y_true, augment, fn_cost, norm):
-    """(m_s, m_t) edge scores <w, x_jk> (+ the loss bonuses when ``augment``).
+    """(m_s, m_t) edge scores ⟨w, x_jk⟩ (+ the loss bonuses when ``augment``).
 
     Parameters
     ----------

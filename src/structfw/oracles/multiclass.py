@@ -23,7 +23,7 @@ def multiclass_scores(x, w, K, F):
 
 @njit(cache=True, nogil=True)
 def multiclass_oracle(x, w, y_true, K, F, augment):
-    """argmax_k <w_k, x> + [k != y_true] (augment) or argmax_k <w_k, x> (ties: smallest k)."""
+    """argmax_k ⟨w_k, x⟩ + [k != y_true] (augment) or argmax_k ⟨w_k, x⟩ (ties: smallest k)."""
     return augmented_argmax(multiclass_scores(x, w, K, F), y_true, augment)
 
 
@@ -55,7 +55,7 @@ def weighted_augmented_argmax(s, y_true, c):
 
 @njit(cache=True, nogil=True)
 def multiclass_oracle_weighted(x, w, y_true, c, K, F):
-    """argmax_k <w_k, x> + c [k != y_true]: the oracle of the loss c [k != y_true]."""
+    """argmax_k ⟨w_k, x⟩ + c [k != y_true]: the oracle of the loss c [k != y_true]."""
     return weighted_augmented_argmax(multiclass_scores(x, w, K, F), y_true, c)
 
 

@@ -10,8 +10,8 @@ features f_e in R^Fe, labels y_v in 0..K-1.  The joint feature of both models is
 (the unary part is eq. (7) of the MP-BCFW paper applied per node, as for its HorseSeg
 and Stanford set-ups, App. A).  With w = (w_u, w_p) the score is
 
-    S(y) = sum_v U[v, y_v] - sum_e c_e [y_u != y_v],   U[v, k] = <x_v, w_u[k]>,
-    c_e = <f_e, w_p> (+ a fixed Potts constant),
+    S(y) = sum_v U[v, y_v] - sum_e c_e [y_u != y_v],   U[v, k] = ⟨x_v, w_u[k]⟩,
+    c_e = ⟨f_e, w_p⟩ (+ a fixed Potts constant),
 
 so pairwise weights w_p >= 0 make every c_e >= 0: maximising S is minimising a Potts
 energy with non-negative weights, submodular for K = 2 (exact min cut,

@@ -6,8 +6,8 @@ with a_t in R^K the position's label weights and its transition part a K x K mat
 factored storage keeps A (one row a_t per training position) and T (n, K, K) instead of the d
 numbers of a row, and reads w_i only through
 
-    <w_i, w>   = sum_t <a_t, U_t> + <T_i, W_tr>              U = the unary scores x_t . W_c (the oracle's),
-    ||d||^2    = sum_{t,s} G_i[t, s] <D_t, D_s> + ||dT||^2   G_i = [<x_t, x_s>] the block's Gram matrix,
+    ⟨w_i, w⟩   = sum_t ⟨a_t, U_t⟩ + ⟨T_i, W_tr⟩              U = the unary scores x_t . W_c (the oracle's),
+    ||d||^2    = sum_{t,s} G_i[t, s] ⟨D_t, D_s⟩ + ||dT||^2   G_i = [⟨x_t, x_s⟩] the block's Gram matrix,
 
 for the FW direction d = w_s - w_i (D, dT its label weights and transitions).  w itself stays
 explicit: the step adds gamma D[t, c] x_t to label c's weights for the labels a position has
@@ -154,7 +154,7 @@ def _fill_grams(Xc, starts, offsets, G):
 
 
 def block_w_dots(Xc: np.ndarray, fb: FactoredBlocks, w: np.ndarray) -> np.ndarray:
-    """<w_i, w> of every block: sum_t <a_t, U_t> + <T_i, W_tr>, with U = Xc W^T for all positions at once
+    """⟨w_i, w⟩ of every block: sum_t ⟨a_t, U_t⟩ + ⟨T_i, W_tr⟩, with U = Xc W^T for all positions at once
     (no W_tr for multiclass)."""
     S = fb.A.shape[1]
     F = Xc.shape[1]
@@ -188,7 +188,7 @@ def _label_direction(A_i, yt, a, y1, b1, y2, b2, D, live):
 
 @njit(cache=True, fastmath=True, nogil=True)
 def _unary_terms(D, U, G_i, live):
-    """(<d, w>, ||d||^2) of d's unary part: sum D * U and sum_{t,s} G_i[t, s] <D_t, D_s>, the
+    """(⟨d, w⟩, ||d||^2) of d's unary part: sum D * U and sum_{t,s} G_i[t, s] ⟨D_t, D_s⟩, the
     symmetric Gram sum taken over t <= s (each label row D_t a contiguous vector of K) and over the
     positions whose row may be non-zero (``live``: a pairwise step's corners differ in few)."""
     T, S = U.shape
@@ -237,7 +237,7 @@ def _clear_transitions(E, yt, y1, y2, S):
 
 @njit(cache=True, fastmath=True, nogil=True)
 def _transition_terms(T_i, a, E, W_tr):
-    """(<dT, W_tr>, ||dT||^2) for dT = a T_i + E in one sweep over the K*K transitions."""
+    """(⟨dT, W_tr⟩, ||dT||^2) for dT = a T_i + E in one sweep over the K*K transitions."""
     wd = 0.0
     nrm = 0.0
     for ab in range(T_i.shape[0]):
@@ -319,7 +319,7 @@ def block_unary(fac, i, w):
 
 @njit(cache=True, nogil=True, inline="always")
 def labels_of(fac, i, U, w):
-    """(U, W_tr, y_i, <phi(x_i, y_i), w>): what `structfw.solvers.corners.cs_scan` reads to score block
+    """(U, W_tr, y_i, ⟨phi(x_i, y_i), w⟩): what `structfw.solvers.corners.cs_scan` reads to score block
     i's labellings."""
     Xc, starts, Yc, S, F = fac[1]
     yt = Yc[starts[i]:starts[i + 1]]
@@ -330,7 +330,7 @@ def labels_of(fac, i, U, w):
 # inlined sums ran as one chain of scalar additions (the K*K transitions' alone ~1 us a step on OCR)
 @njit(cache=True, fastmath=True, nogil=True)
 def factored_w_dot(fac, i, U, w):
-    """<w_i, w> = sum_t <a_t, U_t> + <T_i, W_tr> of block i, from its unary scores U at w."""
+    """⟨w_i, w⟩ = sum_t ⟨a_t, U_t⟩ + ⟨T_i, W_tr⟩ of block i, from its unary scores U at w."""
     Xc, starts, Yc, S, F = fac[1]
     A, T = fac[2]
     a0 = starts[i]
@@ -349,7 +349,7 @@ def factored_w_dot(fac, i, U, w):
 
 @njit(cache=True, nogil=True, inline="always")
 def unary_oracle(fac, i, U, w):
-    """The max oracle of block i from its unary scores U: (y*, no values, L_i(y*), <psi_i(y*), w>), y* a view
+    """The max oracle of block i from its unary scores U: (y*, no values, L_i(y*), ⟨psi_i(y*), w⟩), y* a view
     of the scratch (the loss-augmented Viterbi of `structfw.oracles.chain`, Hamming loss)."""
     Xc, starts, Yc, S, F = fac[1]
     scr = fac[4]
@@ -372,7 +372,7 @@ def factored_block_step(w, fac, i, U, a, s1, s2, dl, rule, avg):
     (lam, gmax, gfixed) and ``avg`` = (u, inv_c) as there.  Returns (gamma, slope).
 
     It reads the block's L x K label weights, its K x K transitions and L x L Gram matrix, not a d-row:
-    <d, w> comes from the unary scores U at w, ||d||^2 from the Gram matrix, and the move adds x_t to the
+    ⟨d, w⟩ comes from the unary scores U at w, ||d||^2 from the Gram matrix, and the move adds x_t to the
     weights of the labels position t has taken (only the positions where the corners differ, for a
     pairwise step)."""
     Xc, starts, Yc, S, F = fac[1]

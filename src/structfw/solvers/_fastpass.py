@@ -40,7 +40,7 @@ _EMPTY_V = np.empty(0, np.float64)
 
 
 def hinge_pass(compiled, n, w):
-    """H_i(y_i*; w) = L_i(y_i*) - <psi_i(y_i*), w> of every block, in one numba call: the
+    """H_i(y_i*; w) = L_i(y_i*) - ⟨psi_i(y_i*), w⟩ of every block, in one numba call: the
     measuring mode of `plain_fw_chunk`, called with the argument types of a pass so that
     both share one compiled specialisation.  Sparse chain inputs have a kernel of their own that
     scores from a feature-major copy of w's unary weights (`chain_csr_hinges_fm`; CoNLL-scale gap
@@ -155,7 +155,7 @@ def _begin_step(sampler, s, n, nu_step, avg_kind, it, fl):
 
 @njit(cache=True, nogil=True, inline="always")
 def _below_truth(L, score):
-    """The oracle's labelling has H_i = L - <psi, w> below H_i(y_i) = 0 (beyond rounding): not a maximiser."""
+    """The oracle's labelling has H_i = L - ⟨psi, w⟩ below H_i(y_i) = 0 (beyond rounding): not a maximiser."""
     H = L - score
     return H < -_H_TOL * max(1.0, abs(H))
 
@@ -178,13 +178,13 @@ def fw_block_step(w, vi, ci, s, dl, rule, avg, scratch):
     """FW step of block i toward w_s = psi/(lam n), w_i stored scaled (w_i = ci * vi).
 
     The step of `structfw.solvers._kernels.block_step` on dense rows with d = w_s - w_i,
-    to the bit: gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, 1] (Alg. 1
+    to the bit: gamma = (d_l - lam ⟨w, d⟩) / (lam ||d||^2) clipped to [0, 1] (Alg. 1
     lines 6-7 of Lacoste-Julien et al. 2013); the row is read, only psi's entries of it
-    are written.  ``s`` = (idx, val, 1/(lam n), <psi, w>) is the corner as unmerged entries
+    are written.  ``s`` = (idx, val, 1/(lam n), ⟨psi, w⟩) is the corner as unmerged entries
     (||psi||^2 merges repeated indices in ``scratch``, zero on entry and on exit) with its
     score, which the caller computes to check the oracle anyway; ``rule`` = (lam, gfixed),
     ``avg`` = (u, inv_c) the lazy average.
-    Returns (gamma, slope = lam <w, d> - d_l, c_i')."""
+    Returns (gamma, slope = lam ⟨w, d⟩ - d_l, c_i')."""
     idx, val, inv_ln, pw = s
     lam, gfixed = rule
     u, inv_c = avg
@@ -224,7 +224,7 @@ def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hin
     """m block iterations of plain BCFW, or (``hinges`` non-empty) the hinge terms of blocks 0..m-1.
 
     With ``hinges`` of length m the kernel only measures: hinges[i] = H_i(y_i*; w) =
-    L_i(y_i*) - <psi_i(y_i*), w>, the hinge terms of the primal (eq. (3) of Osokin et al.
+    L_i(y_i*) - ⟨psi_i(y_i*), w⟩, the hinge terms of the primal (eq. (3) of Osokin et al.
     2016) and of the block gaps (eq. (6)) -- all a gap pass needs when no corner is kept
     (`structfw.solvers.problem.Problem.batch_hinges`); nothing else is read or changed.
     One kernel does both jobs because each compiled caller of the oracle re-links and
@@ -329,7 +329,7 @@ def _scale_alpha(S, i, c):
 # inlined (it writes nothing): a call passed the corner store's ~80 array fields every step
 @njit(cache=True, nogil=True, inline="always")
 def _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
-    """The corner set's answer for block i: (slot, g_i, <psi_s, w>) of its best corner when
+    """The corner set's answer for block i: (slot, g_i, ⟨psi_s, w⟩) of its best corner when
     it is taken -- always in an approximate pass (MP-BCFW, eq. (6) of Shah et al.), with the
     cache when its gap estimate reaches max(F g_i^oracle, nu/n g) (Osokin et al. Sec. 3.3)
     -- or slot -1 when the oracle must be called."""
@@ -390,8 +390,8 @@ def _move_block(w, B, fac, i, U, a, s1, s2, dl, rule, avg, scratch):
 def _set_step(w, storage, S, i, step_kind, slot, a, corner_s, losses, rule, avg, scratch):
     """FW, pairwise or away step of block i on its corner set (Osokin et al. Alg. 2): moves w_i,
     w and the corner weights (when they are tracked).  ``storage`` = (B, fac) (`_move_block`);
-    ``corner_s`` = (idx, val, <psi, w>, L) of the FW corner (slot ``slot``); ``a`` the away
-    corner's slot and ``losses`` = (<psi_a, w>, l_i, n, U) with U the block's unary scores on the
+    ``corner_s`` = (idx, val, ⟨psi, w⟩, L) of the FW corner (slot ``slot``); ``a`` the away
+    corner's slot and ``losses`` = (⟨psi_a, w⟩, l_i, n, U) with U the block's unary scores on the
     factored storage; ``rule`` = (lam, gfixed, inv_ln, track_alpha, keep_rows).  Returns (gamma, d_l)."""
     B, fac = storage
     ps_i, ps_v, ss, L_s = corner_s
@@ -449,11 +449,11 @@ def _tidy(S, i, tidy_kind, limit, keeps):
 def _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li_i):
     """One sweep over block i's corners, each scored once (~200 entries gathered from w, or on
     the factored storage O(L_i) from the block's unary scores U): the best corner (approximate
-    pass, cache) and the away corner, as `corners.cs_scan`; and lam <w_i, w> - l_i, the block
+    pass, cache) and the away corner, as `corners.cs_scan`; and lam ⟨w_i, w⟩ - l_i, the block
     gap's part from w_i, which the cache rule, the gap sampler and the away test read -- with
     tracked weights the weighted score of the active corners from the same sweep, else the
     dot over the block's row or label weights.  ``wants`` = (best, away, gap, track_alpha).
-    Returns (scan, <w_i, w>, that part, U) (U empty on rows)."""
+    Returns (scan, ⟨w_i, w⟩, that part, U) (U empty on rows)."""
     want_best, want_away, want_gap, track_alpha = wants
     scan = (-1, 0.0, 0.0, -1, 0.0, 0.0)
     U = np.empty((0, 0))
@@ -513,7 +513,7 @@ def _record_corner(S, i, slot, hit, corner_s, mark, flags, g_i, oracle_gaps, it)
 
 @njit(cache=True, nogil=True, inline="always")
 def _oracle_corner(oracle, fac, i, U, w, WT):
-    """The max oracle's corner of block i, (entries, values, L_i(y*), <psi_i(y*), w>): its labelling from
+    """The max oracle's corner of block i, (entries, values, L_i(y*), ⟨psi_i(y*), w⟩): its labelling from
     the unary scores U on the factored storage, else the compiled model's merged psi (scored from the
     feature-major copy WT of the unary weights when the pass keeps one)."""
     if fac[0]:

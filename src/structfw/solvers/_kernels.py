@@ -6,7 +6,7 @@ Every block step of the engine (FW, pairwise, away) moves w_i along a direction
 
 with the loss part d_l, and w along the same d (w = sum_i w_i).  The optimal
 step is the closed-form line search of Alg. 1 line 7 (BCFW) generalised to any
-direction:  gamma = (d_l - lam <w, d>) / (lam ||d||^2), clipped to [0, gamma_max].
+direction:  gamma = (d_l - lam ⟨w, d⟩) / (lam ||d||^2), clipped to [0, gamma_max].
 """
 from __future__ import annotations
 
@@ -76,24 +76,24 @@ def block_step(w, B, i, a, s1, s2, dl, rule, avg, scratch):
     Block i's part is w_i = c_i v_i with c_i = B[0][i] and v_i a row of the layout B
     (`structfw.solvers.rows`: dense rows, sparse rows, or none for passes that never read
     them).  Along d = a w_i + b1 s1 + b2 s2 (corners in w-space, FW: a = -1, pairwise: a = 0,
-    away: a = 1) the closed-form line search gamma = (d_l - lam <w, d>) / (lam ||d||^2),
+    away: a = 1) the closed-form line search gamma = (d_l - lam ⟨w, d⟩) / (lam ||d||^2),
     clipped to [0, gmax] (Alg. 1 line 7 of Lacoste-Julien et al. 2013, generalised to any
     direction), or the fixed step gfixed >= 0.  The new part w_i + gamma d is c_i' v_i' with
     c_i' = (1 + gamma a) c_i and v_i' = v_i + gamma (b1 s1 + b2 s2) / c_i': a step reads the
-    row (for <w_i, w>, ||w_i||^2 and the update of w) but writes only the corners' entries.
+    row (for ⟨w_i, w⟩, ||w_i||^2 and the update of w) but writes only the corners' entries.
     w (and the lazy average u, u -= inv_c gamma d) move along the same d.
 
     Parameters
     ----------
     w, B, i : w, the layout of the w_i and the block
     a : float            the coefficient of w_i in d
-    s1, s2 : tuples      (indices, values, b, <s, w>): a corner, its coefficient in d and its
+    s1, s2 : tuples      (indices, values, b, ⟨s, w⟩): a corner, its coefficient in d and its
                          score at w, which the caller has (the oracle check, the best-corner
                          and away searches score the corners); `NO_CORNER` when there is one
     dl : float           d_l, the loss part of the direction
     rule : tuple         (lam, gmax, gfixed): gfixed < 0 for the line search
     avg : tuple          (u, inv_c): the lazy average buffer (empty: none) and 1 / its scale
-    scratch : float64[d] zeros, for <s1, s2> (`structfw._linalg.sparse_dot_sparse_scattered`)
+    scratch : float64[d] zeros, for ⟨s1, s2⟩ (`structfw._linalg.sparse_dot_sparse_scattered`)
 
     With sparse rows the corners' indices are sorted and unique and the row has room for them
     (`rows.row_room`).
@@ -102,7 +102,7 @@ def block_step(w, B, i, a, s1, s2, dl, rule, avg, scratch):
     -------
     gamma : float
     slope : float
-        lam <w, d> - d_l, the directional derivative at gamma = 0 (minus the gap along d).
+        lam ⟨w, d⟩ - d_l, the directional derivative at gamma = 0 (minus the gap along d).
     """
     i1, v1, b1, s1w = s1
     i2, v2, b2, s2w = s2
@@ -265,7 +265,7 @@ def fenwick_find(tree, target):
 
 @njit(cache=True, nogil=True)
 def projected_slope(v, idx, val, nonneg, lam, dl, gamma):
-    """f'(gamma) = d_l - lam <Pi(v + gamma d), d> of the constrained dual along d.
+    """f'(gamma) = d_l - lam ⟨Pi(v + gamma d), d⟩ of the constrained dual along d.
 
     Pi clips the coordinates marked in ``nonneg`` at 0 (w_S >= 0); d is given by its
     entries (idx, val) with unique indices.  f' is non-increasing in gamma (D is concave)."""

@@ -235,7 +235,7 @@ class BCFW(Solver):
         """One oracle call per block at w: primal, block gaps (6), total gap (7).
 
         Returns (primal, block_gaps, oracle results or None).  With w = state.w the
-        block gaps are g_i = lam <w_i, w> - l_i + H_i(y_i*; w)/n; their sum is
+        block gaps are g_i = lam ⟨w_i, w⟩ - l_i + H_i(y_i*; w)/n; their sum is
         P(w) - D(alpha).  The oracle results (y, psi, L, H) are built only when
         ``corners`` asks for them (the cache keeps them); otherwise the hinge terms
         H_i alone are computed (`Problem.batch_hinges`).
@@ -297,7 +297,7 @@ class BCFW(Solver):
 
 
 def _block_w_dots(problem: Problem, st: BCFWState) -> npt.NDArray[np.float64]:
-    """<w_i, w> of every block: from the rows, or for factored w_i from the chain oracle's positions."""
+    """⟨w_i, w⟩ of every block: from the rows, or for factored w_i from the chain oracle's positions."""
     if st.factored is not None:
         Xc = positions(cast("tuple[Any, Any]", problem.compiled_oracle()))[0]
         return block_w_dots(Xc, st.factored, st.w)

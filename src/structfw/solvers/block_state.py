@@ -347,8 +347,8 @@ class BCFWState:
         return -0.5 * self.lam * float(np.dot(self.w, self.w)) + self.ell
 
     def block_w_dot(self, i: int, w: npt.NDArray[np.float64]) -> float:
-        """<w_i, w> (without rescaling the stored rows; from the tracked weights, the sum of
-        alpha_i(y) <psi_i(y), w> / (lam n), while the rows are stale).  Factored w_i are read with
+        """⟨w_i, w⟩ (without rescaling the stored rows; from the tracked weights, the sum of
+        alpha_i(y) ⟨psi_i(y), w⟩ / (lam n), while the rows are stale).  Factored w_i are read with
         the data (`structfw.solvers._factored.block_w_dots`)."""
         self._no_rows()
         if self.rows_stale:

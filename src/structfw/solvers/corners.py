@@ -19,7 +19,7 @@ only grows the arrays when a block or the pool is full.
 With the factored block storage of chains (`structfw.solvers._factored`) a store holds
 *labellings* instead (``labels=True``): corner k's entries are the labelling y itself (L_i
 states in ``pidx``; ``pval`` is empty: a labelling has no values, and a pool of zeros beside the
-states doubled the lines a lookup or a store touches), the key is its hash, and its score <psi_i(y), w> comes
+states doubled the lines a lookup or a store touches), the key is its hash, and its score ⟨psi_i(y), w⟩ comes
 from the block's unary scores at w in O(L_i) (`cs_scan` with ``labels``), where a psi of ~L_i F
 entries is gathered from w: the same corners, a smaller pool, cheaper scans and no psi built.
 """
@@ -103,7 +103,7 @@ def cs_entries(S, i, k):
 
 @njit(cache=True, nogil=True)
 def cs_dot(S, i, k, x):
-    """<psi_i(y_k), x>."""
+    """⟨psi_i(y_k), x⟩."""
     idx, val = cs_entries(S, i, k)
     s = 0.0
     for t in range(idx.shape[0]):
@@ -231,8 +231,8 @@ def cs_expire(S, i, oldest):
 
 @njit(cache=True, nogil=True)
 def cs_best(S, i, w):
-    """(slot, H, score) of argmax over block i's corners of H_i(y; w) = L_i(y) - <w, psi_i(y)>,
-    with the corner's score <psi_i(y), w> (a block step along it needs it again)."""
+    """(slot, H, score) of argmax over block i's corners of H_i(y; w) = L_i(y) - ⟨w, psi_i(y)⟩,
+    with the corner's score ⟨psi_i(y), w⟩ (a block step along it needs it again)."""
     r = cs_scan(S, i, w, True, False, NO_LABELS)
     return r[0], r[1], r[2]
 
@@ -245,12 +245,12 @@ def cs_away(S, i, w):
 
 @njit(cache=True, nogil=True)
 def cs_away_and_weighted_score(S, i, w):
-    """(`cs_away`, sum_k alpha_k <psi_k, w>, the away corner's score) in one sweep over
+    """(`cs_away`, sum_k alpha_k ⟨psi_k, w⟩, the away corner's score) in one sweep over
     the active set.
 
     With tracked weights w_i = sum_k alpha_k psi_k / (lam n), so the second value is
-    lam n <w_i, w>: the block gap's part from w_i without reading the dense row of w_i.
-    The third is <psi_a, w>, which a pairwise or away step along psi_a needs again.
+    lam n ⟨w_i, w⟩: the block gap's part from w_i without reading the dense row of w_i.
+    The third is ⟨psi_a, w⟩, which a pairwise or away step along psi_a needs again.
     Ties go to the first slot."""
     r = cs_scan(S, i, w, False, True, NO_LABELS)
     return r[3], r[4], r[5]
@@ -274,8 +274,8 @@ def cs_weighted_rows(S, rows, c):
 
 @njit(cache=True, nogil=True, inline="always")
 def _corner_score(S, i, k, w, labels):
-    """<psi_i(y_k), w>: a dot product with the corner's psi, or for a set of labellings (``labels`` =
-    (U, W_tr, y_i, <phi(x_i, y_i), w>), the block's unary scores at w, the transition weights, its ground
+    """⟨psi_i(y_k), w⟩: a dot product with the corner's psi, or for a set of labellings (``labels`` =
+    (U, W_tr, y_i, ⟨phi(x_i, y_i), w⟩), the block's unary scores at w, the transition weights, its ground
     truth and the truth's score) the truth's score less the labelling's, O(L) instead of a gather of its
     psi's entries (the truth is scored once per scan, not once per corner)."""
     U = labels[0]
@@ -287,8 +287,8 @@ def _corner_score(S, i, k, w, labels):
 
 @njit(cache=True, nogil=True, inline="always")
 def cs_scan(S, i, w, want_best, want_away, labels):
-    """One sweep over block i's corners, each scored once: (best, H_best, <psi_best, w>, away,
-    sum_k alpha_k <psi_k, w>, <psi_away, w>) -- the best corner over all corners (when
+    """One sweep over block i's corners, each scored once: (best, H_best, ⟨psi_best, w⟩, away,
+    sum_k alpha_k ⟨psi_k, w⟩, ⟨psi_away, w⟩) -- the best corner over all corners (when
     ``want_best``), the away corner and the weighted score over the active ones (when
     ``want_away``; only the active corners are scored when the best is not wanted).  A step
     that needs both (cache or approximate pass with pairwise/away steps) scores each corner

@@ -8,7 +8,7 @@ Iteration k (one batch oracle pass through the executor):
    1-slack formulation, OP 5);
 2. it joins the working set W, and the master QP over W
 
-       min_w lam/2 ||w||^2 + xi   s.t.  xi >= L_c - <w, psi_c>  for c in W,  xi >= 0
+       min_w lam/2 ||w||^2 + xi   s.t.  xi >= L_c - ⟨w, psi_c⟩  for c in W,  xi >= 0
 
    is solved in its dual (Joachims et al. 2009, OP 6, in our scaling):
 
@@ -24,7 +24,7 @@ w = A alpha = sum_c beta_c psi_c / lam and l = b^T alpha = sum_c beta_c L_c.  Th
 trace therefore reports the honest duality gap P(w) - D(alpha), D = -lam/2 ||w||^2 + l,
 from the same oracle pass that produces the next constraint (as batch FW does).  At an
 exact master solution it equals Joachims' stopping quantity: the violation
-L_bar - <w, psi_bar> of the new constraint minus the slack xi of the working set.
+L_bar - ⟨w, psi_bar⟩ of the new constraint minus the slack xi of the working set.
 
 With w_S >= 0 (the model's ``nonnegative_indices``) the master QP gets the constraints
 w_S >= 0; their multipliers mu >= 0 enter the dual as w = (Psi beta + mu)/lam, and the
@@ -192,7 +192,7 @@ class CuttingPlaneState:
     ----------
     psi : ndarray (m, d)     psi_bar of each aggregated constraint (lam-free, dense rows)
     loss : ndarray (m,)      L_bar of each constraint
-    gram : ndarray (m, m)    <psi_c, psi_c'>, kept incrementally
+    gram : ndarray (m, m)    ⟨psi_c, psi_c'⟩, kept incrementally
     beta : ndarray (m,)      master dual weights (the dual point: alpha_i(y_i*^(c)) gets beta_c)
     idle : ndarray (m,)      consecutive iterations with beta_c = 0
     born : ndarray (m,)      iteration that added the constraint

@@ -4,14 +4,14 @@ Alg. B.1 runs BCFW on the SSVM dual with w = A alpha "only given implicitly as a
 of the corresponding kernel functions" (App. B.5).  The joint kernel of a chain decomposes over
 positions (`structfw.oracles.kernel_chain`):
 
-    k((x, y), (x', y')) = sum_{t,s} [y_t == y'_s] kappa(x_t, x'_s) + <E(y), E(y')>,
+    k((x, y), (x', y')) = sum_{t,s} [y_t == y'_s] kappa(x_t, x'_s) + ⟨E(y), E(y')⟩,
 
 kappa "linear", "rbf" or "poly" on the features of one position, E(y) the transition counts of
 ChainModel (kept linear); MulticlassModel is a chain of length 1.  Every w = A alpha lies in the span
 of the feature vectors phi(x_p) of the N training positions, so the dual depends on kappa only through
 their Gram matrix G = [kappa(x_p, x_q)].  `KernelMap` factors it once, G = Z Z^T with Z (N x r) the
 pivoted Cholesky factor, and row z_p of Z is the coordinate vector of phi(x_p) in an orthonormal basis
-of the span: <phi(x_p), phi(x_q)> = <z_p, z_q>.  The kernel problem is therefore the linear problem
+of the span: ⟨phi(x_p), phi(x_q)⟩ = ⟨z_p, z_q⟩.  The kernel problem is therefore the linear problem
 of the same model on the inputs z_p -- the same dual, block gaps, line search (its dot products "the
 suitable sum of kernel evaluations", App. B.5, precomputed) and oracle -- and `KernelBCFW` is the
 engine (`BCFW`) run on those coordinates: w_i and w are stored as their coordinates in the span, and
@@ -20,7 +20,7 @@ passes).  docs/guide/kernel-bcfw.md explains the choice and its costs.
 
 **Prediction.**  The first r pivots S of the factorisation span the same space, so phi(x) projects to
 z(x) = L_S^{-1} kappa(x_S, x) (L_S = Z[S], lower triangular), and the unary score of label c is
-<z(x), W_c> = sum_{s in S} kappa(x, x_s) coef[s, c] with coef = L_S^{-T} W: a `KernelExpansion` over
+⟨z(x), W_c⟩ = sum_{s in S} kappa(x, x_s) coef[s, c] with coef = L_S^{-T} W: a `KernelExpansion` over
 the r pivot positions, exact for every x because w lies in the span.
 
 **Tolerance and rank.**  The factorisation stops when the largest diagonal entry of the residual
@@ -256,7 +256,7 @@ class KernelExpansion:
         return out
 
     def decode_all(self, X: Sequence[Any]) -> list[Any]:
-        """argmax_y <w, phi(x, y)> for every input of a validated list X (the model's check_X)."""
+        """argmax_y ⟨w, phi(x, y)⟩ for every input of a validated list X (the model's check_X)."""
         rows = [_as_rows(x, self.kind) for x in X]
         if not rows:
             return []
@@ -492,8 +492,8 @@ class KernelBCFW(BCFW):
     Parameters
     ----------
     kernel : {"rbf", "linear", "poly"}
-        kappa on the features of one position: exp(-gamma ||x - x'||^2), <x, x'>, or
-        (gamma <x, x'> + coef0)^degree.
+        kappa on the features of one position: exp(-gamma ||x - x'||^2), ⟨x, x'⟩, or
+        (gamma ⟨x, x'⟩ + coef0)^degree.
     gamma : float > 0
         Of "rbf" and "poly".  The default 0.05 suits features of OCR's scale (binary 16x8
         images, mean ||x - x'||^2 = 41): of 0.01, 0.02, 0.05 and 0.1 it gave the lowest test

@@ -3,13 +3,13 @@
 The dual (docs/design.md, "Notation") is maximised over the product of simplices with
 each block kept in the exponential family
 
-    alpha_i(y) ∝ exp(theta_i(y)),   theta_i(y) = c_i L_i(y) + <v_i, phi(x_i, y)>   (+ a constant),
+    alpha_i(y) ∝ exp(theta_i(y)),   theta_i(y) = c_i L_i(y) + ⟨v_i, phi(x_i, y)⟩   (+ a constant),
 
 so a block is the pair (c_i, v_i) (Collins et al. 2008, Sec. 3: the EG update keeps
 theta_i in the span of the parts; here the parts are the loss and the joint features).
 The online algorithm (Collins et al. 2008, Fig. 1, online variant) visits one block at a
 time and takes the EG step theta_i <- theta_i + eta_i n grad_i D(alpha); the dual's
-gradient in alpha_i(y) is H_i(y; w)/n with H_i(y; w) = L_i(y) - <w, phi(x_i, y_i)> + <w, phi(x_i, y)>,
+gradient in alpha_i(y) is H_i(y; w)/n with H_i(y; w) = L_i(y) - ⟨w, phi(x_i, y_i)⟩ + ⟨w, phi(x_i, y)⟩,
 and the middle term does not depend on y (it cancels in the normalisation), so
 
     c_i <- c_i + eta_i,    v_i <- v_i + eta_i w.
@@ -68,7 +68,7 @@ def has_expectation(model: object) -> bool:
 
 
 def block_expectation(problem: Problem, i: int, v: npt.ArrayLike, c: float) -> tuple[npt.NDArray[np.float64], float]:
-    """(E_phi as dense ndarray, E_loss) of alpha_i ∝ exp(c L_i(y) + <v, phi(x_i, y)>).
+    """(E_phi as dense ndarray, E_loss) of alpha_i ∝ exp(c L_i(y) + ⟨v, phi(x_i, y)⟩).
 
     The model is reached through the problem's data; a NaN or infinite result is an error
     naming the example (an overflowing expectation oracle would silently poison w)."""

@@ -82,7 +82,7 @@ class ExactOracle:
     def fw_corner(self, ctx, i):
         """(slot or -1, psi_s, L_s, g_i, hit) for block i at the current w.
 
-        g_i = lam <w_i, w> - l_i + H_i(s_i; w)/n is the block gap (eq. (6))."""
+        g_i = lam ⟨w_i, w⟩ - l_i + H_i(s_i; w)/n is the block gap (eq. (6))."""
         base = ctx.lam * ctx.st.block_w_dot(i, ctx.st.w) - ctx.st.li[i]
         return self.call_oracle(ctx, i, base)
 
@@ -308,7 +308,7 @@ class PairwiseStep:
 
 class AwayStep:
     """Block away step (BCAFW, App. D Alg. 4): the FW step, or the away step
-    d = w_i - w_a when its gap lam <w, w_a - w_i> + l_i - l_a is larger;
+    d = w_i - w_a when its gap lam ⟨w, w_a - w_i⟩ + l_i - l_a is larger;
     gamma in [0, alpha_a / (1 - alpha_a)]."""
 
     needs_alpha = True
@@ -363,7 +363,7 @@ def finish_step(ctx, i, gamma, dl):
 
 def apply_direction(ctx, i, a, s1, b1, s2, b2, dl, gmax):
     """Move w_i and w along d = a w_i + b1 s1 + b2 s2 with the line search
-    gamma = (d_l - lam <w, d>) / (lam ||d||^2) clipped to [0, gmax] (or the fixed step):
+    gamma = (d_l - lam ⟨w, d⟩) / (lam ||d||^2) clipped to [0, gmax] (or the fixed step):
     the compiled `block_step` on the state's rows, dense or sparse."""
     st = ctx.st
     if ctx.problem.constrained:

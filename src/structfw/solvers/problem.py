@@ -251,7 +251,7 @@ class Problem:
     def expectation(self, i: int, v: npt.ArrayLike,
                     c: float) -> tuple[npt.NDArray[np.float64] | SparseVector, float, float]:
         """The model's expectation oracle on example i: (E_phi, E_loss, log_Z) of
-        p(y) ∝ exp(c L_i(y) + <v, phi(x_i, y)>) (online exponentiated gradient needs it)."""
+        p(y) ∝ exp(c L_i(y) + ⟨v, phi(x_i, y)⟩) (online exponentiated gradient needs it)."""
         return self._unchecked("expectation")(self.X[i], self.Y[i], v, c)
 
     def joint_feature_true(self, i: int) -> npt.NDArray[np.float64] | SparseVector:
@@ -301,7 +301,7 @@ class Problem:
         return self.executor.submit(self.data_key, w, [i])
 
     def decode_all(self, w: npt.NDArray[np.float64]) -> list[Any]:
-        """argmax_y <w, phi(x_i, y)> for every training example (through the executor)."""
+        """argmax_y ⟨w, phi(x_i, y)⟩ for every training example (through the executor)."""
         out = self.executor.decode(self.data_key, w)
         if self.user_model:
             for i, y in enumerate(out):
@@ -328,9 +328,9 @@ class Problem:
         """U_i >= max_y H_i(y; w) for every example, (n,), from the model's bounds.
 
         The model's ``loss_augmented_decode_with_bound(x_i, y_i, w)`` returns a labelling and
-        B_i >= max_y [Delta(y_i, y) + <w, phi(x_i, y)> + f(x_i, y)] (a relaxation's dual value:
+        B_i >= max_y [Delta(y_i, y) + ⟨w, phi(x_i, y)⟩ + f(x_i, y)] (a relaxation's dual value:
         TRW-S, the LP; f is the model's fixed score, 0 for most models); then
-        U_i = B_i - <w, phi(x_i, y_i)> - f(x_i, y_i).  With an approximate oracle the primal
+        U_i = B_i - ⟨w, phi(x_i, y_i)⟩ - f(x_i, y_i).  With an approximate oracle the primal
         P(w) = lam/2 ||w||^2 + 1/n sum_i max_y H_i(y; w) is out of reach, but
         lam/2 ||w||^2 + 1/n sum_i U_i >= P(w), so that bound minus any dual value D(alpha)
         is >= P(w) - P*: a certified gap (BCFW paper, App. C, where the oracle's own gap is

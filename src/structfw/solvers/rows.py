@@ -140,7 +140,7 @@ def _compact_rows(start, nnz, cap, idx, val, new_idx, new_val):
 
 @njit(cache=True, nogil=True)
 def sparse_row_dot(R, i, w):
-    """<v_i, w> of a sparse row (from Python: `BCFWState.block_w_dot`)."""
+    """⟨v_i, w⟩ of a sparse row (from Python: `BCFWState.block_w_dot`)."""
     return _sparse_dot_sqnorm(R, i, w)[0]
 
 
@@ -158,7 +158,7 @@ def _sparse_dot_sqnorm(R, i, w):
 
 @njit(cache=True, nogil=True)
 def _sparse_dot_entries(R, i, ei, ev):
-    """<v_i, e> for entries e with sorted unique indices (a merge)."""
+    """⟨v_i, e⟩ for entries e with sorted unique indices (a merge)."""
     a, m, idx, val = R[1][i], R[2][i], R[4], R[5]
     s = 0.0
     p = a
@@ -246,7 +246,7 @@ def _sparse_rescale(R, i, c_new):
 # ====================================================================== dense kernels
 @njit(cache=True, fastmath=True, nogil=True)
 def _dense_dot_sqnorm(v, w):
-    """(<a, b>, ||a||^2) in one sweep (fastmath lets the reductions vectorise)."""
+    """(⟨a, b⟩, ||a||^2) in one sweep (fastmath lets the reductions vectorise)."""
     s = 0.0
     q = 0.0
     for j in range(v.shape[0]):
@@ -305,17 +305,17 @@ def row_room(B, i, extra):  # pragma: no cover - resolved by the overload
 
 
 def row_dot(B, i, w):  # pragma: no cover
-    """<v_i, w>."""
+    """⟨v_i, w⟩."""
     raise NotImplementedError
 
 
 def row_dot_sqnorm(B, i, w):  # pragma: no cover - resolved by the overload
-    """(<v_i, w>, ||v_i||^2)."""
+    """(⟨v_i, w⟩, ||v_i||^2)."""
     raise NotImplementedError
 
 
 def row_dot_entries(B, i, ei, ev):  # pragma: no cover
-    """<v_i, e> for entries e (sorted unique indices for sparse rows)."""
+    """⟨v_i, e⟩ for entries e (sorted unique indices for sparse rows)."""
     raise NotImplementedError
 
 

@@ -11,7 +11,7 @@ estimates -- and a copy of w.  A round, at the global w:
 2. it returns its change (u_k, dl_k); with U = sum_k u_k and dl = sum_k dl_k the combination's
    gamma is 1 ("add", CoCoA+ with sigma' = K: Ma et al. 2015), 1/K ("average", sigma' = 1) or the
    exact line search of the dual along U ("linesearch", sigma' = 1):
-   gamma* = clip((dl - lam <w, U>) / (lam ||U||^2), 0, 1);
+   gamma* = clip((dl - lam ⟨w, U⟩) / (lam ||U||^2), 0, 1);
 3. w <- w + gamma U, l <- l + gamma dl, and every shard scales its blocks' change by gamma, so
    that w = sum_i w_i holds after every round.
 
@@ -249,7 +249,7 @@ class Shard:
 
 
 def block_dots(sub: Problem, st: BCFWState) -> npt.NDArray[np.float64]:
-    """<w_i, w> of every block of a shard (engine units): from the rows or the factored label weights."""
+    """⟨w_i, w⟩ of every block of a shard (engine units): from the rows or the factored label weights."""
     if st.factored is not None:
         return block_w_dots(positions(sub.compiled_oracle())[0], st.factored, st.w)
     return np.array([st.block_w_dot(i, st.w) for i in range(sub.n)])
@@ -885,7 +885,7 @@ def combination_gamma(rule: str, lam: float, w: npt.NDArray[np.float64], U: npt.
                       K: int) -> float:
     """gamma of a round whose summed change is (U, dl) (`combine_changes`): 1 (add), 1/K (average), or the exact
     line search of D(alpha + gamma dalpha) = -lam/2 ||w + gamma U||^2 + l + gamma dl on [0, 1]:
-    gamma* = clip((dl - lam <w, U>) / (lam ||U||^2), 0, 1)."""
+    gamma* = clip((dl - lam ⟨w, U⟩) / (lam ||U||^2), 0, 1)."""
     return float(combine_changes(np.atleast_2d(U), np.array([dl]), w, lam, _RULE_CODES[rule], K)[0])
 
 

@@ -5,9 +5,9 @@ Kernel *kinds* are small integers so that the numba solver can branch on them:
 ========  ============  ==============================================
 kind      name          k(x, z)
 ========  ============  ==============================================
-0         linear        <x, z>
+0         linear        ⟨x, z⟩
 1         rbf           exp(-gamma ||x - z||^2)
-2         poly          (gamma <x, z> + coef0) ** degree
+2         poly          (gamma ⟨x, z⟩ + coef0) ** degree
 3         precomputed   X[i, j] is k(x_i, x_j) (X is the Gram matrix)
 4         raw           the matrix *is* the simplex-QP matrix (tests / low level)
 ========  ============  ==============================================
@@ -79,7 +79,7 @@ def kernel_column(X, sqn, i, kind, gamma, coef0, degree):
 
 @njit(cache=True)
 def kernel_from_dots(dots, sqn, i, kind, gamma, coef0, degree, out):
-    """out[j] = k(x_j, x_i) from the dot products dots[j] = <x_j, x_i> (kind 0..2):
+    """out[j] = k(x_j, x_i) from the dot products dots[j] = ⟨x_j, x_i⟩ (kind 0..2):
     linear, rbf exp(-gamma ||x_j - x_i||^2) with the distance formed in float64 from
     the squared norms ``sqn`` (diagonal exactly 1), or poly (gamma <.,.> + coef0)^degree."""
     m = out.shape[0]

@@ -690,7 +690,7 @@ def _iterate(n_steps, method, tol, sample_size, n_resample, full_check, it, cc):
 
 @njit(cache=True)
 def _k_from_dot(dot, sqa, sqb, kind, gamma, coef0, degree):
-    """k(x_a, x_b) from <x_a, x_b> and the squared norms, as `kernel_from_dots` forms it."""
+    """k(x_a, x_b) from ⟨x_a, x_b⟩ and the squared norms, as `kernel_from_dots` forms it."""
     if kind == 0:
         return dot
     if kind == 1:

@@ -66,7 +66,7 @@ class FrankWolfeSVC(ClassifierMixin, BaseEstimator):
         As in scikit-learn: "scale" is ``1 / (n_features * X.var())``, "auto" is
         ``1 / n_features``.
     degree : int >= 0, default 3
-        The polynomial kernel's degree, (gamma <x, x'> + coef0)^degree.
+        The polynomial kernel's degree, (gamma ⟨x, x'⟩ + coef0)^degree.
     coef0 : float, default 0.0
         The polynomial kernel's constant term.
     method : {"fw", "mfw", "swap", "partan"}, default "partan"
