@@ -153,7 +153,7 @@ FLOORS = {
     "solvers": 7,
     "_prediction": 8, "path": 8,
     "_lam_select": 9, "estimator": 10,
-    "latent": 11, "features": 11, "loading": 12,
+    "latent": 11, "features": 11, "torch": 11, "loading": 12,
     "cli": 13,
     "bench": 14,
 }

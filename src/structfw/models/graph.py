@@ -6,13 +6,13 @@ feature (parametrisation "full") is
 
     phi(x, y) = [ sum_v x_v ⊗ e_{y_v}  (K F) ,  sum_e f_e ⊗ E_{y_u, y_v}  (K K Fe) ]
 
-so that <w, phi(x, y)> is the energy E(y) of the shared inference interface
+so that ⟨w, phi(x, y)⟩ is the energy E(y) of the shared inference interface
 (`structfw.oracles.graph`) with
 
-    unary[v, k] = <W_unary[k], x_v>,   pairwise[e, k, l] = <W_pair[k, l], f_e>.
+    unary[v, k] = ⟨W_unary[k], x_v⟩,   pairwise[e, k, l] = ⟨W_pair[k, l], f_e⟩.
 
 "symmetric" ties W_pair[k, l] = W_pair[l, k] (K(K+1)/2 Fe parameters, for undirected
-relations); "potts" keeps one vector on the diagonal, pairwise[e, k, l] = [k = l] <w_p, f_e>
+relations); "potts" keeps one vector on the diagonal, pairwise[e, k, l] = [k = l] ⟨w_p, f_e⟩
 (Fe parameters; w_p > 0 rewards agreement).  In w the unary block comes first (state k,
 feature f at k F + f), then the pairwise slots (slot s, edge feature f at K F + s Fe + f);
 the slots are (k, l) -> k K + l ("full"), the pairs k <= l in row-major order
@@ -25,6 +25,8 @@ back-end maximises E is the model's ``inference``: exact max-product on forests
 (`structfw.oracles.graph.tree_max_product`), brute force on tiny graphs, and on graphs
 with cycles the loopy back-ends of `structfw.oracles.loopy` (TRW-S, the LP relaxation,
 QPBO), which also return an upper bound on max_y E(y) (`GraphModel.loss_augmented_decode_with_bound`).
+The oracle is the potential-level one, `structfw.oracles.potentials.graph_hinge`, on the
+potentials at w (`GraphModel.potentials`).
 """
 from __future__ import annotations
 
@@ -40,15 +42,22 @@ from .._linalg import SparseVector
 from ..oracles.graph import (
     EXHAUSTIVE_LIMIT,
     TreeSchedule,
-    add_node_loss,
     check_graph,
-    energy,
-    exhaustive,
     forest_schedule,
     graph_phi_diff_csr,
     graph_phi_diff_dense,
     tree_marginals,
-    tree_max_product,
+)
+from ..oracles.potentials import (
+    GRAPH_INFERENCE,
+    INFERENCE_OPTIONS,
+    add_graph_loss,
+    check_inference_options,
+    graph_backend,
+    graph_maximise,
+    graph_node_coefficients,
+    graph_search,
+    is_submodular,
 )
 from ._validation import (MAX_TABLE_ENTRIES, as_float_array, as_label_array, check_int_param,
                           check_joint_feature_size, check_sequence_of_inputs, check_size, from_json_text)
@@ -56,10 +65,9 @@ from .base import CheckedModel, check_example_weight, checked, register_model
 from .graphcut import _check_nodes
 
 PAIRWISE = ("full", "symmetric", "potts")
-#: every back-end name ``inference`` takes; "auto" picks one per graph
-BACKENDS = ("tree", "exhaustive", "trws", "lp", "qpbo")
+#: every back-end name ``inference`` takes; "auto" picks one per graph (`structfw.oracles.potentials`)
+BACKENDS = GRAPH_INFERENCE
 _EXACT = ("tree", "exhaustive")
-_LOOPY_FUNCTIONS = {"trws": "trws", "lp": "lp_relaxation", "qpbo": "qpbo"}
 
 
 class GraphExample(NamedTuple):
@@ -82,23 +90,6 @@ class GraphExample(NamedTuple):
     tree: TreeSchedule | None
     node_weights: npt.NDArray[np.float64] | None = None
     loss_scale: float = 1.0
-
-
-def _loopy_backend(name: str) -> Callable[..., tuple[npt.NDArray[np.int64], float, float]]:
-    """The back-end function of `structfw.oracles.loopy` (imported on first use)."""
-    try:
-        from ..oracles import loopy
-    except ImportError as exc:
-        raise ImportError(f"inference {name!r} needs the loopy back-ends of structfw.oracles.loopy, which "
-                          f"could not be imported: {exc}") from exc
-    return getattr(loopy, _LOOPY_FUNCTIONS[name])
-
-
-def is_submodular(pairwise: npt.NDArray[np.float64]) -> bool:
-    """True when every (E, 2, 2) pairwise term of a maximisation is submodular:
-    theta(0,0) + theta(1,1) >= theta(0,1) + theta(1,0) (QPBO is then exact)."""
-    P = pairwise
-    return bool(np.all(P[:, 0, 0] + P[:, 1, 1] >= P[:, 0, 1] + P[:, 1, 0]))
 
 
 @register_model
@@ -268,7 +259,7 @@ class GraphModel(CheckedModel):
 
     def potentials(self, x: GraphExample | Sequence[Any],
                    w: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """(unary (V, K), pairwise (E, K, K)) of x at w, so that E(y) = <w, phi(x, y)>."""
+        """(unary (V, K), pairwise (E, K, K)) of x at w, so that E(y) = ⟨w, phi(x, y)⟩."""
         x = self._example(x)
         return self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))
 
@@ -292,100 +283,64 @@ class GraphModel(CheckedModel):
     def _node_loss_weights(self, y_true: npt.NDArray[np.int64],
                            node_weights: npt.NDArray[np.float64] | None = None) -> float | npt.NDArray[np.float64]:
         """c_v, the share of node v in the loss (sums to 1): omega_v cw[y_v] / sum_u omega_u cw[y_u]."""
-        if self.class_weight is None and node_weights is None:
-            return 1.0 / y_true.shape[0]
-        c = np.ones(y_true.shape[0]) if self.class_weight is None else self.class_weight[y_true]
-        if node_weights is not None:
-            c = c * node_weights
-        total = c.sum()
-        if not total > 0:
-            raise ValueError("the node weights of this example give its labelled classes no weight "
-                             "(sum of node_weights * class_weight[y] is 0): its loss is undefined")
-        return c / total
+        return graph_node_coefficients(y_true, self.class_weight, node_weights)
 
     def _augment(self, U: npt.NDArray[np.float64], y_true: npt.NDArray[np.int64],
                  scale: float = 1.0, node_weights: npt.NDArray[np.float64] | None = None
                  ) -> npt.NDArray[np.float64]:
-        """U + scale c_v [k != y_v^true] in place: the loss as unary terms."""
-        if node_weights is None:
-            return add_node_loss(U, y_true, self._cw, float(scale))
-        c = scale * np.asarray(self._node_loss_weights(y_true, node_weights))
-        U += c[:, None]
-        U[np.arange(U.shape[0]), y_true] -= c
-        return U
+        """U + scale c_v [k != y_v^true] in place: the loss as unary terms (`add_graph_loss`, the
+        potential-level oracle's)."""
+        return add_graph_loss(U, y_true, self._cw, node_weights, scale)
 
     # ------------------------------------------------------------ inference
-    def _backend(self, x: GraphExample, P: npt.NDArray[np.float64] | None) -> str:
-        mode = self.inference
-        if mode == "auto":
-            if x.tree is not None:
-                return "tree"
-            # P is None only for callers that know the mode or the graph is a forest
-            return "qpbo" if self.n_states == 2 and is_submodular(cast("npt.NDArray[np.float64]", P)) else "trws"
-        return mode
-
     def _maximise(self, x: GraphExample, U: npt.NDArray[np.float64],
                   P: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int64], float, float, bool]:
-        """(labels, value, bound, exact) of max_y E(y) by the chosen back-end."""
-        mode = self._backend(x, P)
-        if mode == "tree":
-            if x.tree is None:
-                raise ValueError("inference='tree' needs a forest, but this graph has a cycle; "
-                                 "use inference='auto' or a loopy back-end")
-            y, value, bound = tree_max_product(U, x.edges, P, schedule=x.tree)
-            return y, value, bound, True
-        if mode == "exhaustive":
-            y, value, bound = exhaustive(U, x.edges, P)
-            return y, value, bound, True
-        y, value, bound = _loopy_backend(mode)(U, x.edges, P, **self.inference_options.get(mode, {}))
-        return np.ascontiguousarray(y, dtype=np.int64), float(value), float(bound), False
+        """(labels, value, bound, exact) of max_y E(y) by the chosen back-end (`graph_maximise`)."""
+        return graph_maximise(U, x.edges, P, self.inference, self.inference_options, x.tree)
 
     def inference_backend(self, x: GraphExample | Sequence[Any], w: npt.ArrayLike) -> str:
         """The back-end name ("tree", "qpbo", ...) the oracle uses for x at w."""
         x = self._example(x)
         if self.inference != "auto" or x.tree is not None:
-            return self._backend(x, None)
-        return self._backend(x, self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))[1])
+            return graph_backend(self.inference, x.tree, None)
+        return graph_backend(self.inference, x.tree, self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))[1])
 
     @checked
     def loss_augmented_decode_with_bound(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike,
                                          w: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float]:
-        """The max oracle with a certificate: (y, B) with B >= max_y Delta(y_true, y) + <w, phi(x, y)>.
+        """The max oracle with a certificate: (y, B) with B >= max_y Delta(y_true, y) + ⟨w, phi(x, y)⟩.
 
         For the exact back-ends B is the value of y; for the loopy ones it is the
         back-end's bound (its dual or LP value; +inf if it has none).  Then
-        B - <w, phi(x, y_true)> bounds the block's hinge max_y H_i(y; w) from above, which
+        B - ⟨w, phi(x, y_true)⟩ bounds the block's hinge max_y H_i(y; w) from above, which
         certifies the duality gap even when y is not a maximiser.  When an approximate
         back-end's labelling scores below y_true, y_true is returned (H_i >= 0)."""
         x = self._example(x)
         w = np.ascontiguousarray(w, dtype=np.float64)
         y_true = np.ascontiguousarray(y_true, dtype=np.int64)
         U, P = self._potentials(x, w)
-        self._augment(U, y_true, x.loss_scale, node_weights=x.node_weights)
-        y, value, bound, exact = self._maximise(x, U, P)
-        if not exact:
-            truth = float(energy(U, x.edges, P, y_true))
-            if value < truth:
-                y, value = y_true.copy(), truth
+        # the potential-level oracle (structfw.oracles.potentials.graph_hinge) on the potentials at w
+        y, value, bound, _, _ = graph_search(U, x.edges, P, y_true, self._cw, x.node_weights, x.loss_scale,
+                                             self.inference, self.inference_options, x.tree, truth=False)
         return y, max(float(bound), value)
 
     @checked
     def loss_augmented_decode(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike,
                               w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """argmax_y Delta(y_true, y) + <w, phi(x, y)> by the model's back-end (exact on
+        """argmax_y Delta(y_true, y) + ⟨w, phi(x, y)⟩ by the model's back-end (exact on
         forests; on loopy graphs approximate, and never below y_true)."""
         return self._unchecked_loss_augmented_decode_with_bound(x, y_true, w)[0]
 
     @checked
     def decode(self, x: GraphExample | Sequence[Any], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """argmax_y <w, phi(x, y)> by the model's back-end."""
+        """argmax_y ⟨w, phi(x, y)⟩ by the model's back-end."""
         x = self._example(x)
         U, P = self._potentials(x, np.ascontiguousarray(w, dtype=np.float64))
         return self._maximise(x, U, P)[0]
 
     def marginals(self, x: GraphExample | Sequence[Any], w: npt.ArrayLike, temperature: float = 1.0
                   ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
-        """Exact marginals of p(y) ∝ exp(<w, phi(x, y)> / T) on a forest (sum-product).
+        """Exact marginals of p(y) ∝ exp(⟨w, phi(x, y)⟩ / T) on a forest (sum-product).
 
         Returns ``(node_marginals (V, K), edge_marginals (E, K, K), log_partition)``, the
         edge marginals indexed [e, label of edges[e, 0], label of edges[e, 1]].
@@ -405,7 +360,7 @@ class GraphModel(CheckedModel):
     def expectation(self, x: GraphExample | Sequence[Any], y_true: npt.ArrayLike | None, v: npt.ArrayLike,
                     c: float) -> tuple[npt.NDArray[np.float64] | SparseVector, float, float]:
         """Expectation oracle on a forest (online exponentiated gradient; see
-        `StructuredModel.expectation`): p(y) ∝ exp(c Delta(y_true, y) + <v, phi(x, y)>).
+        `StructuredModel.expectation`): p(y) ∝ exp(c Delta(y_true, y) + ⟨v, phi(x, y)⟩).
 
         The loss adds c c_v [k != y_v^true] to the unary terms; node and edge marginals
         then give E_phi = [sum_v x_v ⊗ mu_v, sum_e f_e ⊗ (mu_e folded onto the slots)].
@@ -631,79 +586,10 @@ def _check_graph_sizes(K: int, F: int, Fe: int, pairwise: str) -> None:
     check_size("GraphModel", "n_states ** 2", K * K, MAX_TABLE_ENTRIES, "the K x K pairwise table of an edge")
 
 
-class _BadOption(ValueError):
-    """An option's value is not what its back-end takes (the message says what it takes)."""
-
-
-def _int_option(lo: int, hi: int | None) -> Callable[[object], object]:
-    def check(v: object) -> object:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo or (
-                hi is not None and v > hi):
-            raise _BadOption(f"an integer in [{lo}, {'inf' if hi is None else hi}]")
-        return int(v)
-    return check
-
-
-def _real_option(lo: float, hi: float | None) -> Callable[[object], object]:
-    def check(v: object) -> object:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) or not (
-                np.isfinite(v) and v >= lo and (hi is None or v < hi)):
-            raise _BadOption(f"a finite number in [{lo}, {'inf' if hi is None else hi})")
-        return float(v)
-    return check
-
-
-def _order_option(v: object) -> object:
-    """A node order for TRW-S: distinct integers >= 0 (a permutation of each graph's nodes, checked
-    against the graphs by `GraphModel.check_X`), kept as a list (the model's config is JSON)."""
-    a = np.asarray(v) if isinstance(v, (list, tuple, np.ndarray)) else np.zeros((0, 0))
-    if a.ndim != 1 or not (a.size == 0 or np.issubdtype(a.dtype, np.integer)) or (a.size and a.min() < 0) \
-            or np.unique(a).size != a.size:
-        raise _BadOption("a list of distinct node indices >= 0 (a permutation of the nodes of every graph)")
-    return [int(t) for t in a]
-
-
-_MAX_ITER = 10 ** 6  # TRW-S keeps a bound per iteration: a larger count is a typo, and memory
-#: the options each back-end of ``inference`` takes, each with the check of its value (the value
-#: converted, or a ValueError saying what is expected); "tree" and "exhaustive" take none
-INFERENCE_OPTIONS: dict[str, dict[str, Callable[[object], object]]] = {
-    "trws": {"max_iter": _int_option(1, _MAX_ITER), "tol": _real_option(0.0, None), "icm_sweeps": _int_option(0, None),
-             "order": _order_option},
-    "lp": {"icm_sweeps": _int_option(0, None), "integral_tol": _real_option(0.0, 1.0)},
-    # exhaustive_max: a component of n nodes takes 2^n steps, already minutes at 2^32
-    "qpbo": {"exhaustive_max": _int_option(0, 32), "trws_iter": _int_option(1, _MAX_ITER),
-             "icm_sweeps": _int_option(0, None)},
-}
-
-
 def _check_options(options: object) -> dict[str, dict[str, Any]]:
-    """``inference_options`` as {back-end: {option: value}}, every key and value checked
-    (`INFERENCE_OPTIONS`); a ValueError naming ``inference_options[back-end][option]`` otherwise."""
-    options = from_json_text(options, "inference_options")
-    if options is None:
-        return {}
-    if not isinstance(options, Mapping):
-        raise ValueError(f"inference_options must be a dict {{back-end: {{option: value}}}}, got {options!r}")
-    out: dict[str, dict[str, Any]] = {}
-    for name, kw in options.items():
-        if name not in BACKENDS:
-            raise ValueError(f"inference_options has an entry for {name!r}, which is not a back-end "
-                             f"(one of {BACKENDS})")
-        if not isinstance(kw, Mapping) or not all(isinstance(k, str) for k in kw):
-            raise ValueError(f"inference_options[{name!r}] must be a dict of keyword arguments, got {kw!r}")
-        if kw and name in _EXACT:
-            raise ValueError(f"inference_options[{name!r}]: the {name!r} back-end takes no options, got {kw!r}")
-        known = INFERENCE_OPTIONS.get(name, {})
-        out[name] = {}
-        for key, value in kw.items():
-            if key not in known:
-                raise ValueError(f"inference_options[{name!r}] has the option {key!r}, which the {name!r} back-end "
-                                 f"does not take (it takes {sorted(known)})")
-            try:
-                out[name][key] = known[key](value)
-            except _BadOption as exc:
-                raise ValueError(f"inference_options[{name!r}][{key!r}] must be {exc}, got {value!r}") from None
-    return out
+    """``inference_options`` (a dict or its JSON text) as {back-end: {option: value}}, every key and
+    value checked (`INFERENCE_OPTIONS`); a ValueError naming ``inference_options[back-end][option]``."""
+    return check_inference_options(from_json_text(options, "inference_options"))
 
 
-__all__ = ["GraphModel", "GraphExample", "is_submodular"]
+__all__ = ["GraphModel", "GraphExample", "is_submodular", "INFERENCE_OPTIONS"]

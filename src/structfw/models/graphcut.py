@@ -10,12 +10,14 @@ Joint feature (d = 2 F + Fe), see `structfw.oracles.potts`::
 
 i.e. the class-wise unary construction of eq. (7) of the MP-BCFW paper per node, plus
 the *negated* sum of the (non-negative) edge features over the edges the labelling
-cuts.  Sign convention: the score <w, phi(x, y)> charges c_e = <w_p, f_e> for every cut
-edge, so pairwise weights w_p >= 0 make the energy -<w, phi> submodular; those d - 2F
+cuts.  Sign convention: the score ⟨w, phi(x, y)⟩ charges c_e = ⟨w_p, f_e⟩ for every cut
+edge, so pairwise weights w_p >= 0 make the energy -⟨w, phi⟩ submodular; those d - 2F
 coordinates are the model's ``nonnegative_indices`` and the engine keeps them >= 0
 (projection Pi of docs/design.md).  The task loss is the normalised Hamming loss over
 nodes, so loss-augmented decoding (eq. (10) of App. A with learned edge weights) and
-decoding are both exact s-t minimum cuts (`structfw.oracles.maxflow`).
+decoding are both exact s-t minimum cuts (`structfw.oracles.maxflow`); the oracle is the
+potential-level one, `structfw.oracles.potentials.graph_cut_hinge`, on the node scores and
+edge costs at w.
 
 Negative pairwise weights make the problem non-submodular; the oracle then decodes with
 the projection Pi(w) (w_p clipped at 0, ``negative_weights="clip"``, the default) and
@@ -35,9 +37,9 @@ import scipy.sparse as sp
 
 from .._linalg import SparseVector
 from ..oracles.chain import hamming_loss
-from ..oracles.maxflow import BACKENDS, min_cut
+from ..oracles.maxflow import BACKENDS
+from ..oracles.potentials import graph_cut_maximise, graph_cut_search, node_loss
 from ..oracles.potts import (
-    binary_graph_cut,
     edge_costs,
     graph_phi_diff_csr,
     graph_phi_diff_dense,
@@ -77,6 +79,7 @@ class GraphInput(NamedTuple):
 
 
 _NEG_MODES = ("clip", "raise")
+_NO_WEIGHTS = np.zeros(0)  # the loss weights of an unweighted input: the normalised Hamming loss
 
 
 class GraphLabellingModel(CheckedModel):
@@ -139,20 +142,15 @@ class GraphLabellingModel(CheckedModel):
                y_true: npt.NDArray[np.int64], augment: bool,
                loss_weights: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
         """(V, K) node scores, plus the loss when ``augment``: the normalised Hamming loss, or
-        sum_v a_v [y_v != y_true_v] with ``loss_weights`` a."""
+        sum_v a_v [y_v != y_true_v] with ``loss_weights`` a (`node_loss`, the oracles' own)."""
         K, F = self.n_states, self.n_features
-        weighted = augment and loss_weights is not None
-        if weighted:
-            augment = False
         if sp.issparse(nodes):
             nodes = cast("sp.csr_matrix", nodes)
-            U = node_scores_csr(nodes.indptr, nodes.indices, nodes.data, w, K, F, y_true, augment)
+            U = node_scores_csr(nodes.indptr, nodes.indices, nodes.data, w, K, F, y_true, False)
         else:
-            U = node_scores_dense(nodes, w, K, F, y_true, augment)
-        if weighted:
-            a = cast("npt.NDArray[np.float64]", loss_weights)
-            U += a[:, None]
-            U[np.arange(U.shape[0]), y_true] -= a
+            U = node_scores_dense(nodes, w, K, F, y_true, False)
+        if augment:
+            node_loss(U, y_true, _NO_WEIGHTS if loss_weights is None else loss_weights, 1.0)
         return U
 
     @staticmethod
@@ -211,7 +209,7 @@ class GraphLabellingModel(CheckedModel):
     @checked
     def score_labelling(self, x: GraphInput | Sequence[Any], y: npt.ArrayLike, w: npt.ArrayLike,
                         y_true: npt.ArrayLike | None = None) -> float:
-        """<w, phi(x, y)> - potts_constant * #cut edges (+ Delta(y_true, y) when given),
+        """⟨w, phi(x, y)⟩ - potts_constant * #cut edges (+ Delta(y_true, y) when given),
         with w_p clipped at 0 as the oracles use it -- the objective they maximise."""
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)
@@ -392,17 +390,10 @@ class GraphCutModel(GraphLabellingModel):
         return {"n_features": self.n_features, "n_edge_features": self.n_edge_features,
                 "negative_weights": self.negative_weights, "backend": self.backend}
 
-    def _cut(self, U: npt.NDArray[np.float64], tails: npt.NDArray[np.int64], heads: npt.NDArray[np.int64],
-             c: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-        if self.backend in ("auto", "numba"):
-            return binary_graph_cut(U, tails, heads, c)
-        y, _ = min_cut(-U[:, 0], -U[:, 1], np.stack([tails, heads], 1), c, backend=self.backend)
-        return y
-
     @checked
     def loss_augmented_decode(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike,
                               w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """Exact argmax_y Delta(y_true, y) + <Pi(w), phi(x, y)> by one min cut.
+        """Exact argmax_y Delta(y_true, y) + ⟨Pi(w), phi(x, y)⟩ by one min cut.
 
         With w_p >= 0 (always, once the engine projects) this is the exact max oracle
         at w.  With a negative pairwise weight (and ``negative_weights="clip"``) the
@@ -411,14 +402,17 @@ class GraphCutModel(GraphLabellingModel):
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)
         y_true = np.ascontiguousarray(y_true, np.int64)
-        U = self._unary(nodes, w, y_true, True, self._loss_weights(x))
-        y = self._cut(U, tails, heads, self._costs(ef, w))
+        U = self._unary(nodes, w, y_true, False)
+        a = self._loss_weights(x)
+        # the potential-level oracle (structfw.oracles.potentials.graph_cut_hinge): U gets the loss in place
+        y, _, _ = graph_cut_search(U, tails, heads, self._costs(ef, w), y_true, _NO_WEIGHTS if a is None else a, 1.0,
+                                   self.backend)
         return self._not_below_truth(U, tails, heads, ef, w, y, y_true)
 
     @checked
     def decode(self, x: GraphInput | Sequence[Any], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """Exact argmax_y <Pi(w), phi(x, y)> by one min cut."""
+        """Exact argmax_y ⟨Pi(w), phi(x, y)⟩ by one min cut."""
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)
         U = self._unary(nodes, w, np.zeros(0, np.int64), False)
-        return self._cut(U, tails, heads, self._costs(ef, w))
+        return graph_cut_maximise(U, tails, heads, self._costs(ef, w), self.backend)

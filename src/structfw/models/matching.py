@@ -21,7 +21,8 @@ Delta(y_true, y) = (fn_cost |E_true minus E| + |E minus E_true|) / ((1 + fn_cost
     edges of y, so loss-augmented decoding is again a matching problem.
 
 Decoding and loss-augmented decoding are exact: one rectangular linear assignment
-(`structfw.oracles.matching.max_weight_partial_matching`).  There is no
+(`structfw.oracles.matching.max_weight_partial_matching`; the oracle is
+`structfw.oracles.potentials.matching_hinge`'s on the edge scores at w).  There is no
 expectation oracle: marginals of a matching distribution need the permanent (#P-hard),
 which is why online-EG does not apply to this task.
 """
@@ -44,6 +45,7 @@ from ..oracles.matching import (
     matching_scores_dense,
     max_weight_partial_matching,
 )
+from ..oracles.potentials import matching_search
 from ._validation import (
     as_float_array,
     check_finite,
@@ -139,7 +141,7 @@ class MatchingModel(CheckedModel):
     @checked
     def edge_scores(self, x: npt.NDArray[np.float64] | MatchingInput, w: npt.ArrayLike,
                     y_true: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.float64]:
-        """(m_s, m_t) scores <w, x_jk>, plus the loss bonuses when ``y_true`` is given
+        """(m_s, m_t) scores ⟨w, x_jk⟩, plus the loss bonuses when ``y_true`` is given
         (then argmax over alignments of the summed scores is the loss-augmented decoding)."""
         return self._edge_scores(x, w, y_true)
 
@@ -216,12 +218,15 @@ class MatchingModel(CheckedModel):
     @checked
     def loss_augmented_decode(self, x: npt.NDArray[np.float64] | MatchingInput, y_true: npt.NDArray[np.int64],
                               w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """argmax_y Delta(y_true, y) + <w, phi(x, y)> by one linear assignment."""
-        return max_weight_partial_matching(self._edge_scores(x, w, y_true))
+        """argmax_y Delta(y_true, y) + ⟨w, phi(x, y)⟩ by one linear assignment."""
+        scale = float(x.loss_weights) if type(x) is WeightedInput else 1.0
+        # the potential-level oracle (structfw.oracles.potentials.matching_hinge) on the edge scores at w
+        y, _, _ = matching_search(self._edge_scores(x, w, None), y_true, scale, self.fn_cost)
+        return y
 
     @checked
     def decode(self, x: npt.NDArray[np.float64] | MatchingInput, w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """argmax_y <w, phi(x, y)>: the best partial matching (edges of score <= 0 stay null)."""
+        """argmax_y ⟨w, phi(x, y)⟩: the best partial matching (edges of score <= 0 stay null)."""
         return max_weight_partial_matching(self._edge_scores(x, w, None))
 
     def label_key(self, y: npt.ArrayLike) -> bytes:

@@ -4,7 +4,7 @@ The LSP pose experiment of Osokin et al. (2016, Sec. 5 and App. I, after Chen & 
 2014): P parts (joints) on a candidate grid of H x W positions, joined by a tree.  A pose
 is y = (y_1..y_P), y_p = (row, col) in the grid, and
 
-    <w, phi(x, y)> = sum_p <w_p, f(x, y_p)>
+    ⟨w, phi(x, y)⟩ = sum_p ⟨w_p, f(x, y_p)⟩
                      - sum_{p != root} (a_p dx_p^2 + b_p dx_p + c_p dy_p^2 + d_p dy_p),
 
 with (dy_p, dx_p) = (y_p - y_parent(p)) / s the offset of part p from its parent in units
@@ -29,7 +29,8 @@ The task loss is the fraction of parts placed farther than ``tolerance`` grid ce
     Delta(y_true, y) = (1/P) sum_p [ ||y_p - y_p^true|| > tolerance ],
 
 a sum over parts, so loss-augmented decoding adds (1/P) [dist > tolerance] to part p's
-unary scores and is again one exact tree max-product.
+unary scores and is again one exact tree max-product: the potential-level oracle
+`structfw.oracles.potentials.pose_hinge` on the part scores and springs at w.
 
 Inputs: one shared feature map per image, ``x`` of shape (H, W, F) (e.g. HOG cells of the
 image, `structfw.datasets.load_pose`), read by every part through its own weights w_p.  A
@@ -57,6 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..oracles.graph import forest_schedule
+from ..oracles.potentials import pose_grid_coefficients, pose_loss, pose_search
 from ..oracles.pose import pose_energy, pose_max_product, tree_order
 from ._validation import (MAX_TABLE_ENTRIES, as_float_array, check_int_param, check_joint_feature_size,
                           check_sequence_of_inputs, check_size, from_json_text, one_example_error)
@@ -217,12 +219,11 @@ class PoseModel(CheckedModel):
 
     def _grid_coef(self, w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Spring coefficients per grid cell of offset: the oracle's C_p (a/s^2, b/s, c/s^2, d/s)."""
-        s = self.displacement_scale
-        return self.spring_weights(w) * np.array([1.0 / (s * s), 1.0 / s, 1.0 / (s * s), 1.0 / s])
+        return pose_grid_coefficients(self.spring_weights(w), self.displacement_scale)
 
     @checked
     def unary_scores(self, x: npt.ArrayLike, w: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """S[p, row, col] = <w_p, f(x, (row, col))>, (P, H, W) float64."""
+        """S[p, row, col] = ⟨w_p, f(x, (row, col))⟩, (P, H, W) float64."""
         x = self._example(x)
         return self._scores(x, np.ascontiguousarray(w, dtype=np.float64))
 
@@ -261,13 +262,6 @@ class PoseModel(CheckedModel):
         f[~inside] = 0.0
         return f.reshape(self.n_parts, -1)
 
-    def _loss_map(self, y_true: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """L[p, row, col] = (1/P) [distance to y_true[p] > tolerance]: the loss as unaries."""
-        H, W = self.grid_shape
-        r = np.arange(H)[None, :, None] - y_true[:, 0, None, None]
-        c = np.arange(W)[None, None, :] - y_true[:, 1, None, None]
-        return (r * r + c * c > self.tolerance ** 2) / self.n_parts
-
     # ------------------------------------------------------------ inference
     def _maximise(self, S: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         y, _ = pose_max_product(S, self.parent, self._grid_coef(w), self.order, brute=self.inference == "brute")
@@ -275,28 +269,30 @@ class PoseModel(CheckedModel):
 
     @checked
     def loss_augmented_decode(self, x: npt.ArrayLike, y_true: npt.ArrayLike, w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """argmax_y Delta(y_true, y) + <w, phi(x, y)>: exact max-product on the part tree."""
+        """argmax_y Delta(y_true, y) + ⟨w, phi(x, y)⟩: exact max-product on the part tree."""
         x = self._example(x)
         w = np.ascontiguousarray(w, dtype=np.float64)
-        S = self._scores(x, w)
-        S += self._loss_map(np.ascontiguousarray(y_true, dtype=np.int64))
-        return self._maximise(S, w)
+        # the potential-level oracle (structfw.oracles.potentials.pose_hinge) on the part scores at w
+        y, _, _ = pose_search(self._scores(x, w), self.parent, self.order, self._grid_coef(w),
+                              np.ascontiguousarray(y_true, dtype=np.int64), self.tolerance, 1.0,
+                              self.inference == "brute")
+        return y
 
     @checked
     def decode(self, x: npt.ArrayLike, w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """argmax_y <w, phi(x, y)>: exact max-product on the part tree."""
+        """argmax_y ⟨w, phi(x, y)⟩: exact max-product on the part tree."""
         x = self._example(x)
         w = np.ascontiguousarray(w, dtype=np.float64)
         return self._maximise(self._scores(x, w), w)
 
     @checked
     def energy(self, x: npt.ArrayLike, y: npt.ArrayLike, w: npt.ArrayLike, y_true: npt.ArrayLike | None = None) -> float:
-        """<w, phi(x, y)> (+ Delta(y_true, y) when ``y_true`` is given), by the oracle's arithmetic."""
+        """⟨w, phi(x, y)⟩ (+ Delta(y_true, y) when ``y_true`` is given), by the oracle's arithmetic."""
         x = self._example(x)
         w = np.ascontiguousarray(w, dtype=np.float64)
         S = self._scores(x, w)
         if y_true is not None:
-            S += self._loss_map(np.ascontiguousarray(y_true, dtype=np.int64))
+            pose_loss(S, np.ascontiguousarray(y_true, dtype=np.int64), self.tolerance ** 2, 1.0)
         return float(pose_energy(S, self.parent, self._grid_coef(w), np.ascontiguousarray(y, dtype=np.int64)))
 
     # ------------------------------------------------------------------ core

@@ -3,7 +3,7 @@
 The semantic-segmentation set-up of the MP-BCFW paper (App. A, "Stanford"): superpixel
 nodes with K labels, class-wise unary features (eq. (7) per node) and a Potts term on
 neighbouring superpixels.  Here the Potts weight of an edge is learned from its
-non-negative edge features, c_e = <w_p, f_e> (+ a fixed ``potts_constant``, the
+non-negative edge features, c_e = ⟨w_p, f_e⟩ (+ a fixed ``potts_constant``, the
 paper's constant weight 1 when set to 1), with the joint feature and sign convention of
 `GraphCutModel`::
 
@@ -14,7 +14,9 @@ alpha-expansion (Boykov, Veksler & Zabih 2001; each move an exact min cut,
 `structfw.oracles.potts.alpha_expansion`) started from the unary argmax, so
 ``approximate_oracle = True``.  It never returns a labelling scoring below the ground
 truth: when expansion ends below H_i(y_i) = 0 the ground truth is returned (the engine
-guards this too).  For K = 2 alpha-expansion is exact (it reaches the min cut).
+guards this too).  For K = 2 alpha-expansion is exact (it reaches the min cut).  The oracle is
+the potential-level one, `structfw.oracles.potentials.potts_hinge`, on the node scores and
+edge costs at w.
 
 ``potts_constant`` is a fixed term -C #cut(y) of the score, not part of phi (it is the
 phi_o component of Sec. 3 of the MP-BCFW paper): `PottsModel.fixed_score`.  The
@@ -31,10 +33,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..oracles.potts import alpha_expansion, edge_costs, potts_score, unary_argmax
+from ..oracles.potentials import potts_certificate, potts_search
+from ..oracles.potts import alpha_expansion, edge_costs, unary_argmax
 from ._validation import check_int_param
 from .base import checked, register_model
-from .graphcut import GraphInput, GraphLabellingModel
+from .graphcut import _NO_WEIGHTS, GraphInput, GraphLabellingModel
 
 
 @register_model
@@ -87,42 +90,35 @@ class PottsModel(GraphLabellingModel):
     @checked
     def loss_augmented_decode(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike,
                               w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """Alpha-expansion on Delta(y_true, y) + <Pi(w), phi(x, y)> - C #cut(y); y_true
+        """Alpha-expansion on Delta(y_true, y) + ⟨Pi(w), phi(x, y)⟩ - C #cut(y); y_true
         itself when expansion ends below it."""
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)
         y_true = np.ascontiguousarray(y_true, np.int64)
-        U = self._unary(nodes, w, y_true, True, self._loss_weights(x))
-        c = self._costs(ef, w)
-        y, s = self._expand(U, tails, heads, c)
-        if s < potts_score(U, tails, heads, c, y_true):
-            return y_true.copy()
+        U = self._unary(nodes, w, y_true, False)
+        a = self._loss_weights(x)
+        # the potential-level oracle (structfw.oracles.potentials.potts_hinge): U gets the loss in place,
+        # and y_true comes back when expansion ends below it
+        y, _, _ = potts_search(U, tails, heads, self._costs(ef, w), y_true, _NO_WEIGHTS if a is None else a, 1.0,
+                               self.max_cycles)
         return self._not_below_truth(U, tails, heads, ef, w, y, y_true)
 
     @checked
     def loss_augmented_decode_with_bound(self, x: GraphInput | Sequence[Any], y_true: npt.ArrayLike,
                                          w: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], float]:
-        """(the oracle's labelling, B) with B >= max_y Delta(y_true, y) + <w, phi(x, y)> - C #cut(y).
+        """(the oracle's labelling, B) with B >= max_y Delta(y_true, y) + ⟨w, phi(x, y)⟩ - C #cut(y).
 
         B is TRW-S's bound on the Potts energy at w itself (`structfw.oracles.loopy.trws`,
         the dual of the local-polytope relaxation); the engine turns it into a certified
         duality gap (`structfw.solvers.problem.Problem.hinge_bounds`).  The labelling is the
         better of alpha expansion's (`loss_augmented_decode`) and TRW-S's."""
-        from ..oracles.loopy import trws
-
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)
         y_true = np.ascontiguousarray(y_true, np.int64)
-        U = self._unary(nodes, w, y_true, True, self._loss_weights(x))
+        U = self._unary(nodes, w, y_true, True, self._loss_weights(x))  # the loss added by `node_loss`
+        # the certificate at w itself (costs unclipped), as potts_hinge(certify=True) takes it
         c = edge_costs(ef, w, self.edge_offset, self.potts_constant, False)
-        K = self.n_states
-        pairwise = np.ascontiguousarray(-c[:, None, None] * (1.0 - np.eye(K))[None])
-        edges = np.ascontiguousarray(np.stack([tails, heads], axis=1))
-        y_t, _, bound = trws(np.ascontiguousarray(U), edges, pairwise)
-        y = self._unchecked_loss_augmented_decode(x, y_true, w)
-        if potts_score(U, tails, heads, c, y_t) > potts_score(U, tails, heads, c, y):
-            y = y_t
-        return y, float(bound)
+        return potts_certificate(U, tails, heads, c, self._unchecked_loss_augmented_decode(x, y_true, w))
 
     # a property, where the base class has a plain attribute: the fixed term is there only when C > 0
     @property
@@ -140,7 +136,7 @@ class PottsModel(GraphLabellingModel):
 
     @checked
     def decode(self, x: GraphInput | Sequence[Any], w: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """Alpha-expansion on <Pi(w), phi(x, y)> - C #cut(y) from the unary argmax."""
+        """Alpha-expansion on ⟨Pi(w), phi(x, y)⟩ - C #cut(y) from the unary argmax."""
         w = self._check_w(w)
         nodes, tails, heads, ef = self._parts(x)
         U = self._unary(nodes, w, np.zeros(0, np.int64), False)
