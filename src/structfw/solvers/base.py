@@ -244,6 +244,14 @@ class Monitor:
             return "time_budget"
         return None
 
+    def advance(self, passes: float) -> None:
+        """Move the progress bar to ``passes`` after every pass, not only at checkpoints (which may
+        be several passes apart): its estimate of the time left is then the measured time per pass,
+        monitoring included, times the passes left."""
+        if self._bar is not None and passes > self._bar.n:
+            self._bar.n = min(float(passes), self._bar.total)
+            self._bar.refresh()
+
     def out_of_time(self) -> bool:
         return self.stop.time_budget is not None and self.opt_time() >= self.stop.time_budget
 
@@ -428,6 +436,7 @@ class Solver:
                     self.run_pass(ctx, flag)
                     done += 1
                     since_check += 1
+                    monitor.advance(done)
                     if flag.requested:
                         stopped = "interrupted"
                         # the state is consistent: evaluate it once (a second Ctrl-C aborts it)
