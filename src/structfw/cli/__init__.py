@@ -1,6 +1,6 @@
 """The ``structfw`` command.
 
-One module per command (``demo``, ``train``, ``predict``, ``path``, ``warmup``; the benchmarks live in
+One module per command (``demo``, ``train``, ``predict``, ``path``, ``warmup``, the ``svm`` group; the benchmarks live in
 `structfw.bench`).  Commands are registered by name and imported only when run or
 asked for their own ``--help``, so ``structfw --help`` imports neither numba nor
 scikit-learn and compiles nothing.
@@ -18,6 +18,7 @@ COMMANDS = {
     "predict": (".predict", "predict", "Predict with a saved model; write labels (and --marginals) to JSON or .npz."),
     "path": (".path", "path_command", "Compute an eps-approximate regularisation path (Osokin et al. 2016, Sec. 4)."),
     "warmup": (".warmup", "warmup", "Compile and cache the numba kernels now (otherwise done on first use)."),
+    "svm": (".svm", "svm_group", "Kernel SVM (FrankWolfeSVC) on svmlight files: svm train, svm predict."),
 }
 
 BENCH_COMMANDS = {

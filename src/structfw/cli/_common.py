@@ -36,18 +36,21 @@ class DataError(click.ClickException):
 
 
 # --------------------------------------------------------------------------- data
-def load_training_data(data, model_name="auto", seed=0):
+def load_training_data(data, model_name="auto", seed=0, fmt=None):
     """(X, Y, X_test, Y_test, model) for ``--data`` and ``--model``.
 
+    ``fmt`` "graph" reads a graph file (`load_graph_split`); any other file is svmlight.
     A model that does not fit the data is a usage error naming both options; a
     file that cannot be read is a `DataError` naming the file.
     """
-    natural = NAMED_DATA.get(data, "multiclass")
+    natural = "graph" if fmt == "graph" else NAMED_DATA.get(data, "multiclass")
     if model_name not in ("auto", None) and model_name != natural:
         raise click.UsageError(f"--model {model_name} does not apply to --data {data}: its model is {natural} "
                                "(omit --model or pass --model auto)")
     if data in NAMED_DATA:
         return _load_named(data)
+    if fmt == "graph":
+        return load_graph_split(data, seed)
     return _load_svmlight_split(data, seed)
 
 
@@ -105,8 +108,11 @@ def _load_svmlight_split(data, seed):
     return [rows[i] for i in tr], list(yi[tr]), [rows[i] for i in te], list(yi[te]), model
 
 
-def read_svmlight(data):
-    """X (CSR) and y of an svmlight/LIBSVM file, or a one-line `DataError`."""
+def read_svmlight(data, dense=False, n_features=None):
+    """X (CSR, or with ``dense`` an array) and y of an svmlight/LIBSVM file, or a one-line `DataError`.
+
+    ``n_features``: the columns of the model the file is for (a feature id beyond it is an error).
+    """
     path = Path(data)
     if not path.exists():
         raise DataError(data, f"no such file; expected one of {', '.join(NAMED_DATA)} or an svmlight/LIBSVM file")
@@ -119,8 +125,9 @@ def read_svmlight(data):
     from ..datasets import load_svmlight
 
     try:
-        # sparse, d bounded by the file's non-zeros, values and ids checked line by line
-        X, y = load_svmlight(path, dense=False)
+        # sparse (a dense X only within the reader's bound), d bounded by the file's non-zeros,
+        # values and ids checked line by line
+        X, y = load_svmlight(path, n_features=n_features, dense=dense)
     except (ValueError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         prefix = f"{path}: "
@@ -132,18 +139,19 @@ def read_svmlight(data):
 
 # --------------------------------------------------------------------------- corpus files
 #: ``--format`` of `structfw train`: how a --data file is read
-FORMAT_CHOICES = ["auto", "conll", "wordtag", "svmlight"]
+FORMAT_CHOICES = ["auto", "conll", "wordtag", "svmlight", "graph"]
 #: the formats read as a tagged corpus (trained as a sequence tagger)
 CORPUS_FORMATS = ("conll", "wordtag")
 FORMAT_HELP = ("How a --data file is read: 'conll' (one token a line, the token first and its tag in the last "
                "column, a blank line between sentences), 'wordtag' (one sentence a line, tokens word/TAG, split on "
-               "the last slash), 'svmlight', or 'auto': by the suffix (.conll, .wordtag, .svm/.svmlight/.libsvm), "
-               "else by the first lines' content, else svmlight. A conll or wordtag file trains a sequence tagger "
-               "(structfw.make_tagger; --save writes the whole tagger).")
+               "the last slash), 'svmlight', 'graph' (one graph a line as a JSON object: nodes, edges, edge_features, "
+               "labels; trains a GraphModel), or 'auto': by the suffix (.conll, .wordtag, .svm/.svmlight/.libsvm, "
+               ".jsonl/.ndjson), else by the first lines' content, else svmlight. A conll or wordtag file trains a "
+               "sequence tagger (structfw.make_tagger; --save writes the whole tagger).")
 
 
 def data_format(data, fmt):
-    """The format ``--data`` is read in: a named set (None), "svmlight", "conll" or "wordtag".
+    """The format ``--data`` is read in: a named set (None), "svmlight", "conll", "wordtag" or "graph".
 
     ``auto`` keeps what `structfw train` always did for named sets and for files it cannot
     tell (svmlight, whose reader then names the problem); a format given for a named set is
@@ -155,8 +163,11 @@ def data_format(data, fmt):
         return None
     if fmt not in ("auto", None):
         return fmt
-    from ..datasets.corpus_files import sniff_corpus_format
+    from ..datasets.corpus_files import CORPUS_SUFFIXES, sniff_corpus_format
+    from ..datasets.graph_files import sniff_graph_file
 
+    if Path(data).suffix.lower() not in CORPUS_SUFFIXES and sniff_graph_file(data):
+        return "graph"
     return sniff_corpus_format(data) or "svmlight"
 
 
@@ -211,6 +222,58 @@ def load_corpus_split(data, fmt, seed=0):
     cut = int(0.8 * n)
     tr, te = np.sort(perm[:cut]), np.sort(perm[cut:])
     return ([sentences[i] for i in tr], [tags[i] for i in tr], [sentences[i] for i in te], [tags[i] for i in te])
+
+
+# --------------------------------------------------------------------------- graph files
+def read_graphs(data, training=True):
+    """The `structfw.datasets.graph_files.GraphFile` of a --data file, or a one-line `DataError`.
+
+    ``training``: the file must label every graph.  The reader's ValueError names the file and
+    the line; the file's name is dropped when it leads, since the `DataError` names it already.
+    """
+    from ..datasets.graph_files import load_graph_file
+
+    _check_data_file(data, "graph format: one JSON object a line")
+    try:
+        return load_graph_file(data, require_labels=training)
+    except (ValueError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        prefix = f"{data}: "
+        raise DataError(data, reason[len(prefix):] if reason.startswith(prefix) else reason) from None
+
+
+def load_graph_split(data, seed=0):
+    """(X, Y, X_test, Y_test, model) of a graph file: its graphs split 80/20 at random (``seed``), as
+    svmlight files are, and a `GraphModel` sized from the file (n_states: its distinct labels).
+
+    Every label must occur in the training part: a state no training graph shows could not be
+    learned, and the test error could not count it.
+    """
+    graphs = read_graphs(data)
+    n, classes = len(graphs.X), graphs.classes
+    if len(classes) < 2:
+        raise DataError(data, f"has a single label ({classes[0].item()!r}); a GraphModel needs at least 2")
+    if n < 5:
+        raise DataError(data, f"has {n} graph{'s' if n != 1 else ''}; at least 5 are needed for an 80/20 "
+                              "train/test split")
+    perm = np.random.default_rng(seed).permutation(n)
+    cut = int(0.8 * n)
+    tr, te = np.sort(perm[:cut]), np.sort(perm[cut:])
+    unseen = np.setdiff1d(classes, np.concatenate([graphs.Y[i] for i in tr]))
+    if unseen.size:
+        i = next(int(i) for i in te if np.isin(graphs.Y[i], unseen).any())
+        raise DataError(data, f"label {unseen[0].item()!r} occurs only in the test part of the 80/20 split "
+                              f"(line {graphs.lines[i]}; --seed {seed}): give more graphs with it, or another --seed")
+    try:
+        model = graphs.make_model()
+    except ValueError as exc:  # sizes beyond the model's bounds
+        raise DataError(data, str(exc)) from None
+    click.echo(f"{data}: graph file, {n} graphs, {sum(x[0].shape[0] for x in graphs.X)} nodes, "
+               f"{sum(x[1].shape[0] for x in graphs.X)} edges, {len(classes)} labels, {graphs.n_features} node and "
+               f"{graphs.n_edge_features} edge feature{'s' if graphs.n_edge_features != 1 else ''}; a GraphModel "
+               f"trained on {len(tr)}, tested on {len(te)} (--seed {seed})")
+    return ([graphs.X[i] for i in tr], [graphs.Y[i] for i in tr], [graphs.X[i] for i in te],
+            [graphs.Y[i] for i in te], model)
 
 
 # --------------------------------------------------------------------------- outputs

@@ -10,11 +10,13 @@ import click
 import numpy as np
 
 from ..io import write_npz
-from ._common import DATA_HELP, DataError, check_output_path, load_training_data, read_corpus, write_outputs
+from ._common import (DATA_HELP, DataError, check_output_path, data_format, load_training_data, read_corpus,
+                      read_graphs, write_outputs)
 
 OUT_SUFFIXES = (".json", ".npz")
-#: ``--format``: how a tagger reads --data (an estimator file reads what `structfw train` reads)
-TEXT_FORMATS = ["auto", "raw", "conll", "wordtag"]
+#: ``--format``: how a tagger reads --data (an estimator file reads what `structfw train` reads; "graph" is
+#: for an estimator file: a graph file whatever its suffix)
+TEXT_FORMATS = ["auto", "raw", "conll", "wordtag", "graph"]
 #: the options that apply to an estimator file only
 ESTIMATOR_ONLY = ("split", "seed", "marginals", "temperature")
 
@@ -31,7 +33,9 @@ ESTIMATOR_ONLY = ("split", "seed", "marginals", "temperature")
                    "separated by white space, written back one sentence a line as word/TAG; 'conll': one token a "
                    "line (in the first column; other columns ignored), a blank line between sentences, written as "
                    "two columns 'word<TAB>TAG'; 'wordtag': word/TAG lines, whose tags give the token accuracy; "
-                   "'auto': by the suffix (.conll, .wordtag), else raw.")
+                   "'auto': by the suffix (.conll, .wordtag), else raw. For an estimator file: 'graph' reads --data "
+                   "as a graph file (JSON lines, found by its suffix .jsonl/.ndjson or its content under 'auto'), "
+                   "whose graphs are all predicted, in file order.")
 @click.option("--split", type=click.Choice(["test", "train"]), default="test", show_default=True,
               help="Which part of --data to predict.")
 @click.option("--seed", default=0, show_default=True,
@@ -57,13 +61,22 @@ def predict(ctx, model_path, data, text_format, split, seed, out, marginals, tem
     (the OCR test set with marginals: 0.7 MB against 2.7 MB).
 
     A tagger file (`structfw train --data corpus.conll --save`) tags a text file
-    instead: see --format.
+    instead: see --format.  A graph file (JSON lines, as `structfw train --data
+    graphs.jsonl` reads) is predicted whole: every graph, in file order, its labels
+    optional; the output also holds each graph's file line ("lines").
     """
     from .. import _prediction
     from ..features import TAGGER_KIND
     from ..io import model_kind
 
-    if model_kind(model_path) == TAGGER_KIND:
+    kind = model_kind(model_path)
+    if kind == "FrankWolfeSVC":
+        raise click.UsageError(f"--model {model_path} holds a kernel SVM (FrankWolfeSVC); predict with it by "
+                               "`structfw svm predict`")
+    if kind == TAGGER_KIND:
+        if text_format == "graph":
+            raise click.UsageError(f"--format graph applies to a graph model's file; --model {model_path} holds a "
+                                   "tagger, which reads text (--format raw, conll or wordtag)")
         given = [f"--{name}" for name in ESTIMATOR_ONLY
                  if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
         if given:
@@ -71,7 +84,7 @@ def predict(ctx, model_path, data, text_format, split, seed, out, marginals, tem
             raise click.UsageError(f"{', '.join(given)}: {what} of a tagger file (--model {model_path}); "
                                    "it tags every sentence of --data")
         return _predict_tagger(model_path, data, text_format, out)
-    if text_format != "auto":
+    if text_format not in ("auto", "graph"):
         raise click.UsageError(f"--format {text_format} applies to a tagger file; --model {model_path} holds an "
                                "estimator, which reads --data as `structfw train` does")
     from ..estimator import StructuredSVM
@@ -92,12 +105,17 @@ def predict(ctx, model_path, data, text_format, split, seed, out, marginals, tem
         except NotImplementedError as exc:
             raise click.UsageError(f"--marginals: {exc}") from None
 
-    X, Y, Xt, Yt, data_model = load_training_data(data, "auto", seed=seed)
-    if split == "train":
-        Xt, Yt = X, Y
-    if type(data_model) is not type(svm.model):
-        raise click.UsageError(f"--model {model_path} holds a {type(svm.model).__name__}, but --data {data} is "
-                               f"for a {type(data_model).__name__}")
+    lines = None
+    if data_format(data, text_format) == "graph":
+        Xt, Yt, lines = _graph_data(ctx, model_path, svm.model, data)
+        split = "all"
+    else:
+        X, Y, Xt, Yt, data_model = load_training_data(data, "auto", seed=seed)
+        if split == "train":
+            Xt, Yt = X, Y
+        if type(data_model) is not type(svm.model):
+            raise click.UsageError(f"--model {model_path} holds a {type(svm.model).__name__}, but --data {data} is "
+                                   f"for a {type(data_model).__name__}")
     try:
         labels = list(svm.predict(Xt))
         M = svm.predict_marginals(Xt, temperature) if marginals else None
@@ -120,8 +138,10 @@ def predict(ctx, model_path, data, text_format, split, seed, out, marginals, tem
                 token_accuracy=acc, temperature=T)
     if M is not None:
         info["expected_calibration_error"] = ece
+    if lines is not None:
+        info["lines"] = lines  # the file line of each graph (blank lines are skipped)
     ok = write_outputs([("predictions", lambda: _write(out, info, labels, M))])
-    line = f"{len(labels)} examples ({split} split of {data})"
+    line = f"{len(labels)} examples ({split} split of {data})" if lines is None else f"{len(labels)} graphs ({data})"
     if acc is not None:
         line += f": token accuracy {acc:.4f}"
     elif Yt is not None:
@@ -133,6 +153,28 @@ def predict(ctx, model_path, data, text_format, split, seed, out, marginals, tem
                    + (f", expected calibration error {ece:.4f}" if ece is not None else ""))
     if not ok:
         sys.exit(1)
+
+
+def _graph_data(ctx, model_path, model, data):
+    """(X, Y or None, lines) of a graph file to predict whole, after checking that the options and the
+    model's feature counts apply to it."""
+    from ..models import GraphModel
+
+    given = [f"--{name}" for name in ("split", "seed")
+             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: not {'options' if len(given) > 1 else 'an option'} of a graph "
+                               f"file (--data {data}); every graph of it is predicted, in file order")
+    if not isinstance(model, GraphModel):
+        raise click.UsageError(f"--model {model_path} holds a {type(model).__name__}, but --data {data} is a graph "
+                               "file (for a GraphModel)")
+    graphs = read_graphs(data, training=False)
+    for what, have, want in (("node", graphs.n_features, model.n_features),
+                             ("edge", graphs.n_edge_features, model.n_edge_features)):
+        if have != want:
+            raise DataError(data, f"its graphs have {have} {what} feature{'s' if have != 1 else ''}, but the model "
+                                  f"(--model {model_path}) takes {want}")
+    return graphs.X, graphs.Y, graphs.lines
 
 
 def _write(out, info, labels, M):

@@ -46,7 +46,7 @@ class CheckEvery(click.ParamType):
 
 @click.command("train")
 @click.option("--data", default="ocr", show_default=True,
-              help=DATA_HELP[:-1] + "; or a tagged corpus file (see --format).")
+              help=DATA_HELP[:-1] + "; or a tagged corpus file or a graph file (see --format).")
 @click.option("--format", "data_format", type=click.Choice(FORMAT_CHOICES), default="auto", show_default=True,
               help=FORMAT_HELP)
 @click.option("--model", "model_name", type=click.Choice(MODEL_CHOICES), default="auto", show_default=True,
@@ -99,15 +99,18 @@ def train(**kw):
 
     given_format = kw.pop("data_format")
     fmt = data_format(kw["data"], given_format)
+    if fmt == "svmlight" and given_format == "auto" and kw["model_name"] == "graph" and _format_was_a_guess(kw["data"]):
+        fmt = "graph"  # --model graph says what a file of unknown content holds
     if fmt in CORPUS_FORMATS:
         X, Y, Xt, Yt = _load_corpus(kw, fmt)
         model = None  # a tagger: sized from the data at fit
     else:
         try:
-            X, Y, Xt, Yt, model = load_training_data(kw["data"], kw["model_name"], seed=kw["seed"])
+            X, Y, Xt, Yt, model = load_training_data(kw["data"], kw["model_name"], seed=kw["seed"], fmt=fmt)
         except DataError as exc:
             if given_format == "auto" and fmt == "svmlight" and _format_was_a_guess(kw["data"]):
-                exc.message += "; for a tagged corpus file give --format conll or --format wordtag"
+                exc.message += ("; for a tagged corpus file give --format conll or --format wordtag, for a graph "
+                                "file --format graph")
             raise
     fitted = _fit(kw, model, solver, X, Y, Xt, Yt)
     svm = fitted if model is not None else fitted[-1]  # the estimator holds the trace either way
