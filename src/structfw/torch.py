@@ -215,7 +215,7 @@ class _BatchHinge(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, fn: Callable[..., Any], k: int, ys: list[Any], options: list[dict[str, Any]],
-                n_jobs: int, *flat: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+                n_jobs: int, *flat: torch.Tensor) -> torch.Tensor:
         B = len(ys)
         arrays = [_to_numpy(t) for t in flat]
 
@@ -229,7 +229,7 @@ class _BatchHinge(torch.autograd.Function):
         return torch.tensor([r.hinge for r in results], dtype=ref.dtype, device=ref.device)
 
     @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         k = len(ctx.grads) // max(len(g), 1)
         gc = g.detach().to("cpu", torch.float64).numpy()
         grads = [_like(gc[j // k] * a, t) for j, (a, t) in enumerate(zip(ctx.grads, ctx.like))]
@@ -343,7 +343,7 @@ class _ChainBatchHinge(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, emissions: torch.Tensor, transitions: torch.Tensor, Y: npt.NDArray[np.int64],
                 lengths: npt.NDArray[np.int64], loss_scale: float, n_jobs: int,
-                cw: npt.NDArray[np.float64] | None) -> torch.Tensor:  # type: ignore[override]
+                cw: npt.NDArray[np.float64] | None) -> torch.Tensor:
         E, P = _to_numpy(emissions), _to_numpy(transitions)
 
         def one(b: int) -> Any:
@@ -358,7 +358,7 @@ class _ChainBatchHinge(torch.autograd.Function):
         return torch.tensor([r.hinge for r in results], dtype=emissions.dtype, device=emissions.device)
 
     @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         gc = g.detach().to("cpu", torch.float64).numpy()
         dE = np.zeros(ctx.shape)
         dP = np.zeros((ctx.shape[2], ctx.shape[2]))
@@ -537,7 +537,7 @@ class _ChainCRF(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, emissions: torch.Tensor, transitions: torch.Tensor, Y: npt.NDArray[np.int64],
-                lengths: npt.NDArray[np.int64], n_jobs: int) -> torch.Tensor:  # type: ignore[override]
+                lengths: npt.NDArray[np.int64], n_jobs: int) -> torch.Tensor:
         E, P = _to_numpy(emissions), _to_numpy(transitions)
 
         def one(b: int) -> tuple[float, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -555,7 +555,7 @@ class _ChainCRF(torch.autograd.Function):
         return torch.tensor([o[0] for o in out], dtype=emissions.dtype, device=emissions.device)
 
     @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         gc = g.detach().to("cpu", torch.float64).numpy()
         K = ctx.shape[2]
         dE, dP = np.zeros(ctx.shape), np.zeros((K, K))
@@ -586,7 +586,7 @@ def chain_crf_nll(emissions: torch.Tensor, transitions: torch.Tensor, tags: Any,
 def _feature_arrays(features: Sequence[Any], bias: bool) -> list[npt.NDArray[np.float64]]:
     if isinstance(features, (torch.Tensor, np.ndarray)) or not len(features):
         raise ValueError("features must be a non-empty list of (L_i, D) arrays or tensors, one per sequence")
-    out = []
+    out: list[npt.NDArray[np.float64]] = []
     for i, f in enumerate(features):
         a = _to_numpy(f) if isinstance(f, torch.Tensor) else np.ascontiguousarray(f, dtype=np.float64)
         if a.ndim != 2:
