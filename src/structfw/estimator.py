@@ -5,7 +5,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,59 @@ if TYPE_CHECKING:
     from .models.chain import ChainModel
     from .models.multiclass import MulticlassModel
     from .solvers.kernel_bcfw import KernelExpansion
+
+
+class GapSplit(NamedTuple):
+    """The certified gap of a fit split in two (`StructuredSVM.gap_split`).
+
+    With an approximate oracle the certified gap is P_up(w) - D(alpha), P_up(w) = lam/2 ||w||^2
+    + 1/n sum_i U_i with U_i the relaxation's bound of example i's hinge.  Between the two lies
+    P(w) computed from the oracle's labellings, lam/2 ||w||^2 + 1/n sum_i H_i, so
+
+        certified gap = (P_up - P)  [looseness: the relaxation]  +  (P - D)  [progress: the solver].
+
+    Attributes
+    ----------
+    hinge : ndarray (n,)
+        H_i, the hinge of the labelling the oracle found for example i at ``coef_``.
+    bound : ndarray (n,)
+        U_i >= max_y H_i(y), from the model's bound (TRW-S's dual, the LP's, QPBO's roof dual).
+    primal : float
+        P(w) from the oracle's labellings (the trace's ``primal``): a lower bound of the true P(w).
+    primal_bound : float
+        P_up(w) (the trace's ``primal_bound``).
+    dual : float
+        D(alpha) of the fit (``dual_``).
+    """
+
+    hinge: npt.NDArray[np.float64]
+    bound: npt.NDArray[np.float64]
+    primal: float
+    primal_bound: float
+    dual: float
+
+    @property
+    def example_looseness(self) -> npt.NDArray[np.float64]:
+        """U_i - H_i per example (>= 0): where the relaxation is loose; 0 where the back-end proved
+        its labelling optimal."""
+        return self.bound - self.hinge
+
+    @property
+    def looseness(self) -> float:
+        """P_up - P = mean(U_i - H_i): the part of the certified gap owed to the relaxation; more
+        passes do not shrink it, a tighter back-end does."""
+        return self.primal_bound - self.primal
+
+    @property
+    def progress(self) -> float:
+        """P - D, the oracle's duality gap (a lower bound of the true gap): the part owed to the
+        solver; more passes (or a larger lam) shrink it."""
+        return self.primal - self.dual
+
+    @property
+    def certified_gap(self) -> float:
+        """P_up - D = looseness + progress (``certified_gap_`` when computed on the training data)."""
+        return self.primal_bound - self.dual
 
 
 class StructuredSVM(BaseEstimator):
@@ -766,6 +819,65 @@ class StructuredSVM(BaseEstimator):
             out.append((np.asarray(self._decode_states([Ys])[0]), scores))
         return out
 
+    # ------------------------------------------------ the certified gap's parts
+    def gap_split(self, X: Sequence[Any], Y: Sequence[Any], sample_weight: Sequence[Any] | None = None) -> GapSplit:
+        """The certified gap of this fit split into the relaxation's looseness and the solver's progress.
+
+        Two passes over the training data at ``coef_``: the max oracle (each example's hinge
+        H_i at the labelling found) and the model's bound U_i >= max_y H_i (what the trace's
+        ``primal_bound`` sums).  The totals are in the trace's last row too (``primal_bound -
+        primal`` and ``primal - dual``); this gives them per example, so that the loose examples
+        can be found, and at the model's current settings, so that a tighter back-end can be
+        tried on the fitted w (``model.inference = "lp"``) without refitting
+        (docs/guide/graphs.md, "When the certified gap stalls").
+
+        Parameters
+        ----------
+        X, Y : list
+            The training data of the fit (the dual value ``dual_`` is that data's).
+        sample_weight : sequence, optional
+            The fit's ``sample_weight`` (the weights enter the hinges); ``class_weight`` is
+            applied as in `fit`.
+
+        Returns
+        -------
+        GapSplit
+            Per example ``hinge`` and ``bound``; ``looseness``, ``progress`` and their sum
+            ``certified_gap``.
+
+        Raises
+        ------
+        ValueError
+            When the estimator is not fitted, has no ``coef_`` (a kernelized fit), its model
+            has no bound of its oracle (an exact model: its ``gap_`` is already exact, all
+            progress), or X, Y are not the data of the fit.
+        """
+        self._check_fitted()
+        if self.coef_ is None:
+            raise ValueError("gap_split needs coef_, and this kernelized fit has none (w is implicit)")
+        if not math.isfinite(self.dual_):
+            raise ValueError(f"gap_split needs the fit's dual value, and dual_ is {self.dual_!r} (a solver without "
+                             "a dual, such as 'ssg', certifies no gap)")
+        if not callable(getattr(self.model, "loss_augmented_decode_with_bound", None)):
+            raise ValueError(f"gap_split needs a model that bounds its oracle (loss_augmented_decode_with_bound); "
+                             f"{type(self.model).__name__}'s oracle is exact, so gap_ is the true gap and all of it "
+                             "is the solver's progress")
+        Y = _labels._as_list(Y, "Y")
+        X, Y = cast("tuple[list[Any], list[Any]]",
+                    self.model.check_data(X, _labels.encode(self.model, getattr(self, "classes_", None), Y)))
+        class_weight = _labels.resolve_class_weight(self.model, getattr(self, "classes_", None), Y,
+                                                    self.class_weight)
+        X = self._weighted_inputs(X, Y, sample_weight, class_weight)
+        problem = Problem(self.model, X, Y, self.lam_, validated=True)
+        _check_fit_data(self, problem)
+        w = self.coef_  # not None: checked above
+        bound = problem.hinge_bounds(w)
+        hinge = problem.batch_hinges(w, validate=False)
+        # a bound of max_y H_i is at least the hinge of any labelling: equal where the back-end proved optimality
+        bound = np.maximum(bound, hinge)
+        return GapSplit(hinge=hinge, bound=bound, primal=problem.primal(w, float(hinge.sum())),
+                        primal_bound=problem.primal(w, float(bound.sum())), dual=float(self.dual_))
+
     # --------------------------------------------------------- save/load
     def save(self, path: str | os.PathLike[str], state: bool = False) -> Path:
         """Write the fitted model to a model file (`structfw.io`; no pickle).
@@ -870,6 +982,22 @@ class StructuredSVM(BaseEstimator):
             _check_state_lam(fitted["state_"], trace, getattr(header, "source", "model file"))
         est.__dict__.update(fitted)
         return est
+
+
+def _check_fit_data(est: StructuredSVM, problem: Problem) -> None:
+    """A ValueError unless ``problem`` holds the data ``est`` was fitted on: the dual value ``dual_``
+    belongs to that data only.  The solver state's fingerprint decides when there is a state (a
+    file saved without one keeps the sizes in its trace)."""
+    fingerprint = getattr(getattr(est, "state_", None), "fingerprint", None)
+    if fingerprint is not None:
+        if fingerprint != problem.fingerprint:
+            raise ValueError(f"gap_split: X, Y (n={problem.n}) are not the training data of this fit (its dual "
+                             "value dual_ is that data's); pass the X, Y (and sample_weight) given to fit")
+        return
+    n, d = est.trace_.meta.get("n"), est.trace_.meta.get("d")
+    if (n, d) != (problem.n, problem.d):
+        raise ValueError(f"gap_split: X has n={problem.n} examples (d={problem.d}), the fit had n={n} (d={d}); "
+                         "pass the X, Y given to fit")
 
 
 def _check_state_lam(state: Any, trace: Trace, src: str) -> None:
