@@ -48,6 +48,8 @@ BENCH_COMMANDS = {
                "Kernel BCFW on OCR subsets: seconds per pass and peak memory by block storage."),
     "sharded": ("..bench.sharded", "bench_sharded",
                 "Sharded BCFW on OCR: time and passes to a gap on threads against the serial options."),
+    "rates": ("..bench.rates", "bench_rates",
+              "Convergence rates of the BCFW paper's theorems: gap x k against k beside the bounds."),
     "learned": ("..bench.learned", "bench_learned",
                 "Learned features on OCR: a CNN under the chain hinge against linear, cross-entropy and CRF."),
 }
