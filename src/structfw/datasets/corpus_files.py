@@ -60,13 +60,23 @@ class TaggedCorpus(tuple[list[list[str]], list[list[str]], list[int]]):
         return self[2]
 
 
-def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
-    """(line number, text) of a UTF-8 file; a byte that is not UTF-8 is a ValueError naming the line."""
+def text_lines(path: str | os.PathLike[str], max_line_bytes: int | None = None) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file; a byte that is not UTF-8 is a ValueError naming the line,
+    and with ``max_line_bytes`` each line is bounded before it is decoded (the graph files' reader)."""
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{p}: no such file")
+    limit = -1 if max_line_bytes is None else max_line_bytes + 2  # + the newline (CRLF): a full line from a cut one
     with open(p, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
+        n = 0
+        while True:
+            raw = fh.readline(limit)
+            if not raw:
+                return
+            n += 1
+            if max_line_bytes is not None and len(raw.rstrip(b"\r\n")) > max_line_bytes:
+                raise ValueError(f"{p}: line {n}: longer than {max_line_bytes} bytes (max_line_bytes); one graph "
+                                 "a line, or pass a larger max_line_bytes")
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -104,7 +114,7 @@ def read_conll_file(path: str | os.PathLike[str], *, min_columns: int = 2) -> Ta
     wtags: list[str] = []
     width = first = 0
 
-    for n, text in _lines(path):
+    for n, text in text_lines(path):
         fields = text.split()
         if not fields or fields[0] == "-DOCSTART-":
             if words:
@@ -145,7 +155,7 @@ def read_wordtag_file(path: str | os.PathLike[str]) -> TaggedCorpus:
     sentences: list[list[str]] = []
     tags: list[list[str]] = []
     starts: list[int] = []
-    for n, text in _lines(path):
+    for n, text in text_lines(path):
         tokens = text.split()
         if not tokens:
             continue
@@ -181,7 +191,7 @@ def read_raw_file(path: str | os.PathLike[str]) -> TaggedCorpus:
     """
     sentences = []
     starts = []
-    for n, text in _lines(path):
+    for n, text in text_lines(path):
         sentences.append(text.split())
         starts.append(n)
     if not any(sentences):

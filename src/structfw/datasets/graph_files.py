@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -46,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..models._validation import check_finite
+from .corpus_files import text_lines
 from .svmlight import MAX_LINE_BYTES
 
 __all__ = ["GraphFile", "load_graph_file", "sniff_graph_file", "GRAPH_SUFFIXES", "GRAPH_KEYS", "MAX_LABEL_CHARS"]
@@ -133,7 +133,7 @@ def load_graph_file(path: str | os.PathLike[str], *, require_labels: bool = Fals
     if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be a positive integer, got {max_line_bytes!r}")
     reader = _Reader(str(os.fspath(path)))
-    for n, text in _lines(Path(path), max_line_bytes):
+    for n, text in text_lines(path, max_line_bytes):
         if text.strip():
             reader.add(n, text)
     return reader.finish(require_labels)
@@ -154,28 +154,6 @@ def sniff_graph_file(path: str | os.PathLike[str]) -> bool:
     return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"{"
 
 
-# ---------------------------------------------------------------------- lines
-def _lines(p: Path, max_line_bytes: int) -> Iterator[tuple[int, str]]:
-    """(line number, text) of a UTF-8 file, each line bounded before it is decoded."""
-    if not p.is_file():
-        raise ValueError(f"{p}: no such file")
-    with open(p, "rb") as fh:
-        n = 0
-        while True:
-            raw = fh.readline(max_line_bytes + 2)  # + the newline (CRLF), to tell a full line from a cut one
-            if not raw:
-                return
-            n += 1
-            if len(raw.rstrip(b"\r\n")) > max_line_bytes:
-                raise ValueError(f"{p}: line {n}: longer than {max_line_bytes} bytes (max_line_bytes); one graph "
-                                 "a line, or pass a larger max_line_bytes")
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"{p}: line {n}: not UTF-8 text (byte {raw[exc.start]:#04x} at column "
-                                 f"{exc.start + 1}); save the file as UTF-8") from None
-            # a byte-order mark some editors write would make the first line invalid JSON
-            yield n, text.lstrip("\ufeff") if n == 1 else text
 
 
 def _no_constant(name: str) -> None:
