@@ -348,3 +348,36 @@ def test_without_torch_the_extra_is_named():
             "try:\n    import structfw.torch\nexcept ImportError as e:\n    assert 'structfw[torch]' in str(e), e\n"
             "else:\n    raise SystemExit('no ImportError')")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _family_cases(rng):
+    edges = np.array([[0, 1], [1, 2], [2, 3], [0, 3]])
+    return [
+        ("chain", (rng.normal(size=(4, 3)), rng.normal(size=(3, 3))), np.array([0, 2, 1, 1]), {}),
+        ("multiclass", (rng.normal(size=5),), 3, {}),
+        ("graph", (rng.normal(size=(4, 2)), rng.normal(size=(4, 2, 2))), np.array([0, 1, 1, 0]),
+         {"edges": edges, "inference": "exhaustive"}),
+        ("graph_cut", (rng.normal(size=(4, 2)), np.abs(rng.normal(size=4))), np.array([0, 1, 1, 0]), {"edges": edges}),
+        ("potts", (rng.normal(size=(4, 3)), np.abs(rng.normal(size=4))), np.array([0, 2, 1, 0]), {"edges": edges}),
+        ("matching", (rng.normal(size=(3, 4)),), np.array([0, -1, 2]), {}),
+        ("pose", (rng.normal(size=(3, 4, 4)), np.abs(rng.normal(size=(3, 4)))), np.array([[0, 0], [1, 1], [2, 2]]),
+         {"parent": np.array([-1, 0, 0])}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_every_family_runs_its_potential_oracle_with_its_gradient(case):
+    from structfw.oracles import potentials
+
+    name, arrays, y, opts = _family_cases(np.random.default_rng(11))[case]
+    fn, names = sft.FAMILIES[name]
+    ref = fn(**dict(zip(names, arrays)), y_true=y, **opts)
+    tensors = [torch.tensor(a, requires_grad=True) for a in arrays]
+    h = sft.structured_hinge(name, *tensors, y=y, **opts)
+    h.backward()
+    assert h.item() == pytest.approx(ref.hinge, rel=1e-12, abs=1e-12)
+    for t, g in zip(tensors, ref.grad):
+        np.testing.assert_allclose(t.grad.numpy(), g, atol=1e-12)
+    assert fn is getattr(potentials, f"{name}_hinge")
+    with pytest.raises(ValueError, match="potential tensors"):
+        sft.structured_hinge(name, *tensors[:-1], torch.zeros(1), torch.zeros(1), y=y, **opts)
