@@ -345,7 +345,7 @@ def multiclass_hinge(scores: npt.ArrayLike, y_true: int, *, loss_scale: float = 
     loss_scale : float >= 0, default 1.0
         Multiplies the loss.
     class_weight : (K,) array of positive floats, optional
-        The loss of an example of class k is class_weight[k] [y != k] (the 0-1 loss of
+        The loss of an example of class k is ``class_weight[k] * [y != k]`` (the 0-1 loss of
         `structfw.models.MulticlassModel` by default), so c = loss_scale class_weight[y_true].
 
     Returns
