@@ -94,12 +94,17 @@ class HingeResult(NamedTuple):
 
 
 # ====================================================================== argument checks
-def _floats(a: Any, where: str, name: str) -> _F64:
-    """``a`` as a finite C-contiguous float64 array (any real dtype)."""
+def _array(a: Any, where: str, name: str) -> npt.NDArray[Any]:
+    """``np.asarray(a)``, or a ValueError naming the argument."""
     try:
-        arr = np.asarray(a)
+        return np.asarray(a)
     except Exception as exc:
         raise ValueError(f"{where}: {name} could not be converted to an array: {exc}") from None
+
+
+def _floats(a: Any, where: str, name: str) -> _F64:
+    """``a`` as a finite C-contiguous float64 array (any real dtype)."""
+    arr = _array(a, where, name)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise ValueError(f"{where}: {name} must hold real numbers, got dtype {arr.dtype}")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
@@ -129,10 +134,7 @@ def _shaped(a: Any, where: str, name: str, shape: tuple[int, ...], form: str, co
 
 def _labels(y: Any, where: str, name: str, shape: tuple[int, ...], low: int, high: int) -> _I64:
     """``y`` as C-contiguous int64 of ``shape`` with values in low..high."""
-    try:
-        arr = np.asarray(y)
-    except Exception as exc:
-        raise ValueError(f"{where}: {name} could not be converted to an array: {exc}") from None
+    arr = _array(y, where, name)
     if arr.dtype == object or arr.dtype.kind not in "iuf":
         raise ValueError(f"{where}: {name} must hold integer labels, got dtype {arr.dtype}")
     if arr.shape != shape:
@@ -202,10 +204,7 @@ def _edges_of(V: int, edges: Any, where: str) -> _I64:
 
 def _cut_edges(V: int, edges: Any, where: str) -> _I64:
     """A cut model's edges: (E, 2) int64 nodes in 0..V-1, no self-loop (a pair may repeat: its costs add)."""
-    try:
-        e = np.asarray(edges)
-    except Exception as exc:
-        raise ValueError(f"{where}: edges could not be converted to an array: {exc}") from None
+    e = _array(edges, where, "edges")
     if e.size == 0 and (e.ndim != 2 or e.shape[1] != 2):
         e = e.reshape(0, 2)
     if e.ndim != 2 or e.shape[1] != 2:
@@ -652,14 +651,7 @@ def node_loss(U, y_true, a, scale):
     Hamming loss): the loss of the cut models (`structfw.models.GraphCutModel`, `PottsModel`)."""
     if a.shape[0] == 0:
         return add_node_loss(U, y_true, a, scale)
-    V, K = U.shape
-    for v in range(V):
-        c = scale * a[v]
-        yv = y_true[v]
-        for k in range(K):
-            if k != yv:
-                U[v, k] += c
-    return U
+    return add_node_loss_weights(U, y_true, a if scale == 1.0 else scale * a)
 
 
 @njit(cache=True, nogil=True)
