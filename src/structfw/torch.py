@@ -337,6 +337,19 @@ def _check_emissions(emissions: Any, tags: Any, mask: Any, K: int
     return emissions, Y, lengths
 
 
+def _chain_batch_grads(ctx: Any, g: torch.Tensor, grads: list[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(d emissions (B, T, K), d transitions (K, K)) of a padded batch: each sequence's (dU (L_b, K),
+    dT (K, K)) scaled by its incoming gradient, dU into its first L_b positions (padding gets 0)."""
+    gc = g.detach().to("cpu", torch.float64).numpy()
+    K = ctx.shape[2]
+    dE, dP = np.zeros(ctx.shape), np.zeros((K, K))
+    for b, (dU, dT) in enumerate(grads):
+        if gc[b] != 0.0:
+            dE[b, :ctx.lengths[b]] = gc[b] * dU
+            dP += gc[b] * dT
+    return _like(dE, ctx.emissions_like), _like(dP, ctx.transitions_like)
+
+
 class _ChainBatchHinge(torch.autograd.Function):
     """Per-sequence hinges (B,) of padded emissions (B, T, K) with shared transitions (K, K)."""
 
@@ -359,16 +372,7 @@ class _ChainBatchHinge(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
-        gc = g.detach().to("cpu", torch.float64).numpy()
-        dE = np.zeros(ctx.shape)
-        dP = np.zeros((ctx.shape[2], ctx.shape[2]))
-        for b, r in enumerate(ctx.results):
-            if gc[b] == 0.0:
-                continue
-            dU, dT = r.grad
-            dE[b, :ctx.lengths[b]] = gc[b] * dU
-            dP += gc[b] * dT
-        return (_like(dE, ctx.emissions_like), _like(dP, ctx.transitions_like), None, None, None, None, None)
+        return (*_chain_batch_grads(ctx, g, [r.grad for r in ctx.results]), None, None, None, None, None)
 
 
 class MaxMarginChain(torch.nn.Module):
@@ -556,13 +560,7 @@ class _ChainCRF(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
-        gc = g.detach().to("cpu", torch.float64).numpy()
-        K = ctx.shape[2]
-        dE, dP = np.zeros(ctx.shape), np.zeros((K, K))
-        for b, (_, node, pair) in enumerate(ctx.out):
-            dE[b, :ctx.lengths[b]] = gc[b] * node
-            dP += gc[b] * pair
-        return (_like(dE, ctx.emissions_like), _like(dP, ctx.transitions_like), None, None, None)
+        return (*_chain_batch_grads(ctx, g, [(node, pair) for _, node, pair in ctx.out]), None, None, None)
 
 
 def chain_crf_nll(emissions: torch.Tensor, transitions: torch.Tensor, tags: Any, mask: Any = None,
