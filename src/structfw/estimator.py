@@ -511,9 +511,13 @@ class StructuredSVM(BaseEstimator):
         (the metrics of `structfw.metrics` count it as an error instead).
         """
         self._check_fitted()
-        X, Y = cast("tuple[list[Any], list[Any]]",  # a Y given is returned as a list
-                    self.model.check_data(X, _labels.encode(self.model, getattr(self, "classes_", None), Y)))
+        X, Y = self._checked_labelled(X, Y)
         return 1.0 - self.model.mean_loss(Y, self._predict_states(X))
+
+    def _checked_labelled(self, X: Sequence[Any], Y: Sequence[Any], name: str = "Y") -> tuple[list[Any], list[Any]]:
+        """(X, Y) checked by the model, Y encoded in the states of the labels `fit` was given."""
+        return cast("tuple[list[Any], list[Any]]",  # a Y given is returned as a list
+                    self.model.check_data(X, _labels.encode(self.model, getattr(self, "classes_", None), Y, name)))
 
     # ------------------------------------------- scores, marginals, the k best
     def _prediction_inputs(self, X: Sequence[Any], what: str | None) -> tuple[list[Any], str]:
@@ -720,9 +724,7 @@ class StructuredSVM(BaseEstimator):
         from .metrics import expected_calibration_error
 
         X, kind = self._prediction_inputs(X_val, "marginals")
-        _, Y = cast("tuple[list[Any], list[Any]]",
-                    self.model.check_data(X, _labels.encode(self.model, getattr(self, "classes_", None), Y_val,
-                                                            "Y_val")))
+        _, Y = self._checked_labelled(X, Y_val, "Y_val")
         if not X:
             raise ValueError("X_val holds no examples")
         pots = self._potentials(kind, X)
@@ -863,8 +865,7 @@ class StructuredSVM(BaseEstimator):
                              f"{type(self.model).__name__}'s oracle is exact, so gap_ is the true gap and all of it "
                              "is the solver's progress")
         Y = _labels._as_list(Y, "Y")
-        X, Y = cast("tuple[list[Any], list[Any]]",
-                    self.model.check_data(X, _labels.encode(self.model, getattr(self, "classes_", None), Y)))
+        X, Y = self._checked_labelled(X, Y)
         class_weight = _labels.resolve_class_weight(self.model, getattr(self, "classes_", None), Y,
                                                     self.class_weight)
         X = self._weighted_inputs(X, Y, sample_weight, class_weight)
