@@ -363,9 +363,6 @@ def test_processes_take_the_threads_steps(chain, options, rule):
 def _kill_worker_after(monkeypatch, rounds, shard=1):
     """SIGKILL shard ``shard``'s worker once the caller has finished each round listed in ``rounds`` (a dead
     worker's next call finds its pipe closed)."""
-    import os
-    import signal
-
     import structfw.solvers.sharded as sharded
 
     real, done, killed = sharded.one_round, [0], []
@@ -381,9 +378,7 @@ def _kill_worker_after(monkeypatch, rounds, shard=1):
         gamma = real(ctx, rule)
         done[0] += 1
         if done[0] in rounds:
-            proc = ctx.shards[shard].proc
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.join()
+            ctx.shards[shard].kill()  # SIGKILL, waited for
             killed.append("killed")
         return gamma
 
@@ -446,7 +441,6 @@ def test_a_process_fit_leaves_no_workers_and_no_files(chain, tmp_path, monkeypat
     (dict(solver=BCFW(multi_plane=True)), ["multi_plane", "shards"]),
     (dict(solver=BCFW(minibatch=4)), ["minibatch", "shards"]),
     (dict(solver="fw"), ["shards", "solver"]),
-    (dict(executor="ray"), ["executor", "shards"]),
     (dict(oracle_timeout=1.0), ["oracle_timeout", "shards"]),
     (dict(solver=ShardedBCFW(shards=3)), ["shards=2", "shards=3"]),
 ])

@@ -170,8 +170,9 @@ class StructuredSVM(BaseEstimator):
         its own blocks at compiled speed on its own worker and combined in rounds
         (`structfw.solvers.sharded.ShardedBCFW`, docs/guide/scaling-out.md): for cheap oracles on
         several cores.  ``solver`` must be "bcfw" or a `BCFW` (whose options the shards use), or a
-        `ShardedBCFW` with the same K; ``executor`` is "thread" or "process" and ``n_jobs``
-        defaults to K.  ``gap_``, ``primal_``, ``dual_`` and the trace mean what they mean for a
+        `ShardedBCFW` with the same K; ``executor`` is "thread", "process" or "ray" (an actor a
+        shard) and ``n_jobs`` defaults to K; ``fit(source)`` with a shard source lets each worker
+        load its own shard (K = len(source)).  ``gap_``, ``primal_``, ``dual_`` and the trace mean what they mean for a
         serial fit.  None (default): serial.
     lam_grid : sequence of float or None
         The values ``lam="auto"`` tries (each >= 1e-12; fitted in decreasing order, repeats
@@ -321,9 +322,14 @@ class StructuredSVM(BaseEstimator):
         if not isinstance(self.model, StructuredModel):
             raise ValueError(f"model must be a structfw StructuredModel; got {type(self.model).__name__}")
 
-    def fit(self, X: Sequence[Any], Y: Sequence[Any], X_test: Sequence[Any] | None = None,
+    def fit(self, X: Sequence[Any], Y: Sequence[Any] | None = None, X_test: Sequence[Any] | None = None,
             Y_test: Sequence[Any] | None = None, sample_weight: Sequence[Any] | None = None) -> Self:
         """Train on (X, Y); with (X_test, Y_test) the trace also records ``test_loss``.
+
+        ``fit(source)``, with a shard source in place of X and no Y (`structfw.datasets.ShardFiles`, or
+        any object with ``len()`` and ``load(k) -> (X_k, Y_k)``), trains on ``len(source)`` shards
+        with ``executor="process"`` or ``"ray"``: each worker loads its own shard and this process
+        never holds the training set (docs/guide/scaling-out.md, "Shard files").
 
         X is a list of examples and Y a list of their labellings.  For the models with
         class labels, Y may hold labels of any kind (strings, other integers): they are
@@ -371,6 +377,10 @@ class StructuredSVM(BaseEstimator):
         """
         install_compile_notice()
         validate_params(self, self._parameter_constraints)
+        from .datasets.shard_source import is_shard_source
+
+        if Y is None and is_shard_source(X):
+            return self._fit_shard_source(X, X_test, Y_test, sample_weight)
         with deferred_sigint():
             self._check_model()
             lam = None if isinstance(self.lam, str) else check_lam(self.lam)  # None: "auto", chosen below
@@ -399,7 +409,8 @@ class StructuredSVM(BaseEstimator):
                                                                               cast("Sequence[Any]", Y_test),
                                                                               "Y_test"))
             # with shards the shards' own workers run every oracle (`sharded_solver`)
-            executor = get_executor(None if self.shards is not None else self.n_jobs, self.executor,
+            executor = get_executor(None if self.shards is not None else self.n_jobs,
+                                    "thread" if self.shards is not None else self.executor,  # serial: no Ray actor
                                     None if self.shards is not None else self.oracle_timeout)
             problem = Problem(self.model, X, Y, lam, executor=executor, validated=True)
             meta = dict(solver=getattr(solver, "label", solver.name),
@@ -440,6 +451,58 @@ class StructuredSVM(BaseEstimator):
                 fitted["n_features_in_"] = n_features
             # set together: an estimator is never half old, half new
             self.__dict__.update(fitted)
+        return self
+
+    def _fit_shard_source(self, source: Any, X_test: Sequence[Any] | None, Y_test: Sequence[Any] | None,
+                          sample_weight: Sequence[Any] | None) -> Self:
+        """`fit` on a shard source: K = len(source) shards, each loaded by its own worker
+        (`structfw.solvers.sharded.SourceProblem`); labels are the model's states already."""
+        from .solvers.sharded import SourceProblem, sharded_solver
+
+        with deferred_sigint():
+            self._check_model()
+            K = _source_shards(self, source)
+            if isinstance(self.lam, str):
+                raise ValueError("lam='auto' with a shard source: choosing lam holds out examples, which this "
+                                 "process never sees; give a number")
+            if sample_weight is not None or self.class_weight is not None:
+                raise ValueError("sample_weight and class_weight with a shard source: weight the examples in the "
+                                 "source's load(k) (model.weight_example), or fit(X, Y)")
+            if self.executor == "thread":
+                raise ValueError("a shard source with executor='thread': threads share this process's memory, "
+                                 "which would then hold every shard; use executor='process' or 'ray'")
+            solver = sharded_solver(make_solver(self.solver), K, self.executor, self.n_jobs, self.oracle_timeout)
+            stop = StopRule(max_passes=self.max_passes, tol=self.tol, check_every=self.check_every,
+                            time_budget=self.time_budget)
+            classes = np.arange(int(getattr(self.model, "n_states")), dtype=np.int64) \
+                if getattr(self.model, "class_labels", False) else None
+            if (X_test is None) != (Y_test is None):
+                raise ValueError("X_test and Y_test must be given together")
+            if X_test is not None:
+                X_test, Y_test = self.model.check_data(X_test, _labels.encode(self.model, classes,
+                                                                              cast("Sequence[Any]", Y_test),
+                                                                              "Y_test"))
+            problem = SourceProblem(self.model, source, check_lam(self.lam))
+            meta = dict(solver=solver.label, solver_params=_jsonable(solver.get_params()), lam=problem.lam,
+                        d=problem.d, model=type(self.model).__name__, shard_source=repr(source),
+                        random_state=self.random_state if isinstance(self.random_state, (int, type(None)))
+                        else None)
+            monitor = Monitor(problem, stop, meta, X_test, Y_test, verbose=self.verbose)
+            state = getattr(self, "state_", None) if self.warm_start else None
+            res = solver.solve(problem, stop, state=state, rng=self.random_state, monitor=monitor)
+            res.trace.meta["n"] = problem.n  # known once the workers loaded their shards
+            if state is not None and res.state is state:
+                _continue_trace(res.trace, getattr(self, "trace_", None))
+            fitted = dict(coef_=res.w, kernel_expansion_=None, trace_=res.trace, state_=res.state,
+                          classes_=classes, stopped_=res.stopped,
+                          class_weight_=None if classes is None else np.ones(classes.size),
+                          gap_=res.gap, primal_=res.primal, dual_=res.dual,
+                          n_iter_=float(res.trace.last("engine_passes", res.trace.last("passes"))),
+                          certified_gap_=res.certified_gap, lam_=problem.lam, lam_curve_=None)
+            n_features = getattr(self.model, "n_features", None)
+            if isinstance(n_features, int):
+                fitted["n_features_in_"] = n_features
+            self.__dict__.update(fitted)  # set together, as `fit` does
         return self
 
     def _weighted_inputs(self, X: list[Any], Y: list[Any], sample_weight: Sequence[Any] | None,
@@ -983,6 +1046,21 @@ class StructuredSVM(BaseEstimator):
             _check_state_lam(fitted["state_"], trace, getattr(header, "source", "model file"))
         est.__dict__.update(fitted)
         return est
+
+
+def _source_shards(est: StructuredSVM, source: Any) -> int:
+    """K for ``fit(source)``: len(source), which ``shards`` (when given) must equal."""
+    try:
+        K = len(source)
+    except TypeError:
+        raise ValueError(f"a shard source must have len() (its number of shards); {type(source).__name__} has "
+                         "none") from None
+    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
+        raise ValueError(f"a shard source must have at least one shard; len(source) = {K!r}")
+    if est.shards is not None and est.shards != K:
+        raise ValueError(f"shards={est.shards} and the shard source's {K} shards (len(source)) disagree: give "
+                         f"shards=None (one worker a shard) or shards={K}")
+    return K
 
 
 def _check_fit_data(est: StructuredSVM, problem: Problem) -> None:

@@ -97,6 +97,19 @@ def _actor_class() -> Any:
     return _ACTOR_CLASS
 
 
+_REMOTE_CLASSES: dict[type, Any] = {}  # class -> its ray.remote actor class (`remote_class`)
+
+
+def remote_class(cls: type, num_cpus: int = 1) -> Any:
+    """``ray.remote(num_cpus=...)(cls)``, made once a class: the actor class of the sharded engine's
+    shards (`structfw.solvers.sharded.ShardHost`, one CPU each for the whole fit), joining the cluster
+    first (`connect`)."""
+    connect()
+    if cls not in _REMOTE_CLASSES:
+        _REMOTE_CLASSES[cls] = _ray().remote(num_cpus=num_cpus)(cls)
+    return _REMOTE_CLASSES[cls]
+
+
 def connect(address: str | None = None) -> int:
     """Join the Ray cluster at ``address`` (or RAY_ADDRESS), or start a local one; the cluster's CPUs."""
     ray = _ray()

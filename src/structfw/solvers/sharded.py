@@ -66,7 +66,7 @@ COMBINES = ("linesearch", "average", "add")
 LINESEARCH, AVERAGE, ADD = 0, 1, 2
 _RULE_CODES = {"linesearch": LINESEARCH, "average": AVERAGE, "add": ADD}
 _EMPTY_I = np.empty(0, np.int64)
-EXECUTORS = ("thread", "process")
+EXECUTORS = ("thread", "process", "ray")
 _EMPTY_V = np.empty(0, np.float64)
 _NO_MIRROR = np.zeros((0, 0))
 
@@ -81,8 +81,9 @@ SHARD_PARAMS: tuple[Param, ...] = (
           help="Block steps a shard makes between two combinations; None: from the cost model "
                "(`default_round_length`)."),
     Param("executor", "thread", "choice", EXECUTORS,
-          help="Where the shards run: threads of this process (the compiled steps release the GIL) or one "
-               "worker process per shard, which receives its shard once."),
+          help="Where the shards run: threads of this process (the compiled steps release the GIL), one "
+               "worker process per shard, or one Ray actor per shard; a worker receives its shard once, or "
+               "loads it itself from a shard source."),
     Param("n_jobs", None, "int", low=1, none_ok=True, help="Threads for the shards; None: one per shard."),
 )
 
@@ -491,6 +492,78 @@ def _blend_corners(store: CornerStore, before: list[tuple[int, list[Any]]], g: f
             store.alpha[i, k] += (1.0 - g) * a
 
 
+# ====================================================================== a problem whose shards load themselves
+class SourceProblem:
+    """The training problem of a sharded fit whose workers load their own shards from ``source``
+    (`structfw.datasets.shard_source`): the model, lam and sizes, but no examples.
+
+    What the sharded solver reads of a `Problem` -- n, d, lam, the fingerprint, the primal from a
+    hinge sum -- is here; n, the shards' sizes and the fingerprint are known once the workers have
+    loaded their shards (`opened`).  The test data of a trace's ``test_loss`` are decoded here, on
+    ``executor``.
+
+    Parameters
+    ----------
+    model : StructuredModel
+    source : ShardSource
+        ``len(source)`` shards, shard k loaded by ``source.load(k)`` on its worker.
+    lam : float
+    """
+
+    def __init__(self, model: Any, source: Any, lam: float) -> None:
+        from ..executor import SerialExecutor
+        from .problem import _nonneg_set, check_lam
+
+        self.model, self.source, self.lam = model, source, check_lam(lam)
+        self.d = int(model.size_joint_feature)
+        self.executor = SerialExecutor()
+        self.approximate = bool(getattr(model, "approximate_oracle", False))
+        if self.approximate and callable(getattr(model, "loss_augmented_decode_with_bound", None)):
+            raise ValueError(f"a shard source with {type(model).__name__}, whose approximate oracle bounds its "
+                             "maximum: certified gaps need every example in this process; fit(X, Y) instead")
+        self.nonneg_idx = _nonneg_set(model, self.d)[0]
+        self.n: int = 0
+        self.sizes: list[int] = []
+        self._fingerprint: str | None = None
+
+    certifies = False
+
+    @property
+    def constrained(self) -> bool:
+        return self.nonneg_idx is not None
+
+    def opened(self, sizes: list[int], fingerprints: list[str]) -> None:
+        """The shards' sizes and fingerprints, as their workers loaded them."""
+        import hashlib
+
+        self.sizes, self.n = list(sizes), int(sum(sizes))
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"source:{self.n}:{self.d}".encode())
+        for f in fingerprints:
+            h.update(f.encode())
+        self._fingerprint = h.hexdigest()
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of the shards' own fingerprints (`Problem.fingerprint` of each, on its worker)."""
+        if self._fingerprint is None:
+            raise RuntimeError("the shard source's fingerprint is known once its workers have loaded the shards")
+        return self._fingerprint
+
+    def primal(self, w: npt.NDArray[np.float64], hinge_sum: float) -> float:
+        """P(w) = lam/2 ||w||^2 + 1/n sum_i max_y H_i(y; w)   (eq. (1))."""
+        return 0.5 * self.lam * float(np.dot(w, w)) + hinge_sum / self.n
+
+    def with_lam(self, lam: float) -> SourceProblem:
+        import copy
+
+        from .problem import check_lam
+
+        p = copy.copy(self)
+        p.lam = check_lam(lam)
+        return p
+
+
 # ====================================================================== the solver
 class ShardedContext(SolveContext):
     """A sharded solve's context: the shards (`Shard` on threads, `RemoteShard` on processes), the rule
@@ -577,8 +650,9 @@ class ShardedBCFW(Solver):
         of `resolve_rule`.
     round_length : int or None
         Block steps per shard between two combinations; None: `default_round_length`.
-    executor : {"thread", "process"}
-        Where the shards run.
+    executor : {"thread", "process", "ray"}
+        Where the shards run: threads, a worker process a shard, or a Ray actor a shard (one CPU of
+        the cluster each).  A worker is sent its shard once, or, for a `SourceProblem`, loads it itself.
     n_jobs : int or None
         Threads running the shards (None: one per shard).  Results do not depend on it.
     step_size, sampling, step, cache, cache_F, cache_nu, cache_size, averaging, gap_refresh, block_storage, \
@@ -646,27 +720,60 @@ oracle_work, minibatch, asynchronous, oracle_quality
             _OPEN.reset(token)
 
     def init_state(self, problem: Problem, state: object | None, rng: Any) -> ShardedContext:
-        check_shards(self, problem)
-        index = shard_indices(problem.n, self.shards)
+        """The shards' context: their threads' sub-problems, or their workers started, each with its
+        examples (sent once, or loaded by the worker from a `SourceProblem`'s source) and its state."""
+        hosts: list[RemoteShard] = []
+        try:
+            return self._open(problem, state, rng, hosts)
+        except BaseException:
+            for h in hosts:
+                h.close()
+            raise
+
+    def _open(self, problem: Problem, state: object | None, rng: Any, hosts: list[RemoteShard]) -> ShardedContext:
+        source = isinstance(problem, SourceProblem)
+        if source and self.executor == "thread":
+            raise ValueError("a shard source with executor='thread': threads share this process's memory, which "
+                             "would then hold every shard; use executor='process' or 'ray' (each worker loads its "
+                             "own shard), or load the data and fit(X, Y) on threads")
+        if not source:
+            check_shards(self, problem)
         n_jobs = min(self.n_jobs or self.shards, self.shards)
-        subs = sub_problems(problem, self.shards, 1.0) if self.executor == "thread" else []
-        route = "process" if not subs else ("compiled" if n_jobs >= self.shards and self.averaging is None
-                                             and _plain_compiled(self.engine().plan(subs[0])) else "thread")
-        m = self.round_length or default_round_length(max(len(i) for i in index), route)
-        rule = resolve_rule(self.combine, m, min(len(i) for i in index))
-        sigma = float(self.shards) if rule == "add" else 1.0
-        subs = [sub.with_lam(problem.lam * problem.n / (sub.n * sigma)) for sub in subs]
-        st = _continue_sharded(continue_or_restart(state, ShardedState, problem), self, problem, sigma)
-        if st is None:
-            st = self.new_state(problem, rng, rule, states=bool(subs), subs=subs)
-        st.combine = rule
-        if not subs:
-            ctx = _remote_context(self, problem, st, rule, m, n_jobs)
+        folder = None
+        if self.executor == "thread":
+            sizes = [len(i) for i in shard_indices(problem.n, self.shards)]
+            subs = sub_problems(problem, self.shards, 1.0)
         else:
-            shards = [Shard(sub, s, self.engine(), problem.n, st.sigma) for sub, s in zip(subs, st.states)]
-            plan = shards[0].ctx.plan
-            ctx = ShardedContext(problem, st, shards, rule, m, n_jobs, (plan.uses_gaps, plan.gap_refresh,
-                                                                         plan.check_oracle))
+            import tempfile
+
+            folder = tempfile.TemporaryDirectory(prefix="structfw-shards-")
+            hosts.extend(start_hosts(self, problem, folder.name))
+            sizes, subs = [h.n_k for h in hosts], []
+            if source:
+                problem.opened(sizes, [h.fingerprint for h in hosts])
+                check_shards(self, problem)
+        try:
+            route = "process" if not subs else ("compiled" if n_jobs >= self.shards and self.averaging is None
+                                                 and _plain_compiled(self.engine().plan(subs[0])) else "thread")
+            m = self.round_length or default_round_length(max(sizes), route)
+            rule = resolve_rule(self.combine, m, min(sizes))
+            sigma = float(self.shards) if rule == "add" else 1.0
+            subs = [sub.with_lam(problem.lam * problem.n / (sub.n * sigma)) for sub in subs]
+            st = _continue_sharded(continue_or_restart(state, ShardedState, problem), self, problem, sigma, sizes)
+            if st is None:
+                st = self.new_state(problem, rng, rule, states=bool(subs), subs=subs)
+            st.combine = rule
+            if not subs:
+                ctx = _remote_context(self, problem, st, rule, m, n_jobs, hosts)
+                ctx.folder, folder = folder, None
+            else:
+                shards = [Shard(sub, s, self.engine(), problem.n, st.sigma) for sub, s in zip(subs, st.states)]
+                plan = shards[0].ctx.plan
+                ctx = ShardedContext(problem, st, shards, rule, m, n_jobs, (plan.uses_gaps, plan.gap_refresh,
+                                                                             plan.check_oracle))
+        finally:
+            if folder is not None:
+                folder.cleanup()
         opened = _OPEN.get(None)
         if opened is not None:  # `solve` ends its workers
             opened.append(ctx)
@@ -739,8 +846,10 @@ oracle_work, minibatch, asynchronous, oracle_quality
         return gap
 
     def result(self, ctx: ShardedContext, monitor: Monitor, stopped: str) -> SolveResult:
-        """`Solver.result`, with the shards' states gathered from their workers (processes)."""
-        if ctx.remote:
+        """`Solver.result`, with the shards' states gathered from their workers -- except from workers that
+        loaded their own shards (a `SourceProblem`): this process then holds no part of the data or of
+        the dual state, and the states end with the workers (a warm start starts afresh)."""
+        if ctx.remote and not isinstance(ctx.problem, SourceProblem):
             ctx.state.states = ctx.map("state")
         return super().result(ctx, monitor, stopped)
 
@@ -767,37 +876,67 @@ def _one_blas_thread() -> Iterator[None]:
 _OPEN: contextvars.ContextVar[list[ShardedContext]] = contextvars.ContextVar("structfw_sharded_open")
 
 
-def _remote_context(solver: ShardedBCFW, problem: Problem, st: ShardedState, rule: str, m: int,
-                    n_jobs: int) -> ShardedContext:
-    """A worker process a shard, each sent its examples and its state (or seed) once."""
-    import tempfile
-
-    folder = tempfile.TemporaryDirectory(prefix="structfw-shards-")
-    shards = []
+def start_hosts(solver: ShardedBCFW, problem: Problem, folder: str) -> list[RemoteShard]:
+    """A worker a shard (a process, or a Ray actor), each sent its examples once -- or, for a
+    `SourceProblem`, the source, from which it loads its own shard (the caller never holds the data)."""
+    kind = solver.executor
+    if kind == "ray":
+        _check_ray_room(solver.shards)
+    hosts: list[RemoteShard] = []
     try:
-        for k, idx in enumerate(shard_indices(problem.n, st.K)):
-            X = [problem.X[i] for i in idx.tolist()]
-            Y = [problem.Y[i] for i in idx.tolist()]
-            lam_k = problem.lam * problem.n / (len(idx) * st.sigma)
-            init = (problem.model, X, Y, lam_k, solver.engine_params(), st.states[k], st.seeds[k], problem.n, st.sigma)
-            shards.append(RemoteShard(k, init, folder.name))
+        if isinstance(problem, SourceProblem):
+            for k in range(solver.shards):
+                hosts.append(RemoteShard(k, kind, (problem.model, k, problem.source, None, None), folder))
+        else:
+            for k, idx in enumerate(shard_indices(problem.n, solver.shards)):
+                X = [problem.X[i] for i in idx.tolist()]
+                Y = [problem.Y[i] for i in idx.tolist()]
+                hosts.append(RemoteShard(k, kind, (problem.model, k, None, X, Y), folder))
     except BaseException:
-        for s in shards:
-            s.close()
-        folder.cleanup()
+        for h in hosts:
+            h.close()
         raise
-    ctx = ShardedContext(problem, st, shards, rule, m, n_jobs, shards[0].info)
-    ctx.folder = folder
-    return ctx
+    return hosts
+
+
+def _check_ray_room(K: int) -> None:
+    """A shard's actor takes one CPU of the cluster for the whole fit: K of them must be free (an actor
+    that cannot be placed would wait forever)."""
+    from ..executor_ray import _ray, connect
+
+    import time
+
+    connect()
+    ray = _ray()
+    deadline = time.monotonic() + 10.0  # a cluster just started reports its CPUs after a moment
+    while (free := int(ray.available_resources().get("CPU", 0))) < K and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if free < K:
+        raise ValueError(f"shards={K} with executor='ray': each shard's actor takes one CPU, and the Ray cluster "
+                         f"has {free} free; give shards <= {free} or a larger cluster")
+
+
+def _remote_context(solver: ShardedBCFW, problem: Problem, st: ShardedState, rule: str, m: int,
+                    n_jobs: int, hosts: list[RemoteShard]) -> ShardedContext:
+    """The workers' shards set up: each its lam_k = lam n / (n_k sigma') and its state (or seed)."""
+    for k, h in enumerate(hosts):
+        lam_k = problem.lam * problem.n / (h.n_k * st.sigma)
+        h.setup((lam_k, solver.engine_params(), st.states[k], st.seeds[k], problem.n, st.sigma))
+    return ShardedContext(problem, st, list(hosts), rule, m, n_jobs, hosts[0].info)
 
 
 def sharded_solver(solver: Solver, shards: int, executor: str, n_jobs: int | None,
                    oracle_timeout: float | None) -> ShardedBCFW:
     """The solver of ``StructuredSVM(shards=K, executor=..., n_jobs=...)``: a `BCFW`'s options on K shards,
     or a given `ShardedBCFW` with the same K (ValueError naming both otherwise)."""
+    if executor.startswith("ray:"):  # a cluster's address: join it now, the shards' actors start there
+        from ..executor_ray import connect
+
+        connect(executor[4:])
+        executor = "ray"
     if executor not in EXECUTORS:
-        raise ValueError(f"executor={executor!r} with shards={shards}: shards run on 'thread' or 'process' "
-                         "workers (Ray actors owning their shard are not implemented yet)")
+        raise ValueError(f"executor={executor!r} with shards={shards}: shards run on 'thread', 'process' or 'ray' "
+                         "workers")
     if oracle_timeout is not None:
         raise ValueError(f"oracle_timeout={oracle_timeout!r} with shards={shards}: a shard's compiled steps cannot "
                          "be pre-empted; use oracle_timeout=None with shards")
@@ -829,19 +968,23 @@ def sub_problems(problem: Problem, K: int, sigma: float) -> list[Problem]:
 
 
 def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Problem,
-                      sigma: float) -> ShardedState | None:
+                      sigma: float, sizes: list[int]) -> ShardedState | None:
     """A previous sharded state if it can continue with these options (the same K and sigma'), rescaled
     to a new lam; None (with a warning) otherwise."""
     if st is None:
         return None
-    if st.K != solver.shards or st.sigma != sigma or any(s is None for s in st.states):
+    if st.K == solver.shards and st.sigma == sigma and any(s is None for s in st.states):
+        warnings.warn("warm start: the previous sharded fit's workers loaded their own shards and kept their "
+                      "states (they ended with it); starting afresh", RuntimeWarning, stacklevel=4)
+        return None
+    if st.K != solver.shards or st.sigma != sigma:
         warnings.warn(f"warm start: the previous state has {st.K} shards with sigma'={st.sigma:g}; this fit asks "
                       f"for {solver.shards} with sigma'={sigma:g}; starting afresh", RuntimeWarning, stacklevel=4)
         return None
     if st.lam != problem.lam:
         r = st.lam / problem.lam
-        for s, idx in zip(st.states, shard_indices(problem.n, st.K)):
-            s.rescale_lam(problem.lam * problem.n / (len(idx) * st.sigma))
+        for s, n_k in zip(st.states, sizes):
+            s.rescale_lam(problem.lam * problem.n / (n_k * st.sigma))
         st.w *= r
         if st.avg is not None:
             st.avg = (st.avg[0], st.avg[1], st.avg[2] * r, st.avg[3])
@@ -1204,53 +1347,254 @@ def _rounds_call(sh: Shard, k: int, R: int, m: int, board: tuple[Any, ...], rule
     return dense_rounds, (k, R, m, (plan.compiled, rows, scales, np.zeros(st.d)), local, src, board, comb, r0), (it, fl)
 
 
-# ====================================================================== processes
+# ====================================================================== workers: processes and Ray actors
+class ShardHost:
+    """The worker side of one shard, the same in a worker process and in a Ray actor: it holds the
+    shard's examples and its `Shard`, and answers the shard protocol's messages (`call`).
+
+    Messages: ("load", (model, k, source, X, Y)) -- the examples: ``source.load(k)`` when a source is
+    given (the worker reads its own shard), else the X, Y sent; returns (n_k, the shard's fingerprint);
+    ("init", (lam_k, engine params, state, seed, n, sigma', state file)) -- the `Shard`, from the state
+    file, the state sent (a warm start) or fresh from its seed; returns what the caller needs of its plan;
+    ("save", (path,)) -- the state into a file; ("state", ()); ("counters", ()); ("pid", ()); and
+    the `Shard` methods (round, combine, gaps, hinge_sum, refresh)."""
+
+    def __init__(self) -> None:
+        self.sub: Problem | None = None
+        self.shard: Shard | None = None
+
+    def call(self, name: str, args: tuple[Any, ...]) -> tuple[str, Any]:
+        """("ok", the answer) or ("error", the exception): the caller raises it."""
+        try:
+            return "ok", self._handle(name, args)
+        except Exception as exc:
+            return "error", exc
+
+    def _handle(self, name: str, args: tuple[Any, ...]) -> Any:
+        if name == "load":
+            return self._load(*args)
+        if name == "init":
+            return self._init(*args)
+        if name == "pid":
+            return os.getpid()
+        shard = cast_shard(self.shard, name)
+        if name == "save":
+            import pickle
+
+            with open(args[0] + ".tmp", "wb") as f:
+                pickle.dump(shard.st, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(args[0] + ".tmp", args[0])
+            return None
+        if name == "state":
+            return shard.st
+        if name == "counters":
+            return dict(shard.ctx.counters)
+        return getattr(shard, name)(*args)
+
+    def _load(self, model: Any, k: int, source: Any, X: list[Any] | None, Y: list[Any] | None) -> tuple[int, str]:
+        if source is not None:
+            X, Y = checked_shard(model, source, k)
+        self.sub = Problem(model, X, Y, 1.0, validated=True)
+        return self.sub.n, self.sub.fingerprint
+
+    def _init(self, lam_k: float, params: dict[str, Any], state: Any, seed: Any, n: int, sigma: float,
+              state_file: str | None) -> tuple[Any, ...]:
+        import pickle
+
+        if self.sub is None:
+            raise RuntimeError("a shard's worker was initialised before its examples were loaded")
+        sub = self.sub.with_lam(lam_k)
+        engine = BCFW(**params)
+        if state_file is not None:
+            with open(state_file, "rb") as f:
+                state = pickle.load(f)
+        if state is None:
+            state = engine.new_state(sub, np.random.default_rng(seed))
+            state.fingerprint = sub.fingerprint
+        self.shard = Shard(sub, state, engine, n, sigma)
+        plan = self.shard.ctx.plan
+        return plan.uses_gaps, plan.gap_refresh, plan.check_oracle
+
+
+def cast_shard(shard: Shard | None, name: str) -> Shard:
+    if shard is None:
+        raise RuntimeError(f"a shard's worker was sent {name!r} before its init")
+    return shard
+
+
+def checked_shard(model: Any, source: Any, k: int) -> tuple[list[Any], list[Any]]:
+    """``source.load(k)``, checked as `StructuredSVM.fit` checks (X, Y); errors name the shard (its file)."""
+    from .. import _labels
+
+    where = _describe(source, k)
+    try:
+        X, Y = source.load(k)
+    except (TypeError, ValueError) as exc:
+        if where in str(exc):  # the loader named the file already
+            raise
+        raise (ValueError if isinstance(exc, ValueError) else TypeError)(f"shard {k} ({where}): {exc}") from None
+    try:
+        Y = _labels._as_list(Y, "Y")
+        _labels.check_no_unlabelled(model, Y)
+        classes, Y = _labels.fit_classes(model, Y)
+        if classes is not None and not _labels.is_identity(classes, int(getattr(model, "n_states"))):
+            raise ValueError(f"its labels are not the model's states 0..{int(getattr(model, 'n_states')) - 1} "
+                             f"(it holds {_labels._short_list(classes)}); a shard source gives labels as states, "
+                             "every shard alike (ShardFiles: labels= or tags=)")
+        X, Y = model.check_data(X, Y)
+        if not X:
+            raise ValueError("it holds no examples")
+    except ValueError as exc:
+        raise ValueError(f"shard {k} ({where}): {exc}") from None
+    return X, Y
+
+
+def _describe(source: Any, k: int) -> str:
+    describe = getattr(source, "describe", None)
+    return str(describe(k)) if callable(describe) else f"{type(source).__name__}.load({k})"
+
+
+class WorkerDied(Exception):
+    """A shard's worker (process or Ray actor) is gone: `RemoteShard` restarts it."""
+
+
+class _ProcessLink:
+    """A shard's worker process (forked), reached through a pipe."""
+
+    kind = "process"
+
+    def __init__(self, k: int) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True,
+                                name=f"structfw-shard-{k}")
+        self.proc.start()
+        child.close()
+
+    def send(self, message: tuple[str, tuple[Any, ...]]) -> None:
+        try:
+            self.conn.send(message)
+        except (OSError, EOFError):
+            pass  # a dead worker: the reply's read finds it
+
+    def recv(self) -> tuple[str, Any]:
+        try:
+            return self.conn.recv()
+        except (OSError, EOFError):
+            raise WorkerDied from None
+
+    def kill(self) -> None:
+        """SIGKILL the worker (tests of the fault path)."""
+        import signal
+
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.join()
+
+    def end(self) -> None:
+        self.send(("stop", ()))
+        self.proc.join(timeout=2.0)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
+
+
+class _RayLink:
+    """A shard's Ray actor (a `ShardHost`), its calls answered in the order they were sent."""
+
+    kind = "ray"
+
+    def __init__(self, k: int) -> None:
+        from ..executor_ray import remote_class
+
+        self.actor = remote_class(ShardHost).remote()
+        self.refs: list[Any] = []
+
+    def send(self, message: tuple[str, tuple[Any, ...]]) -> None:
+        self.refs.append(self.actor.call.remote(*message))
+
+    def recv(self) -> tuple[str, Any]:
+        from ..executor_ray import _ray
+
+        ray = _ray()
+        ref = self.refs.pop(0)
+        try:
+            return ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
+            raise WorkerDied from None
+
+    def kill(self) -> None:
+        """Kill the actor (tests of the fault path)."""
+        from ..executor_ray import _ray
+
+        _ray().kill(self.actor)
+
+    def end(self) -> None:
+        self.refs = []
+        try:
+            self.kill()
+        except Exception:  # already dead, or the cluster is gone
+            pass
+
+
+_LINKS = {"process": _ProcessLink, "ray": _RayLink}
+
+
 class RemoteShard:
-    """Shard k on its own worker process, which receives the shard once (its examples, and its state or
-    its seed) and keeps its dual state for the whole fit; a call sends w (d numbers) and gets the
-    change back.  A worker that dies is restarted from its last checkpoint file (or from the start) and
-    the calls made since are replayed, so the fit goes on as if it had not died."""
+    """Shard k on its own worker -- a process, or a Ray actor -- which holds the shard's examples (sent
+    once, or loaded by the worker itself from a shard source) and keeps its dual state for the whole fit;
+    a call sends w (d numbers) and gets the change back.  A worker that dies is restarted -- its examples
+    loaded again, its state from its last checkpoint file (or from the start) -- and the calls made
+    since are replayed, so the fit goes on as if it had not died."""
 
     #: calls that change the worker's state (replayed after a restart), and its gap pass (whose block
     #: gaps the next refresh reads)
     REPLAYED = frozenset(("round", "combine", "refresh", "gaps"))
     MAX_RESTARTS = 3
 
-    def __init__(self, k: int, init: tuple[Any, ...], folder: str) -> None:
-        self.k, self.init, self.folder = k, init, folder
+    def __init__(self, k: int, kind: str, load: tuple[Any, ...], folder: str) -> None:
+        self.k, self.kind, self.load, self.folder = k, kind, load, folder
+        self.init: tuple[Any, ...] | None = None
         self.checkpoint_file: str | None = None  # the state after the last checkpoint, once one is written
         self.log: list[tuple[str, tuple[Any, ...]]] = []
         self.pending: tuple[str, tuple[Any, ...]] | None = None
         self.restarts = 0
-        self.info = self._start()
+        self.link: Any = None
+        try:
+            self.n_k, self.fingerprint = self._start()
+        except BaseException:  # a shard that cannot be loaded: its worker ends here
+            self.close()
+            raise
 
     def _start(self) -> Any:
-        import multiprocessing as mp
+        """A new worker with the shard's examples (and its `Shard`, once `setup` has run); the load's answer."""
+        self.link = _LINKS[self.kind](self.k)
+        self.link.send(("load", self.load))
+        loaded = self._reply()
+        if self.init is not None:
+            self.link.send(("init", self.init + (self.checkpoint_file,)))
+            self.info = self._reply()
+        return loaded
 
-        ctx = mp.get_context("fork")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True,
-                                name=f"structfw-shard-{self.k}")
-        self.proc.start()
-        child.close()
-        state_file = self.checkpoint_file
-        self.conn.send(("init", self.init + (state_file,)))
-        return self._reply()
+    def setup(self, init: tuple[Any, ...]) -> None:
+        """The worker's `Shard`: (lam_k, engine params, state, seed, n, sigma')."""
+        self.init = init
+        self.link.send(("init", init + (self.checkpoint_file,)))
+        self.info = self._reply()
 
     def send(self, name: str, *args: Any) -> None:
         # copies: the caller moves w in place after the call, and a replay needs the w that was sent
         self.pending = (name, tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
-        try:
-            self.conn.send(self.pending)
-        except (OSError, EOFError):
-            pass  # a dead worker: `recv` restarts it and sends the call again
+        self.link.send(self.pending)
 
     def recv(self) -> Any:
         while True:
             try:
                 out = self._reply()
                 break
-            except (OSError, EOFError):
+            except WorkerDied:
                 self._restore()
         name, args = self.pending
         self.pending = None
@@ -1263,7 +1607,7 @@ class RemoteShard:
         return self.recv()
 
     def _reply(self) -> Any:
-        status, value = self.conn.recv()
+        status, value = self.link.recv()
         if status == "error":
             raise value
         return value
@@ -1273,13 +1617,12 @@ class RemoteShard:
         self.restarts += 1
         if self.restarts > self.MAX_RESTARTS:
             raise RuntimeError(f"the worker of shard {self.k} died {self.restarts} times; giving up")
-        self._end()
-        self.info = self._start()
+        self.link.end()
+        self._start()
         for name, args in self.log:
-            self.conn.send((name, args))
+            self.link.send((name, args))
             self._reply()
-        name, args = self.pending
-        self.conn.send((name, args))
+        self.link.send(self.pending)
 
     def checkpoint(self) -> None:
         """The worker writes its state to a file; the calls before it need no replay any more."""
@@ -1287,24 +1630,18 @@ class RemoteShard:
         self.call("save", path)
         self.checkpoint_file, self.log = path, []
 
-    def close(self) -> None:
-        try:
-            self.conn.send(("stop", ()))
-        except (OSError, EOFError):
-            pass
-        self._end()
+    def kill(self) -> None:
+        """Kill the worker now (tests of the fault path): its next call restores it."""
+        self.link.kill()
 
-    def _end(self) -> None:
-        self.proc.join(timeout=2.0)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-        self.conn.close()
+    def close(self) -> None:
+        if self.link is not None:
+            self.link.end()
+            self.link = None
 
 
 def _worker_main(conn: Any, parent: int) -> None:
-    """A shard's worker: builds its `Shard` from the init message, then answers calls until "stop"."""
-    import pickle
+    """A shard's worker process: a `ShardHost` answering the calls from the pipe until "stop"."""
     import signal
 
     from .._compile import silence_in_worker
@@ -1313,7 +1650,7 @@ def _worker_main(conn: Any, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends the fit after a round
     die_with_parent(parent)
     silence_in_worker()
-    shard = None
+    host = ShardHost()
     while True:
         try:
             name, args = conn.recv()
@@ -1321,39 +1658,4 @@ def _worker_main(conn: Any, parent: int) -> None:
             return
         if name == "stop":
             return
-        try:
-            if name == "init":
-                shard, out = _build_shard(*args)
-            elif name == "save":
-                with open(args[0] + ".tmp", "wb") as f:
-                    pickle.dump(shard.st, f, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(args[0] + ".tmp", args[0])
-                out = None
-            elif name == "state":
-                out = shard.st
-            elif name == "counters":
-                out = dict(shard.ctx.counters)
-            else:
-                out = getattr(shard, name)(*args)
-            conn.send(("ok", out))
-        except Exception as exc:  # the caller raises it
-            conn.send(("error", exc))
-
-
-def _build_shard(model: Any, X: list[Any], Y: list[Any], lam_k: float, params: dict[str, Any], state: Any,
-                 seed: Any, n: int, sigma: float, state_file: str | None) -> tuple[Shard, tuple[Any, ...]]:
-    """The worker's shard: its sub-problem, and its state -- from the checkpoint file, the one it was sent
-    (a warm start), or fresh from its seed -- with what the caller needs of its plan."""
-    import pickle
-
-    sub = Problem(model, X, Y, lam_k, validated=True)
-    engine = BCFW(**params)
-    if state_file is not None:
-        with open(state_file, "rb") as f:
-            state = pickle.load(f)
-    if state is None:
-        state = engine.new_state(sub, np.random.default_rng(seed))
-        state.fingerprint = sub.fingerprint
-    shard = Shard(sub, state, engine, n, sigma)
-    plan = shard.ctx.plan
-    return shard, (plan.uses_gaps, plan.gap_refresh, plan.check_oracle)
+        conn.send(host.call(name, args))
