@@ -47,8 +47,9 @@ class CheckEvery(click.ParamType):
 @click.command("train")
 @click.option("--data", default="ocr", show_default=True,
               help=DATA_HELP[:-1] + "; or a tagged corpus file or a graph file (see --format).")
-@click.option("--format", "data_format", type=click.Choice(FORMAT_CHOICES), default="auto", show_default=True,
-              help=FORMAT_HELP)
+@click.option("--format", "data_format", type=click.Choice(FORMAT_CHOICES + ["npz"]), default="auto",
+              show_default=True, help=FORMAT_HELP + " Shard files (a glob or a comma-separated list of --data files): "
+              "'svmlight' or 'npz' (structfw.datasets.shard_source.write_shard_npz), 'auto' by the suffix.")
 @click.option("--model", "model_name", type=click.Choice(MODEL_CHOICES), default="auto", show_default=True,
               help="Model; each data set has one ('auto'), any other is an error.")
 @solver_options
@@ -68,7 +69,16 @@ class CheckEvery(click.ParamType):
                    "local one; --n-jobs then counts actors (default: one per cluster CPU).")
 @click.option("--shards", type=int, default=None, metavar="K",
               help="Train on K shards of the examples, each stepping its own blocks on its own worker and combined "
-                   "in rounds (for cheap oracles on several cores): threads (default) or --executor process.")
+                   "in rounds (for cheap oracles on several cores): threads (default) or --executor process. With "
+                   "shard files (--data a glob or a comma-separated list, one file a shard) K is the number of files "
+                   "and may be left out; each worker (--executor process, the default, or Ray) loads its own file.")
+@click.option("--n-features", type=int, default=None, metavar="D",
+              help="Shard files: the number of features (every shard the same width).")
+@click.option("--labels", "shard_labels", default=None, metavar="L1,L2,...",
+              help="svmlight shard files: the files' labels in the order of the model's states (-1,1: label -1 "
+                   "is state 0).")
+@click.option("--n-states", type=int, default=None, metavar="S",
+              help="Shard files whose labels are the states 0..S-1 themselves (npz; svmlight without --labels).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a convergence PNG.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
               help="Write the trace (.json or .csv).")
@@ -87,7 +97,10 @@ def train(**kw):
     """
     given = pop_solver_options(kw)
     solver_name = kw.pop("solver")
-    kw["executor"] = _check_execution_options(kw["n_jobs"], kw["executor"], kw.pop("ray_address"), kw["shards"])
+    files = shard_file_list(kw["data"])
+    _check_shard_file_options(kw, files)
+    kw["executor"] = _check_execution_options(kw["n_jobs"], kw["executor"], kw.pop("ray_address"), kw["shards"],
+                                              files=files is not None)
     check_output_path(kw["trace_path"], "--trace", suffixes=(".json", ".csv"))
     check_output_path(kw["save"], "--save")
     if kw["save_state"] and not kw["save"]:
@@ -98,6 +111,13 @@ def train(**kw):
     solver = build_solver(solver_name, given)
 
     given_format = kw.pop("data_format")
+    if files is not None:
+        source, model = _shard_source(kw, files, given_format)
+        fitted = _fit_source(kw, model, solver, source)
+        return _report(kw, solver, solver_name, fitted, fitted, None, None)
+    if given_format == "npz":
+        raise click.UsageError(f"--format npz reads shard files: give --data a glob (part-*.npz) or a "
+                               f"comma-separated list of files, one a shard; got {kw['data']!r}")
     fmt = data_format(kw["data"], given_format)
     if fmt == "svmlight" and given_format == "auto" and kw["model_name"] == "graph" and _format_was_a_guess(kw["data"]):
         fmt = "graph"  # --model graph says what a file of unknown content holds
@@ -114,12 +134,17 @@ def train(**kw):
             raise
     fitted = _fit(kw, model, solver, X, Y, Xt, Yt)
     svm = fitted if model is not None else fitted[-1]  # the estimator holds the trace either way
+    _report(kw, solver, solver_name, fitted, svm, Xt, Yt)
 
+
+def _report(kw, solver, solver_name, fitted, svm, Xt, Yt):
+    """Save, table, trace and plot the fit ``fitted`` (its estimator ``svm``); ``Xt`` None: no test set."""
     label = getattr(solver, "label", solver_name)
     saved = []
     ok = write_outputs([("model", lambda: _saved_model(fitted, kw, saved))] if kw["save"] else [])
     print_table(svm.trace_)
-    click.echo(f"{label}: test error {1 - fitted.score(Xt, Yt):.4f}; gap {format_gap(svm.gap_, spec='.3e')}")
+    tested = "no test set" if Xt is None else f"test error {1 - fitted.score(Xt, Yt):.4f}"
+    click.echo(f"{label}: {tested}; gap {format_gap(svm.gap_, spec='.3e')}")
     click.echo(stop_message(svm.stopped_, saved[0] if saved else None))
     writers = []
     if kw["trace_path"]:
@@ -139,8 +164,12 @@ def _saved_model(svm, kw, saved):
     return path
 
 
-def _check_execution_options(n_jobs, executor, ray_address, shards=None):
-    """The estimator's executor string, after checking --n-jobs, --executor, --ray and --shards agree."""
+def _check_execution_options(n_jobs, executor, ray_address, shards=None, files=False):
+    """The estimator's executor string, after checking --n-jobs, --executor, --ray and --shards agree.
+
+    ``files``: the data are shard files, which workers of their own load: processes (default) or Ray."""
+    if files:
+        return _shard_files_executor(executor, ray_address)
     if shards is not None:
         if ray_address is not None or (executor is not None and executor.startswith("ray")):
             raise click.UsageError("--shards runs its shards on threads or processes: give --executor thread or "
@@ -191,27 +220,40 @@ def _fit(kw, model, solver, X, Y, Xt, Yt):
     from ..estimator import StructuredSVM
     from ..solvers.kernel_bcfw import LargeFitWarning
 
-    options = dict(lam=kw["lam"], max_passes=kw["passes"], tol=kw["tol"], check_every=kw["check_every"],
-                   time_budget=kw["time_budget"], random_state=kw["seed"], verbose=0 if kw["quiet"] else 1,
-                   n_jobs=kw["n_jobs"], executor=kw["executor"] or "process", shards=kw["shards"])
+    options = _fit_options(kw)
     if model is None:
         from ..features import make_tagger
 
         svm = make_tagger(solver=solver, **options)
     else:
         svm = StructuredSVM(model, solver=solver, **options)
-    try:
+    def fit():
         with warnings.catch_warnings():
             if model is not None and _announce_large_fit(solver, model, X):
                 warnings.simplefilter("ignore", LargeFitWarning)  # said once, above
             svm.fit(X, Y, X_test=Xt, Y_test=Yt)
+
+    _fit_naming_errors(kw, fit)
+    return svm
+
+
+def _fit_options(kw):
+    """The estimator's parameters from the options."""
+    return dict(lam=kw["lam"], max_passes=kw["passes"], tol=kw["tol"], check_every=kw["check_every"],
+                time_budget=kw["time_budget"], random_state=kw["seed"], verbose=0 if kw["quiet"] else 1,
+                n_jobs=kw["n_jobs"], executor=kw["executor"] or "process", shards=kw["shards"])
+
+
+def _fit_naming_errors(kw, fit):
+    """Run ``fit()``; a ValueError from it names its flag (a parameter's) or --data (the data's)."""
+    try:
+        fit()
     except ValueError as exc:
         msg = str(exc)
         name = getattr(exc, "param", None) or next((n for n in ESTIMATOR_FLAGS if msg.startswith(n)), None)
         if name in ESTIMATOR_FLAGS:
             raise click.BadParameter(msg, param_hint=ESTIMATOR_FLAGS[name]) from None
         raise DataError(kw["data"], msg) from None
-    return svm
 
 
 def _announce_large_fit(solver, model, X):
@@ -241,3 +283,172 @@ def _plot(svm, path, title):
 
     plot_convergence(svm.trace_, path, title=title)
     return path
+
+
+# ====================================================================== shard files
+#: the shard formats the command line reads, by suffix (a tagged corpus needs a featurize function)
+SHARD_SUFFIXES = {".svm": "svmlight", ".svmlight": "svmlight", ".libsvm": "svmlight", ".npz": "npz"}
+#: the options that apply to shard files only
+SHARD_FILE_OPTIONS = (("n_features", "--n-features"), ("shard_labels", "--labels"), ("n_states", "--n-states"))
+
+
+def shard_file_list(data):
+    """The shard files ``--data`` names, in shard order, or None when it names one data set.
+
+    A glob pattern (its matches sorted by name) or a comma-separated list of two or more files is
+    shard files; anything else (a named set, one file, even one whose name holds a comma) is not.
+    A pattern that matches nothing or a listed file that does not exist is a `DataError` naming it.
+    """
+    import glob
+    from pathlib import Path
+
+    if glob.has_magic(data) and not Path(data).exists():
+        found = sorted(glob.glob(data))
+        if not found:
+            raise DataError(data, "the pattern matches no file")
+        return [Path(p) for p in found]
+    parts = [p.strip() for p in data.split(",")]
+    if len(parts) < 2 or Path(data).exists():
+        return None
+    for p in parts:
+        if not p:
+            raise DataError(data, "an empty name in the comma-separated list of shard files")
+        if not Path(p).is_file():
+            raise DataError(data, f"no such shard file {p!r}")
+    return [Path(p) for p in parts]
+
+
+def _check_shard_file_options(kw, files):
+    """Usage errors for options that apply to shard files only, or to any data but them."""
+    if files is None:
+        given = [flag for name, flag in SHARD_FILE_OPTIONS if kw[name] is not None]
+        if given:
+            verb = "apply" if len(given) > 1 else "applies"
+            raise click.UsageError(f"{', '.join(given)} {verb} to shard files: give --data a glob (part-*.svm) or a "
+                                   f"comma-separated list of files, one a shard; got --data {kw['data']}")
+        return
+    if kw["shards"] is not None and kw["shards"] != len(files):
+        raise click.UsageError(f"--shards {kw['shards']} but --data {kw['data']} names {len(files)} shard files "
+                               "(one file a shard): omit --shards or make them agree")
+    if kw["save_state"]:
+        raise click.UsageError("--save-state with shard files: the shards' dual states stay on their workers and end "
+                               "with the fit, so there is no state to save")
+
+
+def _shard_files_executor(executor, ray_address):
+    """The executor of a fit from shard files: processes (default) or Ray, whose workers load their own file."""
+    if executor == "thread":
+        raise click.UsageError("--executor thread with shard files: threads share this process's memory, which would "
+                               "then hold every shard; give --executor process (default) or ray (or --ray)")
+    if ray_address is not None:
+        if executor not in (None, "ray"):
+            raise click.UsageError(f"--ray runs the shards on Ray actors; it cannot be combined with "
+                                   f"--executor {executor}")
+        executor = "ray" if ray_address == "local" else f"ray:{ray_address}"
+    if executor is not None and executor.startswith("ray"):
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise click.UsageError("--ray / --executor ray need Ray: pip install 'structfw[distributed]'") from None
+    return executor or "process"
+
+
+def _shard_format(files, given_format):
+    """'svmlight' or 'npz' for the shard files (by the first file's suffix under --format auto)."""
+    fmt = given_format
+    if fmt == "auto":
+        fmt = SHARD_SUFFIXES.get(files[0].suffix.lower())
+        if fmt is None and files[0].suffix.lower() in (".conll", ".wordtag"):
+            fmt = files[0].suffix.lower()[1:]
+        if fmt is None:
+            raise click.UsageError(f"--format auto cannot tell the format of the shard file {str(files[0])!r} by its "
+                                   "suffix (.svm, .svmlight, .libsvm, .npz): give --format svmlight or npz")
+    if fmt in CORPUS_FORMATS:
+        raise click.UsageError(f"--format {fmt} with shard files: every shard of a tagged corpus is featurised by a "
+                               "function the command line cannot take; in Python, "
+                               "ShardFiles(files, format=..., tags=..., featurize=...) (docs/guide/scaling-out.md)")
+    if fmt not in ("svmlight", "npz"):
+        raise click.UsageError(f"--format {fmt} with shard files: they are read as svmlight or npz")
+    return fmt
+
+
+def _shard_labels(text):
+    """--labels as numbers (an svmlight file's labels are numbers)."""
+    try:
+        labels = [float(t) for t in text.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"expected numbers separated by commas (the files' labels); got {text!r}",
+                                 param_hint="--labels") from None
+    if len(labels) < 2 or len(set(labels)) != len(labels):
+        raise click.BadParameter(f"expected two or more distinct labels; got {text!r}", param_hint="--labels")
+    return [int(v) if v.is_integer() else v for v in labels]
+
+
+def _shard_states(kw, fmt):
+    """(number of states, the svmlight labels or None) from --labels and --n-states."""
+    labels = _shard_labels(kw["shard_labels"]) if kw["shard_labels"] is not None else None
+    if labels is not None and fmt == "npz":
+        raise click.UsageError("--labels maps svmlight files' labels to states; npz shard files hold the states "
+                               "0..S-1 themselves: give --n-states S")
+    S = kw["n_states"]
+    if S is not None and S < 2:
+        raise click.BadParameter(f"must be 2 or more; got {S}", param_hint="--n-states")
+    if labels is not None and S is not None and S != len(labels):
+        raise click.UsageError(f"--n-states {S} but --labels lists {len(labels)} labels: give one of them")
+    if labels is None and S is None:
+        hint = "--labels L1,L2,... (the files' labels in state order) or --n-states S" if fmt == "svmlight" \
+            else "--n-states S"
+        raise click.UsageError(f"shard files are not read by this process, so it cannot count their labels: give "
+                               f"{hint}")
+    return (len(labels) if labels is not None else S), labels
+
+
+def _shard_model(kw, fmt, files, n_states):
+    """The model for the shard files: multiclass for svmlight; for npz, chain when the first file holds
+    sequences (its ``lengths``: a look at the archive's names, not its arrays), else multiclass."""
+    from .. import models
+
+    natural = "multiclass"
+    if fmt == "npz":
+        import numpy as np
+
+        try:
+            with np.load(files[0], allow_pickle=False) as f:
+                natural = "chain" if "lengths" in f.files else "multiclass"
+        except Exception as exc:  # any failure to open the archive is the file's problem: name it
+            raise DataError(kw["data"], f"{files[0]}: not a readable .npz shard file ({type(exc).__name__})") from None
+    if kw["model_name"] not in ("auto", natural):
+        raise click.UsageError(f"--model {kw['model_name']} does not apply to --data {kw['data']}: its model is "
+                               f"{natural} (omit --model or pass --model {natural})")
+    if natural == "chain":
+        return models.ChainModel(n_states=n_states, n_features=kw["n_features"])
+    return models.MulticlassModel(n_classes=n_states, n_features=kw["n_features"])
+
+
+def _shard_source(kw, files, given_format):
+    """(`ShardFiles`, model) for shard files, every option checked (nothing of the data is loaded here)."""
+    from ..datasets.shard_source import ShardFiles
+
+    fmt = _shard_format(files, given_format)
+    if kw["n_features"] is None or kw["n_features"] < 1:
+        raise click.UsageError("shard files need --n-features D, the number of features (every shard the same width)"
+                               if kw["n_features"] is None else f"--n-features must be positive; got {kw['n_features']}")
+    n_states, labels = _shard_states(kw, fmt)
+    model = _shard_model(kw, fmt, files, n_states)
+    options = dict(n_features=kw["n_features"], labels=labels) if fmt == "svmlight" else {}
+    try:
+        source = ShardFiles(files, format=fmt, **options)
+    except ValueError as exc:
+        raise DataError(kw["data"], str(exc)) from None
+    click.echo(f"{kw['data']}: {len(source)} {fmt} shard files, each loaded by its own worker ({kw['executor']}); "
+               f"a {type(model).__name__} with {n_states} states and {kw['n_features']} features")
+    return source, model
+
+
+def _fit_source(kw, model, solver, source):
+    """The estimator fitted on a shard source (no test set: this process never reads the data)."""
+    from ..estimator import StructuredSVM
+
+    svm = StructuredSVM(model, solver=solver, **dict(_fit_options(kw), shards=len(source)))
+    _fit_naming_errors(kw, lambda: svm.fit(source))
+    return svm
