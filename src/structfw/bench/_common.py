@@ -55,6 +55,16 @@ def lam_name(value):
     return str(value)
 
 
+def plan_fits(fits):
+    """Tell the command's progress bar (`structfw._progress`) how many more fits are coming, so
+    that it can estimate the time left; nothing when no bar is listening."""
+    from .._progress import listener
+
+    bar = listener()
+    if bar is not None:
+        bar.plan(int(fits))
+
+
 def run_fit(model, solver, X, Y, lam, passes, seed, Xt=None, Yt=None, check_every=1, tol=None,
             time_budget=None):
     """Fit one StructuredSVM and return its trace as a dict of lists plus meta."""

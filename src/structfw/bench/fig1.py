@@ -52,7 +52,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ._common import bands, col, environment, load_ocr_data, on_grid, parse_lam, pyplot, run_fit, write_json
+from ._common import (bands, col, environment, load_ocr_data, on_grid, parse_lam, plan_fits, pyplot, run_fit,
+                      write_json)
 
 FIG1_SOLVERS = ("cutting-plane", "FW", "BCFW", "BCFW-wavg", "BCFW-fixed", "SSG", "SSG-wavg", "online-EG")
 #: The averaged variants App. F adds (Figures 3-5): SSG-avg (uniform from the start), SSG-tavg and
@@ -296,6 +297,7 @@ def run_fig1(lams=None, passes=30, seeds=3, out="bench_out/fig1", solvers=None, 
         doc["not_run"] = {"online-EG": "MatchingModel has no expectation oracle (marginals of a matching "
                                        "distribution need the permanent, #P-hard)"}
     t_start = time.perf_counter()
+    plan_fits(len(lams) * (bool(ref_passes) + sum(1 if s in DETERMINISTIC else int(seeds) for s in solvers)))
     for lam_spec in lams:
         lam = parse_lam(lam_spec, n)
         entry = dict(lam=lam, lam_spec=str(lam_spec), solvers={})

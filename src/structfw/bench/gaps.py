@@ -31,8 +31,8 @@ import click
 import numpy as np
 
 from ..cli._solver_options import engine_options
-from ._common import (bands, col, environment, first_reach, load_ocr_data, on_grid, parse_lam, pyplot, run_fit,
-                      write_json)
+from ._common import (bands, col, environment, first_reach, load_ocr_data, on_grid, parse_lam, plan_fits, pyplot,
+                      run_fit, write_json)
 
 COMBOS = [(s, st, c) for s in ("uniform", "gap") for st in ("fw", "pairwise") for c in (False, True)]
 TARGETS = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3)
@@ -111,6 +111,7 @@ def run_gaps_dataset(name, data, lams, passes, seeds, check_every=5, gap_refresh
     n = len(X)
     out = dict(dataset=name, n=n, n_test=len(Xt), d=model.size_joint_feature, lams={})
     t0 = time.perf_counter()
+    plan_fits(len(lams) * len(combos) * int(seeds))
     for lam_spec in lams:
         lam = parse_lam(lam_spec, n)
         entry = dict(lam=lam, lam_spec=str(lam_spec), variants={})

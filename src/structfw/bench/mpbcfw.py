@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import bands, col, crossing, environment, first_reach, on_grid, pyplot, run_fit, write_json
+from ._common import bands, col, crossing, environment, first_reach, on_grid, plan_fits, pyplot, run_fit, write_json
 
 DATASETS = ("digits", "ocr", "seg-binary", "seg-multi")
 
@@ -82,6 +82,7 @@ def run_dataset(name, passes, seeds, subsample=None, log=print, names=None, bcfw
     n = len(X)
     lam = 1.0 / n
     runs = {}
+    plan_fits(seeds * sum(1 for label in variants() if not names or label in names))
     for label, solver in variants().items():
         if names and label not in names:
             continue

@@ -48,6 +48,8 @@ BENCH_COMMANDS = {
                "Kernel BCFW on OCR subsets: seconds per pass and peak memory by block storage."),
     "sharded": ("..bench.sharded", "bench_sharded",
                 "Sharded BCFW on OCR: time and passes to a gap on threads against the serial options."),
+    "tagger": ("..bench.tagger", "bench_tagger",
+               "structfw's tagger against sklearn-crfsuite: accuracy, fit time and memory, back to back."),
     "rates": ("..bench.rates", "bench_rates",
               "Convergence rates of the BCFW paper's theorems: gap x k against k beside the bounds."),
     "learned": ("..bench.learned", "bench_learned",
@@ -112,5 +114,11 @@ def main():
 
 
 @main.group(cls=LazyGroup, lazy_commands=BENCH_COMMANDS)
-def bench():
+@click.pass_context
+def bench(ctx):
     """Benchmarks that reproduce the papers' figures and tables (JSON + PNG)."""
+    from .._progress import FitsBar, listening
+
+    # every fit the benchmark runs reports to one bar on standard error (on a terminal), so a
+    # run of minutes shows what it is doing; the bar closes with the command
+    ctx.with_resource(listening(FitsBar(f"bench {ctx.invoked_subcommand}")))

@@ -143,8 +143,12 @@ class Monitor:
         # how a solver's w is presented to the trace, the test loss and `best` (KernelBCFW: the
         # kernel expansion of w in the map's coordinates); None: as it is
         self.present: Callable[[npt.NDArray[np.float64]], Any] | None = None
-        from .. import _compile
+        from .. import _compile, _progress
 
+        # a command running many fits (a benchmark) shows them on one bar (`structfw._progress`)
+        self._listener = _progress.listener()
+        self._listen_key = -1 if self._listener is None else self._listener.started(
+            str((meta or {}).get("solver", "fit")), float(stop.max_passes))
         # otherwise a first fit sits silent (or its bar at 0 % with a false ETA) while numba compiles
         _compile.install_compile_notice()
         if self.verbose >= 1:
@@ -210,6 +214,8 @@ class Monitor:
         self.trace.append(**row)
         if self.best is None or primal < self.best[0]:
             self.best = (primal, w.copy(), gap, dual, self.certified_gap)
+        if self._listener is not None:
+            self._listener.recorded(self._listen_key, float(extra.get("engine_passes", passes)), gap)
         if self._bar is not None:
             self._bar.n = min(float(extra.get("engine_passes", passes)), self._bar.total)
             post = f"gap={gap:.3g} primal={primal:.5g}" + (f" test={tl:.3f}" if tl is not None else "")
@@ -248,6 +254,8 @@ class Monitor:
         """Move the progress bar to ``passes`` after every pass, not only at checkpoints (which may
         be several passes apart): its estimate of the time left is then the measured time per pass,
         monitoring included, times the passes left."""
+        if self._listener is not None:
+            self._listener.advanced(self._listen_key, passes)
         if self._bar is not None and passes > self._bar.n:
             self._bar.n = min(float(passes), self._bar.total)
             self._bar.refresh()
@@ -256,6 +264,9 @@ class Monitor:
         return self.stop.time_budget is not None and self.opt_time() >= self.stop.time_budget
 
     def close(self) -> None:
+        if self._listener is not None:
+            self._listener.ended(self._listen_key)
+            self._listener = None
         if self._bar is not None:
             from .. import _compile
 

@@ -56,6 +56,7 @@ from numba import njit, types
 from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
 from numba.experimental import structref
 
+from .. import _progress
 from .._interrupt import deferred_sigint, interrupt_requested
 from ._kernels import kernel_column, kernel_from_dots
 
@@ -1310,6 +1311,7 @@ class SimplexFWSolver:
         self.kernel_dtype = kdt
         self.m = m
         self.method = METHODS[method]
+        self.method_name = str(method)
         self.max_iter = int(max_iter)
         self.trace_every = max(1, int(trace_every))
         self.seed = int(seed)
@@ -1507,6 +1509,17 @@ class SimplexFWSolver:
     def _run(self):
         if not self._initialised:
             self.initialize()
+        # a command running many fits (a benchmark) shows them on one bar (`structfw._progress`)
+        bar = _progress.listener()
+        if bar is None:
+            return self._iterations(None, -1)
+        key = bar.started(f"svm {self.method_name}", float(self.max_iter))
+        try:
+            return self._iterations(bar, key)
+        finally:
+            bar.ended(key)
+
+    def _iterations(self, bar, key):
         self.stopped = None
         since_record = 0
         while self.n_iter < self.max_iter:
@@ -1520,6 +1533,8 @@ class SimplexFWSolver:
                     POLL_EVERY)
             status = self._advance(n)
             since_record += n
+            if bar is not None:
+                bar.advanced(key, self.n_iter)
             if status == NONFINITE:
                 self._record()
                 break
