@@ -356,3 +356,19 @@ def test_grid_search_over_lam_window_and_width():
     assert isinstance(best, Tagger) and best.named_steps["svm"].model.n_features == best.get_params()[
         "features__n_features"]
     assert best.predict(X[:2])[0].dtype.kind == "U"
+
+
+def test_the_default_feature_space_is_the_training_vocabulary_with_sparse_rows():
+    X, Y = _corpus(12, 3)
+    fast = {k: v for k, v in FAST.items() if k != "n_features"}
+    tagger = sf.make_tagger(**fast).fit(X, Y)
+    vec, svm = tagger.named_steps["features"], tagger.named_steps["svm"]
+    assert vec.hashing is False and vec.vocabulary_ is not None
+    assert vec.n_features_ == len(vec.vocabulary_) == svm.model.n_features
+    assert svm.solver.block_storage == "sparse"
+    # hashing on request keeps its fixed width
+    hashed = sf.make_tagger(hashing=True, **fast).fit(X, Y)
+    assert hashed.named_steps["features"].n_features_ == 2 ** 18
+    # the same features give the same fit, whatever the rows' storage
+    dense = sf.make_tagger(solver=sf.solvers.BCFW(block_storage="dense"), **fast).fit(X, Y)
+    np.testing.assert_allclose(dense.named_steps["svm"].coef_, svm.coef_, rtol=1e-9, atol=1e-12)
