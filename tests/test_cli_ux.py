@@ -40,6 +40,9 @@ def _run_tiny_fit(cache_dir):
     return out.stderr
 
 
+# slow: a fresh cache compiles the whole multiclass fit, 50-60 s on a 2-core machine; the default suite
+# keeps the notice's logic (below) and the cold-cache check on a fresh cache (test_cli_strict.py)
+@pytest.mark.slow
 def test_a_cold_cache_is_announced_once_and_a_warm_one_not_at_all(tmp_path):
     """A plain fit (verbose=0) on a fresh numba cache says it compiles, once; the same fit again,
     now on the warm cache, says nothing."""

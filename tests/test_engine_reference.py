@@ -34,6 +34,11 @@ reference had been recorded under a Haswell-type kernel; an AVX-512 machine fail
 is now a loop in index order (solvers/_kernels.py, ``_sqsum``): every other entry moved by
 rounding only (at most 2e-14), and this one now comes out the same under numba's generic,
 haswell and native targets and under each OpenBLAS kernel.
+
+The OCR checks are marked slow (``pytest -m slow``): their child compiles every kernel again for
+the generic target, ~100 s on a cold cache of a 2-core machine, for fits that take 8 s on a warm
+one; the synthetic checks run every configuration in the default suite.  CI's slow stage runs
+after its generic-target stage (.ci/run), which leaves most of those kernels cached.
 """
 from pathlib import Path
 import platform
@@ -63,11 +68,13 @@ def ocr_fits(tmp_path_factory):
     return ref.fits_in_reference_env(tmp_path_factory.mktemp("ref") / "ocr.npz")
 
 
+@pytest.mark.slow  # the generic-target compile (module docstring)
 @pytest.mark.parametrize("name", CONFIGS)
 def test_fresh_fit_iterates_unchanged_on_ocr(name, ocr_fits):
     assert_same_fit(ocr_fits[name + "/coef"], ocr_fits[name + "/primal"], "ocr/" + name)
 
 
+@pytest.mark.slow  # the generic-target compile (module docstring)
 def test_sparse_pairwise_fit_is_the_dense_one(ocr_fits):
     np.testing.assert_array_equal(ocr_fits["bcpfw-sparse/coef"], ocr_fits["bcpfw/coef"])
 

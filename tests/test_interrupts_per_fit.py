@@ -25,20 +25,8 @@ if threading.current_thread() is not threading.main_thread():  # pragma: no cove
 LONG = 10 ** 6  # passes: a fit that only an interrupt ends
 
 
-@pytest.fixture(autouse=True)
-def _python_default_sigint():
-    """Each test starts with Python's default SIGINT handler, as an interactive run does, whatever
-    the suite inherited (a suite started in the background inherits SIGINT ignored): the tests
-    check that a fit puts back the handler that was there before it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    inherited = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, inherited)
+# each test starts with Python's default SIGINT handler, whatever the suite inherited (a suite
+# started in the background inherits SIGINT ignored): tests/conftest.py, _python_default_sigint
 
 
 def _svm(model, passes, **kw):
