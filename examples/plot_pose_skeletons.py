@@ -5,15 +5,17 @@ Pose estimation with a tree of parts: predicted skeletons against the truth
 `PoseModel` is a pictorial structure (the pose model of Osokin et al. 2016, after Chen &
 Yuille 2014): 14 body joints on a 60 x 60 grid of candidate positions, one linear part
 filter per joint over the HOG blocks around it, and quadratic springs between the joints
-of LSP's skeleton tree whose quadratic weights the solver keeps non-negative, so that the
-max oracle is exact max-product with generalized distance transforms (a few ms per call).
+of LSP's skeleton tree whose quadratic weights the solver keeps non-negative, so that
+the max oracle is exact max-product with generalized distance transforms (a few ms per
+call).
 
 A small fit for the documentation build: 40 training images of `load_pose`'s synthetic
-stick figures (generated and cached on first use), BCFW with pairwise steps, gap sampling
-and the cache (the paper's recommendation for costly oracles), then the predicted skeletons
-on test images (solid) next to the truth (dashed).  Trained on 40 images only, the
-estimator is much weaker than the converged fits of docs/results/pose.md (the full task:
-``structfw train --data pose`` and ``structfw bench pose-oracle --fit-train 200``).
+stick figures (generated and cached on first use), BCFW with pairwise steps, gap
+sampling and the cache (the paper's recommendation for costly oracles), then the
+predicted skeletons on test images (solid) next to the truth (dashed).  Trained on 40
+images only, the estimator is much weaker than the converged fits of
+docs/results/pose.md (the full task: ``structfw train --data pose`` and
+``structfw bench pose-oracle --fit-train 200``).
 """
 import matplotlib.pyplot as plt
 import numpy as np
@@ -29,13 +31,15 @@ model = tr.make_model()
 print(f"{n_train} training images; d = {model.size_joint_feature} weights, "
       f"{model.nonnegative_indices.size} of them kept >= 0")
 
-# lam = 0.1: the better test PCP of the two values tried in docs/results/pose.md (200 images)
-svm = sf.StructuredSVM(model, solver=BCFW(step="pairwise", sampling="gap", cache=True), lam=0.1,
-                       max_passes=15, tol=None, check_every=5, random_state=0)
+# lam = 0.1: the better test PCP of the two values that docs/results/pose.md tried (on
+# 200 images)
+svm = sf.StructuredSVM(model, solver=BCFW(step="pairwise", sampling="gap", cache=True),
+                       lam=0.1, max_passes=15, tol=None, check_every=5, random_state=0)
 svm.fit(tr.X, tr.Y)
 pred = svm.predict(te.X)
-print(f"duality gap {svm.gap_:.3f} after {svm.trace_['passes'][-1]:.0f} effective passes; "
-      f"test PCP {pcp(te.Y, pred):.2f}, PCK {pck(te.Y, pred):.2f} on {n_test} images")
+print(f"duality gap {svm.gap_:.3f} after {svm.trace_['passes'][-1]:.0f} effective "
+      f"passes; test PCP {pcp(te.Y, pred):.2f}, PCK {pck(te.Y, pred):.2f} "
+      f"on {n_test} images")
 
 fig, axes = plt.subplots(2, 3, figsize=(9, 6.2))
 for i, ax in enumerate(axes.ravel()):
