@@ -401,13 +401,7 @@ class StructuredSVM(BaseEstimator):
                 selection = _lam_select.select_lam(self, X, Y, sample_weight, class_weight)
                 lam = selection.lam
             X = self._weighted_inputs(X, Y, sample_weight, class_weight)
-            if (X_test is None) != (Y_test is None):
-                raise ValueError("X_test and Y_test must be given together")
-            if X_test is not None:
-                # Y_test is given with X_test (checked above)
-                X_test, Y_test = self.model.check_data(X_test, _labels.encode(self.model, classes,
-                                                                              cast("Sequence[Any]", Y_test),
-                                                                              "Y_test"))
+            X_test, Y_test = self._checked_test(X_test, Y_test, classes)
             # with shards the shards' own workers run every oracle (`sharded_solver`)
             executor = get_executor(None if self.shards is not None else self.n_jobs,
                                     "thread" if self.shards is not None else self.executor,  # serial: no Ray actor
@@ -453,6 +447,16 @@ class StructuredSVM(BaseEstimator):
             self.__dict__.update(fitted)
         return self
 
+    def _checked_test(self, X_test: Sequence[Any] | None, Y_test: Sequence[Any] | None,
+                      classes: npt.NDArray[Any] | None) -> tuple[Any, Any]:
+        """(X_test, Y_test) checked by the model, Y_test encoded in its states; both None or both given."""
+        if (X_test is None) != (Y_test is None):
+            raise ValueError("X_test and Y_test must be given together")
+        if X_test is None:
+            return None, None
+        return self.model.check_data(X_test, _labels.encode(self.model, classes, cast("Sequence[Any]", Y_test),
+                                                            "Y_test"))
+
     def _fit_shard_source(self, source: Any, X_test: Sequence[Any] | None, Y_test: Sequence[Any] | None,
                           sample_weight: Sequence[Any] | None) -> Self:
         """`fit` on a shard source: K = len(source) shards, each loaded by its own worker
@@ -476,12 +480,7 @@ class StructuredSVM(BaseEstimator):
                             time_budget=self.time_budget)
             classes = np.arange(int(getattr(self.model, "n_states")), dtype=np.int64) \
                 if getattr(self.model, "class_labels", False) else None
-            if (X_test is None) != (Y_test is None):
-                raise ValueError("X_test and Y_test must be given together")
-            if X_test is not None:
-                X_test, Y_test = self.model.check_data(X_test, _labels.encode(self.model, classes,
-                                                                              cast("Sequence[Any]", Y_test),
-                                                                              "Y_test"))
+            X_test, Y_test = self._checked_test(X_test, Y_test, classes)
             problem = SourceProblem(self.model, source, check_lam(self.lam))
             meta = dict(solver=solver.label, solver_params=_jsonable(solver.get_params()), lam=problem.lam,
                         d=problem.d, model=type(self.model).__name__, shard_source=repr(source),

@@ -178,16 +178,8 @@ def _check_execution_options(n_jobs, executor, ray_address, shards=None, files=F
     if n_jobs is not None and (n_jobs == 0 or n_jobs < -1):
         raise click.BadParameter(f"must be a positive number of workers or -1 (all cores); got {n_jobs}",
                                  param_hint="--n-jobs")
-    if ray_address is not None:
-        if executor not in (None, "ray"):
-            raise click.UsageError(f"--ray runs the oracles on Ray actors; it cannot be combined with "
-                                   f"--executor {executor}")
-        executor = "ray" if ray_address == "local" else f"ray:{ray_address}"
+    executor = _ray_executor(executor, ray_address, "the oracles")
     if executor is not None and executor.startswith("ray"):
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise click.UsageError("--ray / --executor ray need Ray: pip install 'structfw[distributed]'") from None
         return executor
     if executor is not None and n_jobs in (None, 1):
         raise click.UsageError("--executor applies to parallel workers only: give --n-jobs 2 or more (or -1)")
@@ -340,9 +332,15 @@ def _shard_files_executor(executor, ray_address):
     if executor == "thread":
         raise click.UsageError("--executor thread with shard files: threads share this process's memory, which would "
                                "then hold every shard; give --executor process (default) or ray (or --ray)")
+    return _ray_executor(executor, ray_address, "the shards") or "process"
+
+
+def _ray_executor(executor, ray_address, what):
+    """``--executor`` with ``--ray [ADDRESS]`` folded in ("ray" or "ray:ADDRESS"), Ray's presence checked
+    when it is asked for; ``what`` runs on the actors (for the messages)."""
     if ray_address is not None:
         if executor not in (None, "ray"):
-            raise click.UsageError(f"--ray runs the shards on Ray actors; it cannot be combined with "
+            raise click.UsageError(f"--ray runs {what} on Ray actors; it cannot be combined with "
                                    f"--executor {executor}")
         executor = "ray" if ray_address == "local" else f"ray:{ray_address}"
     if executor is not None and executor.startswith("ray"):
@@ -350,7 +348,7 @@ def _shard_files_executor(executor, ray_address):
             import ray  # noqa: F401
         except ImportError:
             raise click.UsageError("--ray / --executor ray need Ray: pip install 'structfw[distributed]'") from None
-    return executor or "process"
+    return executor
 
 
 def _shard_format(files, given_format):
