@@ -481,7 +481,10 @@ class StructuredSVM(BaseEstimator):
             classes = np.arange(int(getattr(self.model, "n_states")), dtype=np.int64) \
                 if getattr(self.model, "class_labels", False) else None
             X_test, Y_test = self._checked_test(X_test, Y_test, classes)
-            problem = SourceProblem(self.model, source, check_lam(self.lam))
+            # a SourceProblem holds what the monitor and the sharded solver read of a Problem (n, d, lam,
+            # the fingerprint, the primal from a hinge sum), without the examples
+            source_problem = SourceProblem(self.model, source, check_lam(self.lam))
+            problem = cast(Problem, source_problem)
             meta = dict(solver=solver.label, solver_params=_jsonable(solver.get_params()), lam=problem.lam,
                         d=problem.d, model=type(self.model).__name__, shard_source=repr(source),
                         random_state=self.random_state if isinstance(self.random_state, (int, type(None)))
@@ -489,7 +492,7 @@ class StructuredSVM(BaseEstimator):
             monitor = Monitor(problem, stop, meta, X_test, Y_test, verbose=self.verbose)
             state = getattr(self, "state_", None) if self.warm_start else None
             res = solver.solve(problem, stop, state=state, rng=self.random_state, monitor=monitor)
-            res.trace.meta["n"] = problem.n  # known once the workers loaded their shards
+            res.trace.meta["n"] = source_problem.n  # known once the workers loaded their shards
             if state is not None and res.state is state:
                 _continue_trace(res.trace, getattr(self, "trace_", None))
             fitted = dict(coef_=res.w, kernel_expansion_=None, trace_=res.trace, state_=res.state,
