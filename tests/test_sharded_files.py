@@ -189,13 +189,18 @@ def ray_session():
 
     import sys
 
+    from structfw import executor_ray
+
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # this test module is not on the actors' path
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(num_cpus=3, include_dashboard=False, logging_level="WARNING")
-    yield ray
-    if started_here:
+    # a session of its own with 3 CPUs (one actor a shard, K = 3): a session an earlier test left
+    # (the machine's 2 CPUs, oracle actors holding them) would refuse K = 3
+    if ray.is_initialized():
+        executor_ray.shutdown()
         ray.shutdown()
+    ray.init(num_cpus=3, include_dashboard=False, logging_level="WARNING")
+    yield ray
+    executor_ray.shutdown()
+    ray.shutdown()
 
 
 # a Ray session takes a minute to start on 2 cores: in CI's slow stage
