@@ -131,21 +131,26 @@ def test_the_caller_never_loads_and_the_fit_is_the_in_memory_one(chain_files, tm
     assert svm.score(X, Y) == pytest.approx(memory.score(X, Y))
 
 
-def test_a_killed_worker_reloads_its_shard_and_the_fit_is_unchanged(chain_files, tmp_path, monkeypatch):
+def kill_after_rounds(monkeypatch, shard, rounds):
+    """Kill the worker of ``shard`` (a real process or Ray actor) after each of these rounds."""
     import structfw.solvers.sharded as sharded
 
-    model, X, Y, folder, memory = chain_files
-    source, marks = marked_source(folder, tmp_path)
     real, done = sharded.one_round, [0]
 
     def one_round(ctx, rule):
         gamma = real(ctx, rule)
         done[0] += 1
-        if done[0] in (2, 9):  # before and after the first checkpoint file
-            ctx.shards[1].kill()
+        if done[0] in rounds:
+            ctx.shards[shard].kill()
         return gamma
 
     monkeypatch.setattr(sharded, "one_round", one_round)
+
+
+def test_a_killed_worker_reloads_its_shard_and_the_fit_is_unchanged(chain_files, tmp_path, monkeypatch):
+    model, X, Y, folder, memory = chain_files
+    source, marks = marked_source(folder, tmp_path)
+    kill_after_rounds(monkeypatch, shard=1, rounds=(2, 9))  # before and after the first checkpoint file
     svm = sf.StructuredSVM(model, executor="process", solver=rounds_of_one("process"), **fit_kw()).fit(source)
     ref = sf.StructuredSVM(model, shards=3, executor="thread", solver=rounds_of_one("thread"), **fit_kw()).fit(X, Y)
     assert sorted(k for _, k in loads(marks)) == [0, 1, 1, 1, 2]  # shard 1 loaded again after each kill
@@ -219,20 +224,9 @@ def test_ray_actors_own_their_shards_and_take_the_process_steps(ray_session, cha
 # a Ray session takes a minute to start on 2 cores: in CI's slow stage
 @pytest.mark.slow
 def test_a_killed_ray_actor_reloads_its_shard(ray_session, chain_files, tmp_path, monkeypatch):
-    import structfw.solvers.sharded as sharded
-
     model, X, Y, folder, memory = chain_files
     source, marks = marked_source(folder, tmp_path)
-    real, done = sharded.one_round, [0]
-
-    def one_round(ctx, rule):
-        gamma = real(ctx, rule)
-        done[0] += 1
-        if done[0] == 3:
-            ctx.shards[2].kill()
-        return gamma
-
-    monkeypatch.setattr(sharded, "one_round", one_round)
+    kill_after_rounds(monkeypatch, shard=2, rounds=(3,))
     svm = sf.StructuredSVM(model, executor="ray", solver=rounds_of_one("ray"), **fit_kw()).fit(source)
     ref = sf.StructuredSVM(model, shards=3, executor="thread", solver=rounds_of_one("thread"), **fit_kw()).fit(X, Y)
     assert sorted(k for _, k in loads(marks)) == [0, 1, 2, 2]
