@@ -49,6 +49,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from .._memory import status_bytes
 from ._common import check_lam_option, environment, int_list_callback, parse_lam, pyplot, write_json
 
 #: the axes along which the work grows
@@ -130,12 +131,9 @@ def _maxrss_mb():
     `structfw bench speed`.  Elsewhere ``ru_maxrss`` (KB on Linux, bytes on macOS)."""
     import resource
 
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 2 ** 10
-    except OSError:
-        pass
+    peak = status_bytes("VmHWM")
+    if peak is not None:
+        return peak / 2 ** 20
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return r / 2 ** 20 if sys.platform == "darwin" else r / 2 ** 10
 

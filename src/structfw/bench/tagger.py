@@ -37,7 +37,6 @@ import importlib
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from .._memory import reset_peak, status_bytes as _status_bytes
 from ._common import environment, pyplot, write_json
 
 TASKS = ("ocr", "corpus")
@@ -156,32 +156,11 @@ def load_task(task, *, max_train=None, max_test=None, seed=0, conll=None):
 
 
 # -------------------------------------------------------------------------------------- memory
-def _status_bytes(key):
-    """A ``kB`` field of /proc/self/status in bytes, or None where there is no such file."""
-    try:
-        text = Path("/proc/self/status").read_text()
-    except OSError:
-        return None
-    m = re.search(rf"^{key}:\s+(\d+)\s+kB", text, re.MULTILINE)
-    return int(m.group(1)) * 1024 if m else None
-
-
 def _ru_maxrss_bytes():
     import resource
 
     v = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return v if sys.platform == "darwin" else v * 1024  # bytes on macOS, kilobytes on Linux
-
-
-def reset_peak():
-    """Set this process's peak resident set (VmHWM) to its current one; False where the kernel
-    does not allow it (not Linux, or /proc/self/clear_refs not writable)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        return False
-    return _status_bytes("VmHWM") is not None
 
 
 def peak_bytes(source):

@@ -848,7 +848,11 @@ oracle_work, minibatch, asynchronous, oracle_quality
     def result(self, ctx: ShardedContext, monitor: Monitor, stopped: str) -> SolveResult:
         """`Solver.result`, with the shards' states gathered from their workers -- except from workers that
         loaded their own shards (a `SourceProblem`): this process then holds no part of the data or of
-        the dual state, and the states end with the workers (a warm start starts afresh)."""
+        the dual state, and the states end with the workers (a warm start starts afresh).  On workers the
+        trace's ``meta["worker_memory"]`` holds each shard's dict(baseline=, peak=) in bytes (`ShardHost`'s
+        "memory": its resident set at start and its peak since; None off Linux), read while they live."""
+        if ctx.remote:
+            monitor.trace.meta["worker_memory"] = ctx.map("memory")
         if ctx.remote and not isinstance(ctx.problem, SourceProblem):
             ctx.state.states = ctx.map("state")
         return super().result(ctx, monitor, stopped)
@@ -1356,12 +1360,19 @@ class ShardHost:
     given (the worker reads its own shard), else the X, Y sent; returns (n_k, the shard's fingerprint);
     ("init", (lam_k, engine params, state, seed, n, sigma', state file)) -- the `Shard`, from the state
     file, the state sent (a warm start) or fresh from its seed; returns what the caller needs of its plan;
-    ("save", (path,)) -- the state into a file; ("state", ()); ("counters", ()); ("pid", ()); and
-    the `Shard` methods (round, combine, gaps, hinge_sum, refresh)."""
+    ("save", (path,)) -- the state into a file; ("state", ()); ("counters", ()); ("pid", ());
+    ("memory", ()) -- dict(baseline=, peak=) in bytes: the worker's resident set when the host was
+    made and its peak since (None off Linux); and the `Shard` methods (round, combine, gaps,
+    hinge_sum, refresh).  "pid" and "memory" are answered before "load" too."""
 
     def __init__(self) -> None:
         self.sub: Problem | None = None
         self.shard: Shard | None = None
+        from .._memory import reset_peak, status_bytes
+
+        # the peak restarts here: a forked worker's mark would otherwise hold its parent's size
+        reset_peak()
+        self.baseline = status_bytes("VmRSS")
 
     def call(self, name: str, args: tuple[Any, ...]) -> tuple[str, Any]:
         """("ok", the answer) or ("error", the exception): the caller raises it."""
@@ -1377,6 +1388,10 @@ class ShardHost:
             return self._init(*args)
         if name == "pid":
             return os.getpid()
+        if name == "memory":
+            from .._memory import status_bytes
+
+            return dict(baseline=self.baseline, peak=status_bytes("VmHWM"))
         shard = cast_shard(self.shard, name)
         if name == "save":
             import pickle
