@@ -510,12 +510,13 @@ def test_the_benchmark_summarises_time_and_passes_to_the_target_per_seed():
     assert "K=2" in format_table(doc)
 
 
-def test_grid_search_clones_a_sharded_estimator_and_a_state_file_is_refused_by_name(tmp_path):
+def test_grid_search_clones_a_sharded_estimator_whose_state_is_saved_whole(tmp_path):
     from sklearn.model_selection import GridSearchCV
 
     model, X, Y = tiny_chain(n=30, seed=3)
     grid = GridSearchCV(sf.StructuredSVM(model, shards=2, executor="thread", max_passes=5), {"lam": [0.1, 1.0]},
                         cv=2).fit(X, Y)
     assert grid.best_estimator_.shards == 2 and grid.best_estimator_.state_.K == 2
-    with pytest.raises(ValueError, match="ShardedState"):
-        grid.best_estimator_.save(tmp_path / "m.npz", state=True)
+    loaded = sf.load(grid.best_estimator_.save(tmp_path / "m.npz", state=True))
+    assert loaded.state_.K == 2 and loaded.shards == 2
+    np.testing.assert_array_equal(loaded.state_.w, grid.best_estimator_.state_.w)

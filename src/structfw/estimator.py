@@ -1003,7 +1003,8 @@ class StructuredSVM(BaseEstimator):
         parameters through the estimator's own checks, the trace as JSON text).
 
         Raises ValueError for any file that is not a valid StructuredSVM model file.
-        Loaded estimators get the default execution settings (``n_jobs``, ``verbose``).
+        Loaded estimators get the default execution settings (``n_jobs``, ``executor``,
+        ``verbose``); ``shards`` is kept, since K decides a sharded fit's iterates.
         """
         header, arrays = sfio.read_model_file(path, _KIND)
         state = sfio.unpack_state(header, arrays)
@@ -1137,6 +1138,8 @@ def _saved_params(est: StructuredSVM) -> dict[str, Any]:
         grid = est.lam_grid
         params["lam_grid"] = None if grid is None else [float(v) for v in np.asarray(grid, dtype=np.float64)]
         params["validation_fraction"] = float(est.validation_fraction)
+    if est.shards is not None:  # only then: other files are unchanged.  It decides the fit (K and the
+        params["shards"] = int(est.shards)  # seed give the iterates); executor and n_jobs only where it runs
     return params
 
 
@@ -1253,7 +1256,8 @@ def _model_from_header(header: sfio.FieldMap) -> StructuredModel:
 
 def _params_from_header(header: sfio.FieldMap) -> dict[str, Any]:
     p = sfio.header_dict(header, "params")
-    sfio.check_fields(p, list(_SAVED_PARAMS), optional=["class_weight", "lam_grid", "validation_fraction"])
+    sfio.check_fields(p, list(_SAVED_PARAMS), optional=["class_weight", "lam_grid", "validation_fraction",
+                                                        "shards"])
     src = p.source
     auto = p["lam"] == "auto"
     for k in ("max_passes", "tol", "check_every", "time_budget", "random_state",
@@ -1280,6 +1284,11 @@ def _params_from_header(header: sfio.FieldMap) -> dict[str, Any]:
     out["class_weight"] = _class_weight_from_header(p.get("class_weight"), src)
     out["solver"] = _solver_from_spec(sfio.header_dict(p, "solver"))
     out.update(_lam_options_from_header(p, src))
+    if "shards" in p:
+        k = p["shards"]
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(f"{src}: field 'shards' must be null or an int >= 1")
+        out["shards"] = k
     return out
 
 
@@ -1335,13 +1344,18 @@ def _solver_spec(solver: str | Solver) -> dict[str, Any]:
 
 
 def _solver_from_spec(spec: sfio.FieldMap) -> str | Solver:
+    from .solvers.sharded import ShardedBCFW
+
+    # a sharded solver is given as an object only (``shards=K`` names it), so it is no choice of
+    # ``solver=`` by name, but a fit with one is saved and loaded like any other
+    classes: dict[str, type[Solver]] = {**SOLVER_NAMES, ShardedBCFW.name: ShardedBCFW}
     sfio.check_fields(spec, ["name", "params"])
-    name = sfio.header_str_choice(spec, "name", sorted(SOLVER_NAMES))
+    name = sfio.header_str_choice(spec, "name", sorted(classes))
     params = sfio.header_dict(spec, "params")
-    if not params:
+    if not params and name in SOLVER_NAMES:
         return name
     try:
-        solver = SOLVER_NAMES[name](**params)
+        solver = classes[name](**params)
         make_solver(solver)
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"{params.source}: invalid options of solver {name!r}: {exc}") from None
@@ -1357,6 +1371,8 @@ def _jsonable(v: object) -> Any:
         return float(v)
     if isinstance(v, (str, int, float, bool, type(None))):
         return v
+    if isinstance(v, os.PathLike):  # a solver's folder (ShardedBCFW's state_dir)
+        return os.fspath(v)
     return repr(v)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -285,7 +286,7 @@ class Param:
     ----------
     name : str
     default : object
-    kind : {"choice", "bool", "int", "float"}
+    kind : {"choice", "bool", "int", "float", "path"}
     choices : tuple
         Allowed values of a "choice" option (may contain None).
     low : float or None
@@ -314,6 +315,10 @@ class Param:
                 isinstance(value, str) and value in [c for c in self.choices if isinstance(c, str)])
             if not allowed or (value is None and None not in self.choices):
                 raise ValueError(f"{self.name} must be one of {self.choices}; got {value!r}")
+            return
+        if self.kind == "path":
+            if value is not None and not (isinstance(value, (str, os.PathLike)) and os.fspath(value)):
+                raise ValueError(f"{self.name} must be a folder's path (str or path-like) or None; got {value!r}")
             return
         if self.kind == "bool":
             if not isinstance(value, (bool, np.bool_)):

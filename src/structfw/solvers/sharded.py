@@ -46,7 +46,6 @@ from ._factored import block_w_dots, factored_arrays, no_factored, positions
 from ._fastpass import (ELL, K as IT_K, ORDER, ORDER_GAPS, PAIRWISE_STEP, factored_fw_chunk, general_chunk,
                         plain_fw_chunk)
 from ._kernels import fenwick_build
-from .averaging import averaging_rate
 from .base import Param, SolveContext, SolveResult, Solver, continue_or_restart
 from .bcfw import BCFW
 from .block_state import BCFWState
@@ -56,6 +55,7 @@ from .passes import mend_chunk_stop, plain_fw_block, take_chunk_counts
 from .plan import ENGINE_PARAMS, check_combination, engine_label
 from .problem import Problem
 from .sampling import BlockSampler, take_full_gaps
+from .sharded_state import ShardedState
 
 if TYPE_CHECKING:
     from .._interrupt import InterruptFlag
@@ -85,6 +85,10 @@ SHARD_PARAMS: tuple[Param, ...] = (
                "worker process per shard, or one Ray actor per shard; a worker receives its shard once, or "
                "loads it itself from a shard source."),
     Param("n_jobs", None, "int", low=1, none_ok=True, help="Threads for the shards; None: one per shard."),
+    Param("state_dir", None, "path",
+          help="A folder where each worker (processes, Ray) writes its shard's state, shard-<k>.npz, at every "
+               "checkpoint and at the end: a fit from a shard source continues from them (warm_start); on a "
+               "cluster a folder every worker reaches.  None: a private temporary folder (restarts only)."),
 )
 
 #: a combination's cost in block steps of a shard, by executor (docs/design.md, "Sharded training"):
@@ -126,6 +130,11 @@ def check_shards(options: Any, problem: Problem | None = None) -> None:
     if options.minibatch > 1:
         raise ValueError(f"minibatch={options.minibatch} with shards={options.shards}: shards already step their "
                          "blocks in parallel; use minibatch=1 with shards, or shards=None with a minibatch")
+    state_dir = getattr(options, "state_dir", None)
+    if state_dir is not None and getattr(options, "executor", None) == "thread":
+        raise ValueError(f"state_dir={os.fspath(state_dir)!r} with executor='thread': the shards' states are in "
+                         "this process and saved whole with save(path, state=True); state_dir is where workers "
+                         "(executor='process' or 'ray') write theirs")
     if problem is None:
         return
     if options.shards > problem.n:
@@ -134,52 +143,6 @@ def check_shards(options: Any, problem: Problem | None = None) -> None:
     if problem.constrained:
         raise ValueError(f"shards={options.shards} with a model that constrains w (nonnegative_indices): the "
                          "projected dual is not separable over shards; fit without shards")
-
-
-# ====================================================================== state
-class ShardedState:
-    """The complete state of a sharded fit: each shard's engine state and the round's global numbers.
-
-    Attributes
-    ----------
-    n, d, lam, fingerprint : the problem's (warm starts check them)
-    K, sigma, combine : shards, the local quadratic factor sigma' and the rule
-    states : list of BCFWState    shard k's engine state on its sub-problem (lam_k = lam n / (n_k sigma'))
-    w, ell : the global w = sum_i w_i and l = sum_i l_i
-    rounds, steps, passes : rounds done, block steps of all shards, completed passes (steps // n)
-    avg : (kind, t, w_bar, l_bar) of the rounds' average, or None
-    full_gap : the last full duality gap (the cache rule's g); needs_refresh : the estimates are stale
-    last_gamma : the last round's gamma
-    """
-
-    def __init__(self, problem: Problem, K: int, sigma: float, combine: str, states: list[BCFWState],
-                 averaging: str | None) -> None:
-        self.n, self.d, self.lam, self.fingerprint = problem.n, problem.d, problem.lam, problem.fingerprint
-        self.K, self.sigma, self.combine = K, float(sigma), combine
-        self.states = states
-        self.w = np.zeros(problem.d)
-        self.ell = 0.0
-        self.rounds = self.steps = self.passes = 0
-        self.avg = None if averaging is None else (averaging, 0, np.zeros(problem.d), 0.0)
-        self.full_gap = math.inf
-        self.needs_refresh = True
-        self.last_gamma = math.nan
-        self.seeds: list[Any] = []  # the shards' seed sequences (workers make fresh states from them)
-
-    def dual(self) -> float:
-        return -0.5 * self.lam * float(np.dot(self.w, self.w)) + self.ell
-
-    def average_round(self) -> None:
-        """The rounds' average after a round: w_bar <- (1 - rho_t) w_bar + rho_t w (and l_bar), t the round,
-        rho_t of the averaging kind (`structfw.solvers.averaging.averaging_rate`): the iterates' averages of
-        the serial engine with a round in place of a block step."""
-        if self.avg is None:
-            return
-        kind, t, wbar, lbar = self.avg
-        t += 1
-        rho = averaging_rate(kind, t)
-        wbar = (1.0 - rho) * wbar + rho * self.w
-        self.avg = (kind, t, wbar, (1.0 - rho) * lbar + rho * self.ell)
 
 
 # ====================================================================== one shard
@@ -222,6 +185,23 @@ class Shard:
 
     def counters(self) -> dict[str, Any]:
         return dict(self.ctx.counters)
+
+    def block_sum(self) -> npt.NDArray[np.float64]:
+        """sum of this shard's w_i in global units, from its storage (and, for factored label weights,
+        its data): what a continued state's w must be the sum of over the shards (`check_block_sums`)."""
+        st = self.st
+        if st.factored is not None:
+            total = st.factored.total(positions(self.sub.compiled_oracle())[0], st.d)
+        else:
+            rows, scales = st.scaled_blocks()
+            if isinstance(rows, np.ndarray):
+                total = scales @ rows
+            else:
+                total = np.zeros(st.d)
+                for i in range(st.n):
+                    a, m = int(rows.start[i]), int(rows.nnz[i])
+                    np.add.at(total, rows.idx[a:a + m], scales[i] * rows.val[a:a + m])
+        return total / self.sigma
 
     def empty_store(self) -> CornerStore:
         """An empty corner set per block for a general chunk of plain FW steps (no corners kept)."""
@@ -655,6 +635,15 @@ class ShardedBCFW(Solver):
         the cluster each).  A worker is sent its shard once, or, for a `SourceProblem`, loads it itself.
     n_jobs : int or None
         Threads running the shards (None: one per shard).  Results do not depend on it.
+    state_dir : str, path-like or None
+        With workers: the folder where worker k writes its shard's state, ``shard-<k>.npz`` (the
+        model files' pickle-free format, with the fit's seed and round in its header), at every
+        checkpoint and at the end of the fit.  A fit from a shard source keeps its shards' states
+        there only (the caller never holds them), so it is continued -- after ``save(path,
+        state=True)`` and `structfw.load`, with ``warm_start=True`` -- from these files, checked
+        against the caller's state (same fit, same round, the same shard's data).  A fit on
+        in-memory data gathers the states into ``state_`` as well.  None: a private temporary
+        folder, for restarts of workers that die.
     step_size, sampling, step, cache, cache_F, cache_nu, cache_size, averaging, gap_refresh, block_storage, \
 max_dense_bytes, check_oracle, multi_plane, max_planes, max_approx_passes, plane_timeout, approx_rule, \
 oracle_work, minibatch, asynchronous, oracle_quality
@@ -666,7 +655,8 @@ oracle_work, minibatch, asynchronous, oracle_quality
     PARAMS: tuple[Param, ...] = ENGINE_PARAMS + SHARD_PARAMS
 
     def __init__(self, shards: int = 2, combine: str | None = None, round_length: int | None = None,
-                 executor: str = "thread", n_jobs: int | None = None, step_size: str = "linesearch",
+                 executor: str = "thread", n_jobs: int | None = None, state_dir: str | None = None,
+                 step_size: str = "linesearch",
                  sampling: str = "uniform", step: str = "fw", cache: bool = False, cache_F: float = 0.25,
                  cache_nu: float = 0.01, cache_size: int = 50, averaging: str | None = None,
                  gap_refresh: int | None = 10, block_storage: str = "auto", max_dense_bytes: int = 2 * 1024 ** 3,
@@ -747,7 +737,8 @@ oracle_work, minibatch, asynchronous, oracle_quality
             import tempfile
 
             folder = tempfile.TemporaryDirectory(prefix="structfw-shards-")
-            hosts.extend(start_hosts(self, problem, folder.name))
+            files = folder.name if self.state_dir is None else _state_folder(self.state_dir)
+            hosts.extend(start_hosts(self, problem, files, persistent=self.state_dir is not None))
             sizes, subs = [h.n_k for h in hosts], []
             if source:
                 problem.opened(sizes, [h.fingerprint for h in hosts])
@@ -760,10 +751,13 @@ oracle_work, minibatch, asynchronous, oracle_quality
             sigma = float(self.shards) if rule == "add" else 1.0
             subs = [sub.with_lam(problem.lam * problem.n / (sub.n * sigma)) for sub in subs]
             st = _continue_sharded(continue_or_restart(state, ShardedState, problem), self, problem, sigma, sizes)
+            continued = st is not None
             if st is None:
                 st = self.new_state(problem, rng, rule, states=bool(subs), subs=subs)
             st.combine = rule
             if not subs:
+                if continued and any(s is None for s in st.states):
+                    _resume_from_files(st, hosts)
                 ctx = _remote_context(self, problem, st, rule, m, n_jobs, hosts)
                 ctx.folder, folder = folder, None
             else:
@@ -771,6 +765,8 @@ oracle_work, minibatch, asynchronous, oracle_quality
                 plan = shards[0].ctx.plan
                 ctx = ShardedContext(problem, st, shards, rule, m, n_jobs, (plan.uses_gaps, plan.gap_refresh,
                                                                              plan.check_oracle))
+            if continued:
+                check_block_sums(ctx)
         finally:
             if folder is not None:
                 folder.cleanup()
@@ -784,16 +780,14 @@ oracle_work, minibatch, asynchronous, oracle_quality
                   subs: list[Problem] | None = None) -> ShardedState:
         """A fresh sharded state at alpha = e_{y_i} (w = 0); shard k's generator is seeded from the fit's
         seed and k, so a round depends on K and the seed only.  Without ``states`` the shards' states are
-        made by their workers from the seeds (`ShardedState.seeds`)."""
+        made by their workers from the seeds (`ShardedState.seed`)."""
         sigma = float(self.shards) if rule == "add" else 1.0
-        seeds = np.random.SeedSequence(_entropy(rng)).spawn(self.shards)
-        out: list[Any] = [None] * self.shards
+        st = ShardedState(problem, self.shards, sigma, rule, [None] * self.shards, self.averaging,
+                          entropy=_entropy(rng))
         if states:
             engine = self.engine()
             subs = subs or sub_problems(problem, self.shards, sigma)
-            out = [engine.new_state(sub, np.random.default_rng(seed)) for sub, seed in zip(subs, seeds)]
-        st = ShardedState(problem, self.shards, sigma, rule, out, self.averaging)
-        st.seeds = seeds
+            st.states = [engine.new_state(sub, np.random.default_rng(st.seed(k))) for k, sub in enumerate(subs)]
         return st
 
     # ------------------------------------------------------------- skeleton
@@ -841,8 +835,7 @@ oracle_work, minibatch, asynchronous, oracle_quality
                 gap = primal - dual
             _record(ctx, monitor, w_rep, (primal, dual, gap))
             if ctx.remote and not monitoring_only:
-                for s in ctx.shards:
-                    s.checkpoint()
+                _write_shard_states(ctx)
         return gap
 
     def result(self, ctx: ShardedContext, monitor: Monitor, stopped: str) -> SolveResult:
@@ -852,6 +845,8 @@ oracle_work, minibatch, asynchronous, oracle_quality
         trace's ``meta["worker_memory"]`` holds each shard's dict(baseline=, peak=) in bytes (`ShardHost`'s
         "memory": its resident set at start and its peak since; None off Linux), read while they live."""
         if ctx.remote:
+            if self.state_dir is not None and ctx.state.files_round != ctx.state.rounds:
+                _write_shard_states(ctx)  # the files then hold the state this fit ends with
             monitor.trace.meta["worker_memory"] = ctx.map("memory")
         if ctx.remote and not isinstance(ctx.problem, SourceProblem):
             ctx.state.states = ctx.map("state")
@@ -880,9 +875,10 @@ def _one_blas_thread() -> Iterator[None]:
 _OPEN: contextvars.ContextVar[list[ShardedContext]] = contextvars.ContextVar("structfw_sharded_open")
 
 
-def start_hosts(solver: ShardedBCFW, problem: Problem, folder: str) -> list[RemoteShard]:
+def start_hosts(solver: ShardedBCFW, problem: Problem, folder: str, persistent: bool = False) -> list[RemoteShard]:
     """A worker a shard (a process, or a Ray actor), each sent its examples once -- or, for a
-    `SourceProblem`, the source, from which it loads its own shard (the caller never holds the data)."""
+    `SourceProblem`, the source, from which it loads its own shard (the caller never holds the data);
+    each writes its state files into ``folder`` (``persistent``: the solver's ``state_dir``)."""
     kind = solver.executor
     if kind == "ray":
         _check_ray_room(solver.shards)
@@ -890,17 +886,55 @@ def start_hosts(solver: ShardedBCFW, problem: Problem, folder: str) -> list[Remo
     try:
         if isinstance(problem, SourceProblem):
             for k in range(solver.shards):
-                hosts.append(RemoteShard(k, kind, (problem.model, k, problem.source, None, None), folder))
+                hosts.append(RemoteShard(k, kind, (problem.model, k, problem.source, None, None), folder,
+                                         persistent))
         else:
             for k, idx in enumerate(shard_indices(problem.n, solver.shards)):
                 X = [problem.X[i] for i in idx.tolist()]
                 Y = [problem.Y[i] for i in idx.tolist()]
-                hosts.append(RemoteShard(k, kind, (problem.model, k, None, X, Y), folder))
+                hosts.append(RemoteShard(k, kind, (problem.model, k, None, X, Y), folder, persistent))
     except BaseException:
         for h in hosts:
             h.close()
         raise
     return hosts
+
+
+def _state_folder(state_dir: Any) -> str:
+    """``state_dir`` made if missing; a ValueError naming it when it cannot be a folder."""
+    path = os.fspath(state_dir)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"state_dir={path!r}: cannot make or use the folder ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK):
+        raise ValueError(f"state_dir={path!r}: the folder is not writable")
+    return path
+
+
+def shard_state_path(folder: str, k: int) -> str:
+    """Shard k's state file in a ``state_dir``."""
+    return os.path.join(folder, f"shard-{k}.npz")
+
+
+def _write_shard_states(ctx: ShardedContext) -> None:
+    """Every worker writes its state to its file (the calls before need no replay any more); into a
+    ``state_dir`` with the fit's seed and round, which a continued fit checks."""
+    st = ctx.state
+    stamp = dict(shards=st.K, round=st.rounds, entropy=str(st.entropy))
+    for s in ctx.shards:
+        s.checkpoint(stamp)
+    if ctx.shards and ctx.shards[0].persistent:
+        st.files_round = st.rounds
+
+
+def _resume_from_files(st: ShardedState, hosts: list[RemoteShard]) -> None:
+    """Each worker starts from its shard's file in the ``state_dir``, which must be of this fit (the
+    seed's entropy) at the round the caller's state ends with (`ShardHost` checks the header and the
+    state; `check_block_sums` then the sum of the shards' blocks against the caller's w)."""
+    for h in hosts:
+        h.checkpoint_file = (shard_state_path(h.folder, h.k),
+                             dict(shard=h.k, shards=st.K, round=st.files_round, entropy=str(st.entropy)))
 
 
 def _check_ray_room(K: int) -> None:
@@ -925,8 +959,10 @@ def _remote_context(solver: ShardedBCFW, problem: Problem, st: ShardedState, rul
     """The workers' shards set up: each its lam_k = lam n / (n_k sigma') and its state (or seed)."""
     for k, h in enumerate(hosts):
         lam_k = problem.lam * problem.n / (h.n_k * st.sigma)
-        h.setup((lam_k, solver.engine_params(), st.states[k], st.seeds[k], problem.n, st.sigma))
-    return ShardedContext(problem, st, list(hosts), rule, m, n_jobs, hosts[0].info)
+        h.setup((lam_k, solver.engine_params(), st.states[k], st.seed(k), problem.n, st.sigma))
+    if any(h.info[3] for h in hosts):  # a worker gave its state from a file the fit's sampler
+        st.needs_refresh = True
+    return ShardedContext(problem, st, list(hosts), rule, m, n_jobs, hosts[0].info[:3])
 
 
 def sharded_solver(solver: Solver, shards: int, executor: str, n_jobs: int | None,
@@ -977,9 +1013,11 @@ def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Pro
     to a new lam; None (with a warning) otherwise."""
     if st is None:
         return None
-    if st.K == solver.shards and st.sigma == sigma and any(s is None for s in st.states):
+    files = solver.state_dir is not None and st.files_round is not None and solver.executor != "thread"
+    if st.K == solver.shards and st.sigma == sigma and any(s is None for s in st.states) and not files:
         warnings.warn("warm start: the previous sharded fit's workers loaded their own shards and kept their "
-                      "states (they ended with it); starting afresh", RuntimeWarning, stacklevel=4)
+                      "states, which no state_dir holds (ShardedBCFW(state_dir=...) keeps them in files); starting "
+                      "afresh", RuntimeWarning, stacklevel=4)
         return None
     if st.K != solver.shards or st.sigma != sigma:
         warnings.warn(f"warm start: the previous state has {st.K} shards with sigma'={st.sigma:g}; this fit asks "
@@ -988,7 +1026,8 @@ def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Pro
     if st.lam != problem.lam:
         r = st.lam / problem.lam
         for s, n_k in zip(st.states, sizes):
-            s.rescale_lam(problem.lam * problem.n / (n_k * st.sigma))
+            if s is not None:  # (a worker rescales the state it reads from its file)
+                s.rescale_lam(problem.lam * problem.n / (n_k * st.sigma))
         st.w *= r
         if st.avg is not None:
             st.avg = (st.avg[0], st.avg[1], st.avg[2] * r, st.avg[3])
@@ -996,10 +1035,25 @@ def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Pro
     if (st.avg[0] if st.avg is not None else None) != solver.averaging:
         st.avg = None if solver.averaging is None else (solver.averaging, 0, np.zeros(st.d), 0.0)
     for s in st.states:
-        if s.sampler is None or s.sampler.kind != solver.sampling:
+        if s is not None and (s.sampler is None or s.sampler.kind != solver.sampling):
             s.sampler = BlockSampler(solver.sampling, s.n, s.rng)
             st.needs_refresh = True
     return st
+
+
+def check_block_sums(ctx: ShardedContext) -> None:
+    """A continued state's w is the sum of the shards' blocks (w = sum_k sum_{i in k} w_i), read from
+    their storages and data: the one identity of a state saved in parts (the model file's global w, the
+    shards' blocks in their own files, factored label weights that need the positions) that no part
+    can check alone."""
+    sums = ctx.map("block_sum")
+    total = np.sum(sums, axis=0)
+    scale = 1.0 + float(sum(np.abs(b).sum() for b in sums))
+    err = float(np.max(np.abs(total - ctx.state.w), initial=0.0))
+    if not err <= 1e-9 * scale:
+        raise ValueError(f"warm start: the sharded state's w is not the sum of its shards' blocks (off by {err:.3g}): "
+                         "the saved state or a shard's state file was damaged, edited or belongs to another fit "
+                         "(fit with warm_start=False to start afresh)")
 
 
 def _refresh_due(ctx: ShardedContext) -> bool:
@@ -1359,8 +1413,10 @@ class ShardHost:
     Messages: ("load", (model, k, source, X, Y)) -- the examples: ``source.load(k)`` when a source is
     given (the worker reads its own shard), else the X, Y sent; returns (n_k, the shard's fingerprint);
     ("init", (lam_k, engine params, state, seed, n, sigma', state file)) -- the `Shard`, from the state
-    file, the state sent (a warm start) or fresh from its seed; returns what the caller needs of its plan;
-    ("save", (path,)) -- the state into a file; ("state", ()); ("counters", ()); ("pid", ());
+    file (path, stamp: a private pickle when the stamp is None, else a ``state_dir`` file whose header must
+    carry the stamp), the state sent (a warm start) or fresh from its seed; returns what the caller needs
+    of its plan, and whether the state's sampler was replaced; ("save", (path, stamp)) -- the state into a
+    file (`write_shard_state` with a stamp); ("state", ()); ("counters", ()); ("pid", ());
     ("memory", ()) -- dict(baseline=, peak=) in bytes: the worker's resident set when the host was
     made and its peak since (None off Linux); and the `Shard` methods (round, combine, gaps,
     hinge_sum, refresh).  "pid" and "memory" are answered before "load" too."""
@@ -1394,11 +1450,15 @@ class ShardHost:
             return dict(baseline=self.baseline, peak=status_bytes("VmHWM"))
         shard = cast_shard(self.shard, name)
         if name == "save":
-            import pickle
+            path, stamp = args
+            if stamp is None:  # a private file for restarts: this worker's own state, in its own folder
+                import pickle
 
-            with open(args[0] + ".tmp", "wb") as f:
-                pickle.dump(shard.st, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(args[0] + ".tmp", args[0])
+                with open(path + ".tmp", "wb") as f:
+                    pickle.dump(shard.st, f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(path + ".tmp", path)
+            else:
+                write_shard_state(path, shard.st, stamp)
             return None
         if name == "state":
             return shard.st
@@ -1413,22 +1473,75 @@ class ShardHost:
         return self.sub.n, self.sub.fingerprint
 
     def _init(self, lam_k: float, params: dict[str, Any], state: Any, seed: Any, n: int, sigma: float,
-              state_file: str | None) -> tuple[Any, ...]:
-        import pickle
-
+              state_file: tuple[str, dict[str, Any] | None] | None) -> tuple[Any, ...]:
         if self.sub is None:
             raise RuntimeError("a shard's worker was initialised before its examples were loaded")
         sub = self.sub.with_lam(lam_k)
         engine = BCFW(**params)
-        if state_file is not None:
-            with open(state_file, "rb") as f:
+        fresh_sampler = False
+        if state_file is not None and state_file[1] is None:
+            import pickle
+
+            with open(state_file[0], "rb") as f:
                 state = pickle.load(f)
+        elif state_file is not None:
+            state = read_shard_state(state_file[0], state_file[1], sub)
+            if state.lam != lam_k:  # a continued fit at another lam (the caller rescaled w alike)
+                state.rescale_lam(lam_k)
+            if state.sampler is None or state.sampler.kind != params["sampling"]:
+                state.sampler = BlockSampler(params["sampling"], state.n, state.rng)
+                fresh_sampler = True
         if state is None:
             state = engine.new_state(sub, np.random.default_rng(seed))
             state.fingerprint = sub.fingerprint
         self.shard = Shard(sub, state, engine, n, sigma)
         plan = self.shard.ctx.plan
-        return plan.uses_gaps, plan.gap_refresh, plan.check_oracle
+        return plan.uses_gaps, plan.gap_refresh, plan.check_oracle, fresh_sampler
+
+
+#: the kind of a shard's state file in a ``state_dir`` (a model file of its own kind: no estimator reads it)
+SHARD_STATE_KIND = "ShardState"
+
+
+def write_shard_state(path: str, st: BCFWState, stamp: dict[str, Any]) -> None:
+    """Shard ``stamp["shard"]``'s engine state as a pickle-free model file (`structfw.solvers.state_file`),
+    its header stamped with the fit (``shards``, ``round``, ``entropy``) and the shard's data fingerprint."""
+    from .. import io as sfio
+    from .state_file import encode_state
+
+    header, arrays = sfio.pack_state(*encode_state(st))
+    header.update(stamp, fingerprint=st.fingerprint)
+    sfio.write_model_file(path, SHARD_STATE_KIND, header, arrays)
+
+
+def read_shard_state(path: str, expect: dict[str, Any], sub: Problem) -> BCFWState:
+    """The state of `write_shard_state`, checked: the header is of this fit (``expect``: shard, shards,
+    round, entropy) and of this shard's data (its fingerprint); the state field by field, as a shard's
+    (`structfw.solvers.state_file.check_state` with its v the global w).  ValueError naming the file."""
+    from .. import io as sfio
+    from .state_file import decode_state
+
+    if not os.path.exists(path):
+        raise ValueError(f"{path}: no such shard state file: the state_dir holds no state of shard "
+                         f"{expect['shard']} (fit with warm_start=False to start afresh)")
+    header, arrays = sfio.read_model_file(path, SHARD_STATE_KIND)
+    for key, want in expect.items():
+        got = header.get(key)
+        if got != want:
+            what = "another fit's state (its seed differs)" if key == "entropy" else \
+                f"field {key!r} = {got!r}, expected {want!r}"
+            raise ValueError(f"{path}: {what}: not the state the saved model continues (it ended at round "
+                             f"{expect['round']}; a later or another fit wrote this file); fit with "
+                             "warm_start=False to start afresh")
+    unpacked = sfio.unpack_state(header, arrays)
+    if unpacked is None:
+        raise ValueError(f"{path}: no solver state in the file")
+    state = decode_state(dict(unpacked[0]), dict(unpacked[1]), source=path, model=sub.model, owned=True,
+                         shard=True)
+    if state.fingerprint != sub.fingerprint or header.get("fingerprint") != sub.fingerprint:
+        raise ValueError(f"{path}: the state of other data than shard {expect['shard']}'s (its fingerprint "
+                         "differs): the shard's files changed since the fit")
+    return state
 
 
 def cast_shard(shard: Shard | None, name: str) -> Shard:
@@ -1569,10 +1682,12 @@ class RemoteShard:
     REPLAYED = frozenset(("round", "combine", "refresh", "gaps"))
     MAX_RESTARTS = 3
 
-    def __init__(self, k: int, kind: str, load: tuple[Any, ...], folder: str) -> None:
-        self.k, self.kind, self.load, self.folder = k, kind, load, folder
+    def __init__(self, k: int, kind: str, load: tuple[Any, ...], folder: str, persistent: bool = False) -> None:
+        self.k, self.kind, self.load, self.folder, self.persistent = k, kind, load, folder, persistent
         self.init: tuple[Any, ...] | None = None
-        self.checkpoint_file: str | None = None  # the state after the last checkpoint, once one is written
+        #: the state after the last checkpoint, once one is written: (path, the stamp its header must
+        #: have -- None for a private pickle)
+        self.checkpoint_file: tuple[str, dict[str, Any] | None] | None = None
         self.log: list[tuple[str, tuple[Any, ...]]] = []
         self.pending: tuple[str, tuple[Any, ...]] | None = None
         self.restarts = 0
@@ -1639,11 +1754,16 @@ class RemoteShard:
             self._reply()
         self.link.send(self.pending)
 
-    def checkpoint(self) -> None:
-        """The worker writes its state to a file; the calls before it need no replay any more."""
-        path = os.path.join(self.folder, f"shard-{self.k}.pkl")
-        self.call("save", path)
-        self.checkpoint_file, self.log = path, []
+    def checkpoint(self, stamp: dict[str, Any]) -> None:
+        """The worker writes its state to a file -- a private pickle, or into the ``state_dir`` with the
+        fit's ``stamp`` (shards, round, entropy) -- and the calls before it need no replay any more."""
+        if self.persistent:
+            path, stamp = shard_state_path(self.folder, self.k), dict(stamp, shard=self.k)
+            self.call("save", path, stamp)
+        else:
+            path, stamp = os.path.join(self.folder, f"shard-{self.k}.pkl"), None
+            self.call("save", path, None)
+        self.checkpoint_file, self.log = (path, stamp), []
 
     def kill(self) -> None:
         """Kill the worker now (tests of the fault path): its next call restores it."""

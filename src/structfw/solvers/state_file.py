@@ -38,12 +38,13 @@ from .fw import FWState
 from .online_eg import OnlineEGState
 from .problem import LAM_FLOOR, _nonneg_set
 from .sampling import SAMPLINGS, BlockSampler
+from .sharded_state import ShardedState
 from .ssg import SSGState
 
 #: the classes a file may name, by their qualified names
 STATE_CLASSES = {f"{c.__module__}.{c.__qualname__}": c for c in (
     BCFWState, CornerStore, BlockSampler, LazyAverage, SparseVector, FWState, SSGState, CuttingPlaneState,
-    OnlineEGState, SparseRows, FactoredBlocks)}
+    OnlineEGState, SparseRows, FactoredBlocks, ShardedState)}
 #: the engine's state class lived in solvers/bcfw.py until the plan split it out: files saved
 #: before name it there
 STATE_CLASSES["structfw.solvers.bcfw.BCFWState"] = BCFWState
@@ -155,7 +156,7 @@ def _jsonable_rng_state(st):
 
 
 # --------------------------------------------------------------------------- decoding
-def decode_state(tree, arrays, source="state", model=None, owned=False):
+def decode_state(tree, arrays, source="state", model=None, owned=False, shard=False):
     """Rebuild the state of `encode_state` and check it (`check_state`).
 
     Parameters
@@ -169,6 +170,9 @@ def decode_state(tree, arrays, source="state", model=None, owned=False):
     owned : bool
         The arrays were read for this call (from a file) and may become the state's own;
         otherwise each is copied.
+    shard : bool
+        The state is one shard's `BCFWState` of a sharded fit (its v is the round's global w;
+        the sum of its blocks is checked against the other shards' when the fit continues).
 
     Raises
     ------
@@ -189,7 +193,7 @@ def decode_state(tree, arrays, source="state", model=None, owned=False):
         if model is not None:
             d = int(model.size_joint_feature)
             nonneg = _nonneg_set(model, d)[0]
-        check_state(state, d=d, nonneg=nonneg)
+        check_state(state, d=d, nonneg=nonneg, own=[] if shard else None)
         return state
     except ValueError as exc:
         raise ValueError(f"{source}: invalid solver state: {exc}") from None
@@ -440,7 +444,7 @@ def _nonneg_tol(a, path, what):
     return _in_range(a, path, lo=-tol, what=what)
 
 
-def check_state(state, d=None, nonneg=None):
+def check_state(state, d=None, nonneg=None, own=None):
     """Check a rebuilt state against the structure the solvers and their kernels read.
 
     Parameters
@@ -452,6 +456,10 @@ def check_state(state, d=None, nonneg=None):
     nonneg : ndarray of int, optional
         The model's ``nonnegative_indices``: a state then keeps v and w = Pi(v) apart;
         checked when ``d`` is given.
+    own : list, optional
+        The state is one shard's of a sharded fit (a `BCFWState` whose v is the round's
+        global w, not the sum of its own blocks): the sums of its blocks that the fields
+        determine are appended here as (sum, bound) instead of compared with v.
 
     Raises
     ------
@@ -459,19 +467,133 @@ def check_state(state, d=None, nonneg=None):
         Naming the field (``Class.field.subfield``) and what was expected.
     """
     cls = type(state)
+    if cls is ShardedState and own is None:
+        _check_sharded(state, d, nonneg)
+        return
     checks = {BCFWState: _check_bcfw, FWState: _check_fw, SSGState: _check_ssg,
               CuttingPlaneState: _check_cutting_plane, OnlineEGState: _check_online_eg}
-    if cls not in checks:
-        raise ValueError(f"the state is a {cls.__name__}, not a solver state ({sorted(c.__name__ for c in checks)})")
+    if cls not in checks or (own is not None and cls is not BCFWState):
+        kinds = ["BCFWState"] if own is not None else sorted(c.__name__ for c in checks)
+        raise ValueError(f"the state is a {cls.__name__}, not a solver state ({kinds})")
     path = cls.__name__
     n = _int(getattr(state, "n", None), f"{path}.n", 1, MAX_SIZE)
     dd = _int(getattr(state, "d", None), f"{path}.d", 1, MAX_SIZE)
     if d is not None and dd != d:
         raise ValueError(f"field '{path}.d' = {dd}: expected the model's dimension {d}")
-    checks[cls](state, path, n, dd)
+    if own is None:
+        checks[cls](state, path, n, dd)
+    else:
+        _check_bcfw(state, path, n, dd, own)
     if d is not None and hasattr(state, "v"):
         _check_projection(state, path, nonneg)
     _check_aliasing(state, path)
+
+
+_SHARDED_FIELDS = ("n", "d", "lam", "fingerprint", "K", "sigma", "combine", "states", "w", "ell", "rounds",
+                   "steps", "passes", "avg", "full_gap", "needs_refresh", "last_gamma", "entropy", "files_round")
+
+
+def _check_sharded(st, d, nonneg):
+    """A sharded fit's state (`structfw.solvers.sharded_state.ShardedState`): its global numbers, each
+    shard's engine state on its own (`check_state` with ``own``), and across the shards the identities
+    the rounds keep: sum_k n_k = n, lam_k = lam n / (n_k sigma'), l = sum_k (n_k / n) l_k and
+    w = sum_k w_k / sigma' (where the fields determine the shards' block sums; factored label weights
+    need the data and are checked when the fit continues)."""
+    path = "ShardedState"
+    _expect_fields(st, path, _SHARDED_FIELDS)
+    n = _int(st.n, f"{path}.n", 1, MAX_SIZE)
+    dd = _int(st.d, f"{path}.d", 1, MAX_SIZE)
+    if d is not None and dd != d:
+        raise ValueError(f"field '{path}.d' = {dd}: expected the model's dimension {d}")
+    lam = _lam(st, path, n)
+    _str(st.fingerprint, f"{path}.fingerprint")
+    K = _int(st.K, f"{path}.K", 1, n)
+    combine = _str(st.combine, f"{path}.combine", ("linesearch", "average", "add"))
+    sigma = _real(st.sigma, f"{path}.sigma", 1.0, float(K))
+    if sigma != (float(K) if combine == "add" else 1.0):
+        raise ValueError(f"field '{path}.sigma' = {sigma!r}: expected sigma' = K = {K} with combine='add' and 1 "
+                         "otherwise")
+    w = _finite(_array(st.w, f"{path}.w", (dd,), np.float64), f"{path}.w")
+    ell = _real(st.ell, f"{path}.ell")
+    rounds = _int(st.rounds, f"{path}.rounds")
+    _int(st.steps, f"{path}.steps")
+    _int(st.passes, f"{path}.passes")
+    if st.files_round is not None:
+        _int(st.files_round, f"{path}.files_round", 0, rounds)
+    _int(st.entropy, f"{path}.entropy", 0, 2 ** 256)
+    _real(st.full_gap, f"{path}.full_gap", allow_inf=True)
+    if st.full_gap == -math.inf:
+        raise ValueError(f"field '{path}.full_gap' = -inf: expected a gap (inf: none measured yet)")
+    _bool(st.needs_refresh, f"{path}.needs_refresh")
+    if not isinstance(st.last_gamma, float):
+        raise ValueError(f"field '{path}.last_gamma' is {_desc(st.last_gamma)}: expected a number (NaN: no round)")
+    if st.avg is not None:
+        if not isinstance(st.avg, tuple) or len(st.avg) != 4:
+            raise ValueError(f"field '{path}.avg' is {_desc(st.avg)}: expected (kind, t, w_bar, l_bar) or null")
+        _str(st.avg[0], f"{path}.avg[0]", [k for k in AVERAGINGS if k is not None])
+        _int(st.avg[1], f"{path}.avg[1]")
+        _finite(_array(st.avg[2], f"{path}.avg[2]", (dd,), np.float64), f"{path}.avg[2]")
+        _real(st.avg[3], f"{path}.avg[3]")
+    states = st.states
+    if not isinstance(states, list) or len(states) != K:
+        raise ValueError(f"field '{path}.states' is {_desc(states)}: expected a list of K = {K} shard states")
+    missing = [s is None for s in states]
+    if any(missing):
+        if not all(missing):
+            raise ValueError(f"field '{path}.states' holds {sum(missing)} null entries of {K}: expected every "
+                             "shard's state, or none (their workers keep them)")
+        _check_distinct(st, path)
+        return
+    sums, sizes = [], []
+    for k, s in enumerate(states):
+        own = []
+        try:
+            check_state(s, d=dd, nonneg=nonneg, own=own)
+        except ValueError as exc:
+            raise ValueError(f"shard {k} ('{path}.states[{k}]'): {exc}") from None
+        sizes.append(s.n)
+        sums.append(own[0] if own else None)
+        lam_k = lam * n / (s.n * sigma)
+        if not math.isclose(s.lam, lam_k, rel_tol=1e-9):
+            raise ValueError(f"field '{path}.states[{k}].lam' = {s.lam!r}: expected lam n / (n_k sigma') = {lam_k!r}")
+    if sum(sizes) != n:
+        raise ValueError(f"field '{path}.states': the shards hold {sum(sizes)} blocks in all: expected n = {n}")
+    weights = np.array(sizes, float) / n
+    _close(ell, float(weights @ [s.ell for s in states]), float(weights @ [abs(s.ell) for s in states]) + 1e-300,
+           f"{path}.ell", "l = sum_k (n_k / n) l_k")
+    if all(x is not None for x in sums):
+        total = sum(x[0] for x in sums) / sigma
+        _close(w, total, sum(x[1] for x in sums) / sigma, f"{path}.w", "w = sum_k w_k (the shards' blocks)")
+    _check_distinct(st, path)
+
+
+def _check_distinct(st, path):
+    """No array or object shared between two shards' states, or with the global fields (a forged
+    reference would let one shard's writes change another's)."""
+    owner = {}
+
+    def visit(o, where, depth):
+        if depth > _MAX_DEPTH or o is None or isinstance(o, (bool, int, float, str, bytes)):
+            return
+        if id(o) in owner:
+            if owner[id(o)][0] != where[0]:
+                raise ValueError(f"field {where[1]!r} refers to the same object as {owner[id(o)][1]!r}: "
+                                 "expected its own")
+            return
+        owner[id(o)] = where
+        if isinstance(o, (list, tuple)):
+            for i, x in enumerate(o):
+                visit(x, (where[0], f"{where[1]}[{i}]"), depth + 1)
+        elif type(o) in STATE_CLASSES.values():
+            for k, v in _fields_of(o).items():
+                visit(v, (where[0], f"{where[1]}.{k}"), depth + 1)
+
+    for k, v in _fields_of(st).items():
+        if k == "states":
+            for i, s in enumerate(v):
+                visit(s, (i, f"{path}.states[{i}]"), 1)
+        else:
+            visit(v, (-1, f"{path}.{k}"), 1)
 
 
 def _lam(st, path, n):
@@ -548,7 +670,7 @@ def _ell_and_li(st, path, n):
     return li
 
 
-def _check_sparse_rows(st, path, n, d, stale):
+def _check_sparse_rows(st, path, n, d, stale, own=None):
     """Sparse blocks: `SparseRows` with its scales, or (files saved before it) a list of n
     SparseVector with no scales, which is then converted."""
     if isinstance(st._wi, list):
@@ -603,10 +725,19 @@ def _check_sparse_rows(st, path, n, d, stale):
     if not stale:
         if not np.isfinite(total).all():
             raise ValueError(f"field '{p}' overflows its sum: expected blocks summing to w")
-        _close(st.v, total, bound, f"{path}.v", "v = sum_i w_i")
+        _v_identity(st, total, bound, path, "v = sum_i w_i", own)
 
 
-def _check_bcfw(st, path, n, d):
+def _v_identity(st, total, bound, path, what, own):
+    """v equals the blocks' sum ``total`` -- or, for a shard's state (``own`` a list), whose v is the
+    round's global w, the sum is kept in ``own`` for `_check_sharded`."""
+    if own is None:
+        _close(st.v, total, bound, f"{path}.v", what)
+    else:
+        own.append((total, bound))
+
+
+def _check_bcfw(st, path, n, d, own=None):
     _expect_fields(st, path, _BCFW_REQUIRED, _BCFW_DEFAULTS)
     lam = _lam(st, path, n)
     _primal_point(st, path, d)
@@ -640,16 +771,16 @@ def _check_bcfw(st, path, n, d):
             if not np.isfinite(total).all():
                 raise ValueError(f"field '{path}.wi_scale' overflows the block sum: expected scales of rows summing to w")
             norms = np.sqrt(np.einsum("ij,ij->i", wi, wi))
-            _close(st.v, total, float(np.abs(scale) @ norms), f"{path}.v", "v = sum_i w_i")
+            _v_identity(st, total, float(np.abs(scale) @ norms), path, "v = sum_i w_i", own)
     else:
-        _check_sparse_rows(st, path, n, d, stale)
+        _check_sparse_rows(st, path, n, d, stale, own)
     if stale and not (track and st.corners is not None):
         raise ValueError(f"field '{path}.rows_stale' is true: expected tracked corner weights "
                          "to rebuild the rows from")
     if track and st.factored is not None:
         _check_labelling_identities(st, path, n, lam, entries)
     elif track:
-        _check_alpha_identities(st, path, n, d, lam, entries)
+        _check_alpha_identities(st, path, n, d, lam, entries, own)
     _check_truth(st.truth, f"{path}.truth", n)
     _int(st.k, f"{path}.k")
     _int(st.passes, f"{path}.passes")
@@ -846,7 +977,7 @@ def _check_corners(cs, path, n, d, track):
     return pi, pv, seg
 
 
-def _check_alpha_identities(st, path, n, d, lam, entries):
+def _check_alpha_identities(st, path, n, d, lam, entries, own=None):
     """With tracked weights, w_i = A alpha_[i] and l_i = b^T alpha_[i] are determined by the corners."""
     cs = st.corners
     pi, pv, seg = entries
@@ -856,7 +987,7 @@ def _check_alpha_identities(st, path, n, d, lam, entries):
     inv = 1.0 / (lam * n)
     v = np.bincount(pi, weights=pv * a[seg], minlength=d) * inv
     bound = float(np.abs(pv * a[seg]).sum()) * inv
-    _close(st.v, v, bound, f"{path}.v", "v = A alpha (the corners' tracked weights)")
+    _v_identity(st, v, bound, path, "v = A alpha (the corners' tracked weights)", own)
     _check_loss_identity(st, path, n, blocks, a, L)
 
 

@@ -1,0 +1,74 @@
+"""The state of a sharded fit (docs/design.md, "Sharded training"), apart from the rounds that move it.
+
+`ShardedState` is what a model file's state section holds for a sharded fit
+(`structfw.solvers.state_file` writes it without importing the compiled rounds and, in its
+`_check_sharded`, checks the identities a state read from a file must keep: every shard's engine
+state valid on its own, and w = sum_k w_k, l = sum_k l_k across them in global units).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .averaging import averaging_rate
+from .block_state import BCFWState
+from .problem import Problem
+
+class ShardedState:
+    """The complete state of a sharded fit: each shard's engine state and the round's global numbers.
+
+    Attributes
+    ----------
+    n, d, lam, fingerprint : the problem's (warm starts check them)
+    K, sigma, combine : shards, the local quadratic factor sigma' and the rule
+    states : list of BCFWState, or of None
+        Shard k's engine state on its sub-problem (lam_k = lam n / (n_k sigma')); None where the
+        state lives with the shard's worker only (a fit from a shard source), and in its state file
+        when the solver has a ``state_dir``.
+    w, ell : the global w = sum_i w_i and l = sum_i l_i
+    rounds, steps, passes : rounds done, block steps of all shards, completed passes (steps // n)
+    avg : (kind, t, w_bar, l_bar) of the rounds' average, or None
+    full_gap : the last full duality gap (the cache rule's g); needs_refresh : the estimates are stale
+    last_gamma : the last round's gamma
+    entropy : int
+        The seed sequence's entropy; shard k's generator is seeded from ``seed(k)``.
+    files_round : int or None
+        The round after which the workers last wrote their states to the ``state_dir`` files.
+    """
+
+    def __init__(self, problem: Problem, K: int, sigma: float, combine: str, states: list[Any],
+                 averaging: str | None, entropy: Any = None) -> None:
+        self.n, self.d, self.lam, self.fingerprint = problem.n, problem.d, problem.lam, problem.fingerprint
+        self.K, self.sigma, self.combine = K, float(sigma), combine
+        self.states = states
+        self.w = np.zeros(problem.d)
+        self.ell = 0.0
+        self.rounds = self.steps = self.passes = 0
+        self.avg = None if averaging is None else (averaging, 0, np.zeros(problem.d), 0.0)
+        self.full_gap = math.inf
+        self.needs_refresh = True
+        self.last_gamma = math.nan
+        # an int, so that a model file can hold it (numpy draws 128 bits when given None)
+        self.entropy = int(np.random.SeedSequence(entropy).entropy)
+        self.files_round: int | None = None
+
+    def seed(self, k: int) -> np.random.SeedSequence:
+        """Shard k's seed: the k-th child of the fit's seed sequence (``SeedSequence(entropy).spawn(K)[k]``)."""
+        return np.random.SeedSequence(self.entropy, spawn_key=(k,))
+
+    def dual(self) -> float:
+        return -0.5 * self.lam * float(np.dot(self.w, self.w)) + self.ell
+
+    def average_round(self) -> None:
+        """The rounds' average after a round: w_bar <- (1 - rho_t) w_bar + rho_t w (and l_bar), t the round,
+        rho_t of the averaging kind (`structfw.solvers.averaging.averaging_rate`): the iterates' averages of
+        the serial engine with a round in place of a block step."""
+        if self.avg is None:
+            return
+        kind, t, wbar, lbar = self.avg
+        t += 1
+        rho = averaging_rate(kind, t)
+        wbar = (1.0 - rho) * wbar + rho * self.w
+        self.avg = (kind, t, wbar, (1.0 - rho) * lbar + rho * self.ell)
