@@ -1,4 +1,4 @@
-"""The caller's memory in a fit from shard files, at n and at 4n examples (issue 52).
+"""Memory of a fit from shard files: the caller at n and at 4n, each worker against the serial fit (issue 52).
 
 Writes an OCR-like chain data set (26 states, 128 binary pixel features, words of 3-14 letters,
 float64 rows as `structfw.datasets.load_ocr` gives them) as K = 2 npz shard files at n words and at
@@ -11,13 +11,25 @@ few passes in a fresh Python process each, and prints:
   caller waited for (each holds its shard and its dual state);
 * the shard files' size on disk.
 
+* each worker's peak above its baseline (``trace_.meta["worker_memory"]``: the worker's VmRSS when
+  its host was made, before it loads its shard, and its VmHWM since, the peak being reset then;
+  `structfw._memory`): what loading its shard and its solver state cost it;
+* the serial reference: the same examples (every shard file, loaded in one process) fitted serially,
+  ``StructuredSVM(ChainModel(26, 128), lam=0.01, max_passes=passes, tol=None, check_every=1,
+  random_state=0)``, in a fresh process of its own; its peak above its baseline is measured as a
+  worker's (VmRSS after the imports and before the data are loaded, the peak reset there, VmHWM
+  after the fit), so it counts the data and the solver state;
+* the ratio of the largest worker's figure to the serial one (issue 52's target: at most 0.6 at
+  K = 2).
+
 A caller that never loads the training set grows by about the same at n and at 4n, while the
-workers' peak grows with n / K.
+workers' peak grows with n / K.  The VmRSS/VmHWM figures need Linux with a writable
+/proc/self/clear_refs; elsewhere they are None and the ratio is left out.
 
 Usage::
 
     python scripts/sharded_caller_memory.py            # n = 6,000 words (about OCR's size) and 24,000
-    python scripts/sharded_caller_memory.py --n 1000 --passes 2
+    python scripts/sharded_caller_memory.py --n 1000 --passes 2 --json memory.json
 """
 from __future__ import annotations
 
@@ -73,9 +85,46 @@ def child(folder, passes):
                            check_every=1, random_state=0, executor="process")
     baseline = peak_mib()  # after the imports and the source: what any fit of this process starts from
     svm.fit(source)
+    workers = svm.trace_.meta.get("worker_memory") or []
     print(json.dumps(dict(n=int(svm.trace_.meta["n"]), caller_baseline_mib=baseline,
                           caller_above_baseline_mib=peak_mib() - baseline,
-                          workers_peak_mib=peak_mib(resource.RUSAGE_CHILDREN), gap=float(svm.gap_))))
+                          workers_peak_mib=peak_mib(resource.RUSAGE_CHILDREN), gap=float(svm.gap_),
+                          worker_baseline_mib=[_mib(w.get("baseline")) for w in workers],
+                          worker_above_baseline_mib=[_above_mib(w.get("peak"), w.get("baseline"))
+                                                     for w in workers])))
+
+
+def _mib(nbytes):
+    return None if nbytes is None else nbytes / 2 ** 20
+
+
+def _above_mib(peak, baseline):
+    return None if peak is None or baseline is None else (peak - baseline) / 2 ** 20
+
+
+def serial_child(folder, passes):
+    """Load every shard file into this process and fit serially; print the memory figures as JSON.
+
+    The baseline is this process's VmRSS after the imports and before the data are loaded (the peak
+    reset there), so the figure counts the data and the solver state, as a worker's does."""
+    import structfw as sf
+    from structfw._memory import reset_peak, status_bytes
+    from structfw.datasets.shard_source import ShardFiles
+
+    source = ShardFiles(str(Path(folder) / "part-*.npz"))  # paths only: the data are not read yet
+    reset = reset_peak()
+    baseline = status_bytes("VmRSS")
+    X, Y = [], []
+    for k in range(len(source)):
+        X_k, Y_k = source.load(k)
+        X.extend(X_k)
+        Y.extend(Y_k)
+    svm = sf.StructuredSVM(sf.models.ChainModel(N_STATES, N_FEATURES), lam=0.01, max_passes=passes,
+                           tol=None, check_every=1, random_state=0)
+    svm.fit(X, Y)
+    peak = status_bytes("VmHWM") if reset else None
+    print(json.dumps(dict(n=len(X), serial_baseline_mib=_mib(baseline),
+                          serial_above_baseline_mib=_above_mib(peak, baseline), gap=float(svm.gap_))))
 
 
 def measure(n, passes, root):
@@ -84,30 +133,59 @@ def measure(n, passes, root):
     # starts with its parent's peak RSS (ru_maxrss survives fork and exec), so this process stays small
     subprocess.run([sys.executable, __file__, "--write", str(folder), "--n", str(n)], check=True)
     paths = sorted(folder.glob("part-*.npz"))
-    out = subprocess.run([sys.executable, __file__, "--child", str(folder), "--passes", str(passes)],
-                         check=True, capture_output=True, text=True)
-    row = json.loads(out.stdout.strip().splitlines()[-1])
+    row = run_child("--child", folder, passes)
     row["files_mib"] = sum(p.stat().st_size for p in paths) / 2 ** 20
+    serial = run_child("--serial", folder, passes)  # the same examples, fitted serially, on its own
+    row["serial_baseline_mib"] = serial["serial_baseline_mib"]
+    row["serial_above_baseline_mib"] = serial["serial_above_baseline_mib"]
+    row["serial_gap"] = serial["gap"]
+    above = [a for a in row["worker_above_baseline_mib"] if a is not None]
+    ref = row["serial_above_baseline_mib"]
+    row["ratio_max_worker_to_serial"] = max(above) / ref if above and ref else None
     return row
+
+
+def run_child(flag, folder, passes):
+    """The JSON line a fresh Python process prints for ``flag`` (--child or --serial)."""
+    out = subprocess.run([sys.executable, __file__, flag, str(folder), "--passes", str(passes)],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _fmt(v, width):
+    return f"{'-':>{width}}" if v is None else f"{v:>{width}.1f}"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=6000, help="words at the smaller size (the larger: 4n)")
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--json", metavar="PATH", help="also write the rows (one a size) to this JSON file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--serial", help=argparse.SUPPRESS)
     parser.add_argument("--write", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.passes)
+    if args.serial:
+        return serial_child(args.serial, args.passes)
     if args.write:
         return write_shards(Path(args.write), args.n)
-    print(f"{'n':>7} {'files MiB':>9} {'caller baseline':>15} {'caller above it':>15} {'worker peak':>11}")
+    print(f"{'n':>7} {'files MiB':>9} {'caller baseline':>15} {'caller above it':>15} {'worker peak':>11}  "
+          f"{'each worker above its baseline':>30} {'serial above baseline':>21} {'ratio':>5}")
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in (args.n, 4 * args.n):
             r = measure(n, args.passes, Path(tmp))
+            rows.append(r)
+            workers = ", ".join(_fmt(a, 0).strip() for a in r["worker_above_baseline_mib"]) or "-"
+            ratio = r["ratio_max_worker_to_serial"]
             print(f"{r['n']:>7} {r['files_mib']:>9.1f} {r['caller_baseline_mib']:>11.1f} MiB "
-                  f"{r['caller_above_baseline_mib']:>11.1f} MiB {r['workers_peak_mib']:>7.1f} MiB", flush=True)
+                  f"{r['caller_above_baseline_mib']:>11.1f} MiB {r['workers_peak_mib']:>7.1f} MiB  "
+                  f"{workers + ' MiB':>30} {_fmt(r['serial_above_baseline_mib'], 17)} MiB "
+                  f"{'-' if ratio is None else f'{ratio:.2f}':>5}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":
