@@ -480,3 +480,18 @@ def test_trivial_path_when_no_labelling_moves_w():
     assert path.status == "ended"
     np.testing.assert_array_equal(path.coefs, 0.0)
     assert path.eps == 0.1 and path.coef_at(1e-2).shape == (2,)
+
+
+def test_corners_of_the_oracle_at_zero_place_with_lazy_rows():
+    """Pairwise steps on dense rows build the rows lazily: the placement sums w as it goes, and
+    the path's labellings (the oracle's at w = 0) must be checked at w = 0, not at that partial sum
+    (this chain failed at example 3 with 'the oracle is not a maximiser')."""
+    from test_sharded import tiny_chain
+
+    model, X, Y = tiny_chain(n=8, seed=2)
+    problem = Problem(model, X, Y, 0.1)
+    labellings = [r[0] for r in problem.batch_oracle(np.zeros(problem.d), validate=True)]
+    lazy = BCFW(step="pairwise", block_storage="dense").state_at_corners(problem, labellings, rng=0)
+    eager = BCFW(step="fw", block_storage="dense").state_at_corners(problem, labellings, rng=0)
+    np.testing.assert_allclose(lazy.w, eager.w, rtol=0, atol=1e-12 * (1 + np.abs(eager.w).max()))
+    assert lazy.ell == pytest.approx(eager.ell, rel=1e-12)

@@ -48,9 +48,12 @@ from ._interrupt import deferred_sigint
 from .solvers.bcfw import BCFW, BCFWState
 from .solvers.kernel_bcfw import KernelBCFW
 from .solvers.problem import LAM_FLOOR, OracleCorner, Problem
+from .solvers.sharded_state import ShardedState
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from .solvers.sharded import ShardedBCFW
 
     from ._interrupt import InterruptFlag
     from .models.base import StructuredModel
@@ -66,6 +69,9 @@ _STATE_KIND = "RegularizationPathState"
 #: the first constructor arguments of a one-piece path (breakpoints, coefs, w_inf, lam_end, status, records)
 #: callback(j, lam_j, w_j, info) after every breakpoint
 PathCallback: TypeAlias = "Callable[[int, float, npt.NDArray[np.float64], dict[str, float]], object]"
+#: the engines of a path and their states: the serial engine's, or the sharded one's (its shards' states)
+PathSolver: TypeAlias = "BCFW | ShardedBCFW"
+PathState: TypeAlias = "BCFWState | ShardedState"
 _TrivialPath: TypeAlias = ("tuple[list[float], npt.NDArray[np.float64], npt.NDArray[np.float64], float, str, "
                            "dict[str, list[float]]]")
 
@@ -119,7 +125,7 @@ class RegularizationPath:
     test_losses : ndarray (J,)
         Mean test loss of w^j when test data were given (NaN otherwise).
     eps, kappa, min_lam : float
-    state : BCFWState or None
+    state : BCFWState, ShardedState or None
         The engine's state at ``lam_end`` (or at the last breakpoint, with
         ``state.lam >= lam_end``) when the path was computed with ``keep_state=True``
         or loaded with `load_state`: ``resume`` then continues the induction
@@ -142,7 +148,7 @@ class RegularizationPath:
                  status: str, eps: float, kappa: float, min_lam: float,
                  records: Mapping[str, Sequence[float]] | None = None, init_oracle_calls: int = 0,
                  init_time: float = 0.0, n: int | None = None, meta: Mapping[str, Any] | None = None,
-                 state: BCFWState | None = None) -> None:
+                 state: PathState | None = None) -> None:
         self.breakpoints = np.asarray(breakpoints, float).reshape(-1)
         self.coefs = np.asarray(coefs, float).reshape(len(self.breakpoints), -1) if len(self.breakpoints) \
             else np.zeros((0, np.asarray(w_inf).shape[0]))
@@ -306,8 +312,8 @@ class RegularizationPath:
                                  "the state belongs to another path (or another point of it)")
         meta, state_arrays = unpacked
         state = decode_state(dict(meta), dict(state_arrays), source=src, model=model)
-        if not isinstance(state, BCFWState):
-            raise ValueError(f"{src}: the state is a {type(state).__name__}, not a BCFWState")
+        if not isinstance(state, (BCFWState, ShardedState)):
+            raise ValueError(f"{src}: the state is a {type(state).__name__}, not a BCFWState or ShardedState")
         if not state.lam >= self.lam_end:
             raise ValueError(f"{src}: the state's lam={state.lam!r} is below the path's lam_end={self.lam_end!r}")
         self.state = state
@@ -621,7 +627,7 @@ def _resume_source(resume: RegularizationPath | str | os.PathLike[str] | None,
 
 
 def regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[Any], eps: float | None = None,
-                        kappa: float | None = None, solver: BCFW | None = None, min_lam: float | None = None,
+                        kappa: float | None = None, solver: PathSolver | None = None, min_lam: float | None = None,
                         max_passes_per_lam: float = 500, random_state: int | np.random.Generator | None = None,
                         verbose: int = 0, X_test: Sequence[Any] | None = None, Y_test: Sequence[Any] | None = None,
                         max_breakpoints: int = 1000, callback: PathCallback | None = None, progress: bool = False,
@@ -641,11 +647,15 @@ def regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[An
         Every returned w has primal suboptimality (in fact duality gap) <= eps.
     kappa : float in (0, 1), default 0.5 (or the resumed path's)
         Each breakpoint's pair is solved to duality gap <= kappa * eps.
-    solver : BCFW or None
+    solver : BCFW, ShardedBCFW or None
         The warm-started block-coordinate engine (default
         `default_path_solver`, BCPFW with gap sampling); any step
         ("fw", "pairwise", "away"), sampling or cache, but no averaging (the
-        induction needs the dual variables of the returned w).
+        induction needs the dual variables of the returned w).  A `ShardedBCFW`
+        (executor "thread" or "process") runs every solve on its shards, Proposition 1
+        acting on each shard in its own units; its w_i are stored as rows
+        (``block_storage="auto"`` runs as "dense" or "sparse", the rows "auto" would
+        give; "factored" is refused), and X, Y must be in memory (no shard source).
     min_lam : float > 0 or None
         Stop once the next breakpoint falls below this.  None: ``10 / n``
         (`default_min_lam`), an order of magnitude above the usual lam = 1/n:
@@ -703,7 +713,7 @@ def regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[An
 
 
 def _regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[Any], eps: float | None,
-                         kappa: float | None, solver: BCFW | None, min_lam: float | None, max_passes_per_lam: float,
+                         kappa: float | None, solver: PathSolver | None, min_lam: float | None, max_passes_per_lam: float,
                          random_state: int | np.random.Generator | None, verbose: int, X_test: Sequence[Any] | None,
                          Y_test: Sequence[Any] | None, max_breakpoints: int,
                          callback: PathCallback | None, progress: bool,
@@ -725,9 +735,24 @@ def _regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[A
                                            verbose=verbose, progress=progress, keep_state=keep_state))
     if solver is None:
         solver = default_path_solver()
-    if not isinstance(solver, BCFW):
-        raise ValueError(f"solver must be a structfw.solvers.BCFW engine (any options but averaging); "
-                         f"got {solver!r}")
+    from .datasets.shard_source import is_shard_source
+    from .solvers.sharded import ShardedBCFW
+
+    if is_shard_source(X):
+        raise ValueError(f"X={X!r} is a shard source: the regularisation path needs the training set in this "
+                         "process (its initialisation and Proposition 1 act on every block's dual variables); "
+                         "load the shards and give X, Y as lists (solver=ShardedBCFW(executor='thread' or "
+                         "'process') still runs the solves on shards)")
+    if not isinstance(solver, (BCFW, ShardedBCFW)):
+        raise ValueError(f"solver must be a structfw.solvers.BCFW or ShardedBCFW engine (any options but "
+                         f"averaging); got {solver!r}")
+    if isinstance(solver, ShardedBCFW) and solver.executor not in ("thread", "process"):
+        raise ValueError(f"solver=ShardedBCFW(executor={solver.executor!r}): the regularisation path runs its "
+                         "shards on executor='thread' or 'process'")
+    if isinstance(solver, ShardedBCFW) and solver.block_storage == "factored":
+        raise ValueError("solver=ShardedBCFW(block_storage='factored'): the path needs every shard's w_i as rows "
+                         "(block_storage 'dense' or 'sparse'; 'auto' runs as the rows it would choose): it starts "
+                         "from the oracle's corners at w = 0 written into the rows")
     if isinstance(solver, KernelBCFW):
         raise ValueError("solver must be a linear BCFW engine: the path of a kernel problem is the path of its "
                          "map's linear problem (kmap = KernelMap(model, X, (kernel, gamma, degree, coef0)); "
@@ -740,6 +765,12 @@ def _regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[A
         raise ValueError(f"solver must not average its iterates (averaging={solver.averaging!r}): the path "
                          "needs the dual variables of the returned w; use averaging=None")
     X, Y = cast("tuple[list[Any], list[Any]]", model.check_data(X, Y))  # a Y given is returned as a list
+    if isinstance(solver, ShardedBCFW) and solver.block_storage == "auto":
+        # "auto" may store a chain's or a multiclass model's w_i factored on shards: the rows it would
+        # give otherwise (dense when the largest shard's n_k d doubles fit max_dense_bytes)
+        n_k = -(-len(X) // solver.shards)
+        rows = "dense" if n_k * model.size_joint_feature * 8 <= solver.max_dense_bytes else "sparse"
+        solver = ShardedBCFW(**dict(solver.get_params(), block_storage=rows))
     if (X_test is None) != (Y_test is None):
         raise ValueError("X_test and Y_test must be given together")
     if X_test is not None:
@@ -903,8 +934,8 @@ def _regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[A
                               init_calls, init_time, n, meta, state=state if keep_state else None)
 
 
-def _initialise(problem: Problem, solver: BCFW, eps: float, rng: np.random.Generator,
-                flag: InterruptFlag) -> tuple[float, npt.NDArray[np.float64], BCFWState | None, int, float,
+def _initialise(problem: Problem, solver: PathSolver, eps: float, rng: np.random.Generator,
+                flag: InterruptFlag) -> tuple[float, npt.NDArray[np.float64], PathState | None, int, float,
                                               _TrivialPath | None]:
     """Sec. 4 "Initialization": y~_i from the oracle at w = 0, psi~, theta_i, lam^inf, alpha^inf.
 
@@ -948,7 +979,7 @@ def _initialise(problem: Problem, solver: BCFW, eps: float, rng: np.random.Gener
     return lam, w_inf, state, calls, float(losses.mean()), None
 
 
-def _check_resumable(prev: RegularizationPath, problem: Problem, solver: BCFW) -> None:
+def _check_resumable(prev: RegularizationPath, problem: Problem, solver: PathSolver) -> None:
     """The path (and its state) belongs to this training set and this engine can continue it."""
     fp = prev.meta.get("fingerprint")
     if prev.n is not None and prev.n != problem.n:
@@ -960,12 +991,18 @@ def _check_resumable(prev: RegularizationPath, problem: Problem, solver: BCFW) -
     st = prev.state
     if st is None:
         return
-    if not isinstance(st, BCFWState):
-        raise ValueError(f"resume: the path's state is a {type(st).__name__}, not a BCFWState")
+    from .solvers.sharded import ShardedBCFW
+
+    sharded = isinstance(solver, ShardedBCFW)
+    if not isinstance(st, ShardedState if sharded else BCFWState):
+        want = "ShardedState (the solver is a ShardedBCFW)" if sharded else "BCFWState"
+        raise ValueError(f"resume: the path's state is a {type(st).__name__}, not a {want}")
     if (st.n, st.d) != (problem.n, problem.d) or st.fingerprint != problem.fingerprint:
         raise ValueError("resume: the path's solver state belongs to other training data")
     if not st.lam >= prev.lam_end:
         raise ValueError(f"resume: the path's state is at lam={st.lam!r}, below its lam_end={prev.lam_end!r}")
-    if solver.step in ("pairwise", "away") and not st.track_alpha:
+    tracked = all(s is not None and s.track_alpha for s in st.states) if isinstance(st, ShardedState) \
+        else st.track_alpha
+    if solver.step in ("pairwise", "away") and not tracked:
         raise ValueError(f"resume: the saved state has no active sets, which step={solver.step!r} needs; resume "
                          f"with the engine the path was computed with ({prev.meta.get('solver')})")

@@ -371,8 +371,11 @@ def _place_at_corners(problem: Problem, st: BCFWState, labellings: Sequence[Any]
     lazy = st.rows_stale and st.track_alpha
     if lazy:
         st.v[:] = 0.0
+    # the labellings are checked at the fresh state's w = 0 (the path's are the oracle's there): lazy
+    # rows sum into st.v as they go, and a corner checked at that half-built w may fail the check
+    w0 = np.zeros(problem.d)
     for i, y in enumerate(labellings):
-        y, psi, L, _ = problem.oracle_corner(i, y, st.w, validate=True)
+        y, psi, L, _ = problem.oracle_corner(i, y, w0, validate=True)
         if lazy:
             np.add.at(st.v, psi.indices, psi.values * inv)
         elif st.dense_blocks:

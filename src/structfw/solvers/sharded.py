@@ -27,7 +27,7 @@ import contextvars
 import math
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -654,6 +654,14 @@ oracle_work, minibatch, asynchronous, oracle_quality
     name = "sharded-bcfw"
     PARAMS: tuple[Param, ...] = ENGINE_PARAMS + SHARD_PARAMS
 
+    # the options the regularisation path (structfw.path) reads, as `BCFW` declares its own
+    shards: int
+    executor: str
+    step: str
+    averaging: str | None
+    block_storage: str
+    max_dense_bytes: int
+
     def __init__(self, shards: int = 2, combine: str | None = None, round_length: int | None = None,
                  executor: str = "thread", n_jobs: int | None = None, state_dir: str | None = None,
                  step_size: str = "linesearch",
@@ -744,10 +752,7 @@ oracle_work, minibatch, asynchronous, oracle_quality
                 problem.opened(sizes, [h.fingerprint for h in hosts])
                 check_shards(self, problem)
         try:
-            route = "process" if not subs else ("compiled" if n_jobs >= self.shards and self.averaging is None
-                                                 and _plain_compiled(self.engine().plan(subs[0])) else "thread")
-            m = self.round_length or default_round_length(max(sizes), route)
-            rule = resolve_rule(self.combine, m, min(sizes))
+            m, rule = self._round_rule(sizes, subs)
             sigma = float(self.shards) if rule == "add" else 1.0
             subs = [sub.with_lam(problem.lam * problem.n / (sub.n * sigma)) for sub in subs]
             st = _continue_sharded(continue_or_restart(state, ShardedState, problem), self, problem, sigma, sizes)
@@ -775,6 +780,46 @@ oracle_work, minibatch, asynchronous, oracle_quality
             opened.append(ctx)
             ctx.solve_owned = True
         return ctx
+
+    def _round_rule(self, sizes: list[int], subs: list[Problem]) -> tuple[int, str]:
+        """(m, rule): the round length and the combination of a fit on shards of these sizes, by the route
+        its rounds take (``subs``: the threads' sub-problems; [] on workers)."""
+        n_jobs = min(self.n_jobs or self.shards, self.shards)
+        route = "process" if not subs else ("compiled" if n_jobs >= self.shards and self.averaging is None
+                                             and _plain_compiled(self.engine().plan(subs[0])) else "thread")
+        m = self.round_length or default_round_length(max(sizes), route)
+        return m, resolve_rule(self.combine, m, min(sizes))
+
+    def state_at_corners(self, problem: Problem, labellings: Sequence[Any], rng: Any = None) -> ShardedState:
+        """The dual point alpha_i(y'_i) = 1 for the given labelling y'_i of every block, on shards.
+
+        The state `new_state` makes for a fit of ``problem`` with these options (the same shards
+        i mod K, sigma' of the rule `_open` resolves, shard k's generator from the same seed), with
+        each shard's blocks placed at their labellings by the engine's `BCFW.state_at_corners` on the
+        shard's sub-problem (lam_k = lam n / (n_k sigma')); then w = sum_k w_k / sigma' and
+        l = sum_k (n_k / n) l_k (the identities of `state_file._check_sharded`).  With y'_i = y_i this
+        is the fresh state (w = 0, l = 0); the regularisation path starts from the oracle's
+        labellings at w = 0 (Osokin et al. 2016, Sec. 4)."""
+        if isinstance(problem, SourceProblem):
+            raise ValueError("state_at_corners needs the examples in this process: a shard source's workers "
+                             "hold them; load the data and give (X, Y)")
+        check_shards(self, problem)
+        if len(labellings) != problem.n:
+            raise ValueError(f"state_at_corners: {len(labellings)} labellings for {problem.n} examples")
+        idx = shard_indices(problem.n, self.shards)
+        subs = sub_problems(problem, self.shards, 1.0)
+        _, rule = self._round_rule([len(i) for i in idx], subs if self.executor == "thread" else [])
+        st = self.new_state(problem, rng, rule, states=False)
+        engine = self.engine()
+        st.states = [engine.state_at_corners(sub.with_lam(problem.lam * problem.n / (sub.n * st.sigma)),
+                                             [labellings[i] for i in ix.tolist()],
+                                             rng=np.random.default_rng(st.seed(k)))
+                     for k, (sub, ix) in enumerate(zip(subs, idx))]
+        st.w = np.sum([s.w for s in st.states], axis=0) / st.sigma  # a shard's w is its blocks' sum
+        st.ell = float(sum(s.n * s.ell for s in st.states)) / problem.n
+        for s in st.states:
+            s.w[:] = st.w  # each shard's copy of the global w (a round sets it so at its start)
+        return st
 
     def new_state(self, problem: Problem, rng: Any, rule: str = "linesearch", states: bool = True,
                   subs: list[Problem] | None = None) -> ShardedState:

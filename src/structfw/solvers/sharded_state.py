@@ -61,6 +61,34 @@ class ShardedState:
     def dual(self) -> float:
         return -0.5 * self.lam * float(np.dot(self.w, self.w)) + self.ell
 
+    def delta(self) -> float:
+        """Delta(alpha, lam) = l - lam ||w||^2 (eq. (11) of Osokin et al. 2016) of the global point."""
+        return self.ell - self.lam * float(np.dot(self.w, self.w))
+
+    def keep_w_change_lam(self, lam_new: float) -> None:
+        """Proposition 1 of Osokin et al. (2016) on every shard: rho = lam_new / lam, w kept, l <- rho l.
+
+        Shard k's engine state moves to its own lam_k = lam_new n / (n_k sigma') with
+        `BCFWState.keep_w_change_lam` (its rho is the same: lam_k scales with lam), which keeps its
+        w_i (sigma' times the global ones) and scales its l_i; the global l scales alike, so
+        l = sum_k (n_k / n) l_k and w = sum_k w_k / sigma' still hold.  The rounds' average is an
+        average of dual points, and the map of Proposition 1 is affine in alpha: w_bar is kept and
+        l_bar scaled by rho too.  Needs the shards' states in this process (not on the workers of a
+        shard source)."""
+        if any(s is None for s in self.states):
+            raise ValueError("keep_w_change_lam: the shards' states live on their workers (a fit from a shard "
+                             "source); Proposition 1 needs every shard's state in this process")
+        rho = lam_new / self.lam
+        for s in self.states:
+            # the expression of ShardedBCFW._open's sub-problems: the same float lam_k
+            s.keep_w_change_lam(lam_new * self.n / (s.n * self.sigma))
+        self.ell *= rho
+        if self.avg is not None:
+            kind, t, wbar, lbar = self.avg
+            self.avg = (kind, t, wbar, rho * lbar)
+        self.lam = lam_new
+        self.needs_refresh = True
+
     def average_round(self) -> None:
         """The rounds' average after a round: w_bar <- (1 - rho_t) w_bar + rho_t w (and l_bar), t the round,
         rho_t of the averaging kind (`structfw.solvers.averaging.averaging_rate`): the iterates' averages of
