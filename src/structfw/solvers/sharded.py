@@ -966,7 +966,7 @@ def _write_shard_states(ctx: ShardedContext) -> None:
     """Every worker writes its state to its file (the calls before need no replay any more); into a
     ``state_dir`` with the fit's seed and round, which a continued fit checks."""
     st = ctx.state
-    stamp = dict(shards=st.K, round=st.rounds, entropy=str(st.entropy))
+    stamp = _fit_stamp(st, st.rounds)
     for s in ctx.shards:
         s.checkpoint(stamp)
     if ctx.shards and ctx.shards[0].persistent:
@@ -978,8 +978,13 @@ def _resume_from_files(st: ShardedState, hosts: list[RemoteShard]) -> None:
     seed's entropy) at the round the caller's state ends with (`ShardHost` checks the header and the
     state; `check_block_sums` then the sum of the shards' blocks against the caller's w)."""
     for h in hosts:
-        h.checkpoint_file = (shard_state_path(h.folder, h.k),
-                             dict(shard=h.k, shards=st.K, round=st.files_round, entropy=str(st.entropy)))
+        h.checkpoint_file = (shard_state_path(h.folder, h.k), dict(_fit_stamp(st, st.files_round), shard=h.k))
+
+
+def _fit_stamp(st: ShardedState, rounds: int | None) -> dict[str, Any]:
+    """The header fields a shard's state file carries of its fit: K, the round it was written at, the
+    seed's entropy (`_write_shard_states` writes them, `_resume_from_files` expects them)."""
+    return dict(shards=st.K, round=rounds, entropy=str(st.entropy))
 
 
 def _check_ray_room(K: int) -> None:
@@ -1080,10 +1085,18 @@ def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Pro
     if (st.avg[0] if st.avg is not None else None) != solver.averaging:
         st.avg = None if solver.averaging is None else (solver.averaging, 0, np.zeros(st.d), 0.0)
     for s in st.states:
-        if s is not None and (s.sampler is None or s.sampler.kind != solver.sampling):
-            s.sampler = BlockSampler(solver.sampling, s.n, s.rng)
+        if s is not None and renew_sampler(s, solver.sampling):
             st.needs_refresh = True
     return st
+
+
+def renew_sampler(s: BCFWState, sampling: str) -> bool:
+    """A fresh sampler of kind ``sampling`` for a continued shard state whose sampler is of another
+    kind (or none); True if replaced (its gap estimates are then stale)."""
+    if s.sampler is not None and s.sampler.kind == sampling:
+        return False
+    s.sampler = BlockSampler(sampling, s.n, s.rng)
+    return True
 
 
 def check_block_sums(ctx: ShardedContext) -> None:
@@ -1533,9 +1546,7 @@ class ShardHost:
             state = read_shard_state(state_file[0], state_file[1], sub)
             if state.lam != lam_k:  # a continued fit at another lam (the caller rescaled w alike)
                 state.rescale_lam(lam_k)
-            if state.sampler is None or state.sampler.kind != params["sampling"]:
-                state.sampler = BlockSampler(params["sampling"], state.n, state.rng)
-                fresh_sampler = True
+            fresh_sampler = renew_sampler(state, params["sampling"])
         if state is None:
             state = engine.new_state(sub, np.random.default_rng(seed))
             state.fingerprint = sub.fingerprint
