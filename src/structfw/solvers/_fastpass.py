@@ -18,21 +18,16 @@ from structfw import _numba_cache  # noqa: F401 (before the first @njit: the pac
 from ._warmup import compile_leaves_in_background
 from .._linalg import sparse_dot_dense
 from ..oracles.compiled import chain_csr_hinges_fm, corner, corner_fm, corner_hinge, csr_feature_major
-from .corners import (ALPHA_EPS, NO_LABELS, corner_key, cs_clip, cs_drop_inactive, cs_entries, cs_evict, cs_expire,
-                      cs_find, cs_put, cs_room, cs_scan)
+from .corners import NO_LABELS, corner_key, cs_entries, cs_find, cs_put, cs_room, cs_scan
+from ._decisions import (AVG_CODES, DROP_INACTIVE, EVICT_OVER, EXPIRE, GAP, MAX_GAP, ORDER, ORDER_GAPS,  # noqa: F401
+                         average_close, averaging_rate, away_alpha, away_taken, draw_block, fixed_step, fw_alpha,
+                         pairwise_alpha, record_gap, tidy_block)
 from ._factored import block_unary, factored_block_step, factored_w_dot, labels_of, unary_oracle
 from ._borrow import borrowed
 from ._prefetch import prefetch_corner_sets, prefetch_corners, prefetch_truths
-from ._kernels import (NO_CORNER, _add_to_w, block_step, cache_hit, fenwick_add, fenwick_find, fenwick_total,
-                       first_argmax, step_along)
+from ._kernels import NO_CORNER, _add_to_w, block_step, cache_hit, step_along
 from .rows import _dense_axpy, _dense_axpy_avg, _dense_dot_sqnorm, _dense_rescale, row_dot, row_room
 
-#: sampler kinds understood by the kernel; ORDER_GAPS: blocks from the order, each step's block gap
-#: recorded in the estimates (not in the Fenwick tree: the caller rebuilds it), for sharded rounds
-#: whose blocks are drawn at the round's start (`structfw.solvers.sharded`)
-ORDER, GAP, MAX_GAP, ORDER_GAPS = 0, 1, 2, 3
-#: averaging kinds understood by the kernel (0: none)
-AVG_CODES = {None: 0, "weighted": 1, "uniform": 2, "suffix": 3}
 
 _H_TOL = 1e-9
 _EMPTY_I = np.empty(0, np.int64)
@@ -66,56 +61,10 @@ K, AVG_T, ORACLE_CALLS, CACHE_HITS, BAD, NEED = 0, 1, 2, 3, 4, 5
 ELL, AVG_C, AVG_LBAR, FULL_GAP = 0, 1, 2, 3
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _avg_rate(kind, t):
-    """rho_t of `structfw.solvers.averaging.averaging_rate`."""
-    if kind == 1:
-        return 2.0 / (t + 1.0)
-    if kind == 2:
-        return 1.0 / t
-    start = 1
-    while start * 2 <= t:
-        start *= 2
-    return 1.0 / (t - start + 1.0)
-
-
-# _record_gap is left to LLVM's inliner: with numba's inline="always" (IR inlining, numba 0.68)
-# plain_fw_chunk lost its writes to the estimates (the gap sampler then drew uniformly;
-# tests/test_engine_reference.py's gap fits caught it).  _draw_block writes nothing: inlined, the
-# chunks no longer pass the sampler's five arrays' fields to it each step
-@njit(cache=True, nogil=True, inline="always")
-def _draw_block(sampler, s, n):
-    """Block of step s: from the order (uniform, perm), by the gap estimates (p_i ~ g_i, eq.
-    (8) of Osokin et al. 2016, from the Fenwick tree; uniform while every estimate is 0) or the
-    largest estimate."""
-    sampling, order, draws, estimates, tree = sampler
-    if sampling == ORDER or sampling == ORDER_GAPS:
-        return order[s]
-    if sampling == GAP:
-        total = fenwick_total(tree)
-        if total <= 0.0:
-            return min(int(draws[s] * n), n - 1)
-        return fenwick_find(tree, draws[s] * total)
-    return first_argmax(estimates)
-
-
 @njit(cache=True, nogil=True)
 def _record_gap(sampler, i, g):
-    """The sampler's new estimate of block i's gap, max(g, 0)."""
-    sampling, order, draws, estimates, tree = sampler
-    if sampling == ORDER:
-        return
-    g = g if g > 0.0 else 0.0
-    if sampling == GAP:
-        fenwick_add(tree, i, g - estimates[i])
-    estimates[i] = g
-
-
-@njit(cache=True, nogil=True)
-def _fixed_step(nu_step, k, n):
-    """The predefined step 2n/(nu k + 2n) (BCFW paper Alg. 3; App. C, Alg. C.2 for oracle
-    quality nu), or -1 (the line search) when nu_step = 0."""
-    return 2.0 * n / (nu_step * k + 2.0 * n) if nu_step > 0.0 else -1.0
+    """`record_gap` on a chunk's sampler tuple (kind, order, draws, estimates, tree)."""
+    record_gap(sampler[0], sampler[3], sampler[4], i, g)
 
 
 @njit(cache=True, nogil=True)
@@ -124,7 +73,7 @@ def _avg_begin(avg_kind, it, fl):
     if avg_kind == 0:
         return 0.0, 0.0
     it[AVG_T] += 1
-    return _avg_rate(avg_kind, it[AVG_T]), 1.0 / fl[AVG_C]
+    return averaging_rate(avg_kind, it[AVG_T]), 1.0 / fl[AVG_C]
 
 
 @njit(cache=True, nogil=True)
@@ -133,22 +82,14 @@ def _avg_end(avg_kind, rho, u, fl):
     and lbar = (1 - rho) lbar + rho l."""
     if avg_kind == 0:
         return
-    if rho >= 1.0:
-        u[:] = 0.0
-        fl[AVG_C] = 1.0
-    else:
-        fl[AVG_C] *= 1.0 - rho
-        if fl[AVG_C] < 1e-150:
-            u *= fl[AVG_C]
-            fl[AVG_C] = 1.0
-    fl[AVG_LBAR] = (1.0 - rho) * fl[AVG_LBAR] + rho * fl[ELL]
+    fl[AVG_C], fl[AVG_LBAR] = average_close(rho, u, fl[AVG_C], fl[AVG_LBAR], fl[ELL])
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _begin_step(sampler, s, n, nu_step, avg_kind, it, fl):
     """A plain step's start: (block i, the predefined step or -1, the average's rho and 1/c)."""
-    i = _draw_block(sampler, s, n)
-    gfixed = _fixed_step(nu_step, it[K], n)
+    i = draw_block(sampler, s, n)
+    gfixed = fixed_step(nu_step, it[K], n)
     rho, inv_c = _avg_begin(avg_kind, it, fl)
     return i, gfixed, rho, inv_c
 
@@ -315,17 +256,6 @@ def factored_fw_chunk(fac, m, sampler, w, li, rule, avg, state):
 # ===================================================================== general
 #: block steps understood by the general kernel
 FW_STEP, PAIRWISE_STEP, AWAY_STEP = 0, 1, 2
-#: what a block step does to its corner set afterwards
-DROP_INACTIVE, EVICT_OVER, EXPIRE = 0, 1, 2
-
-
-@njit(cache=True, nogil=True)
-def _scale_alpha(S, i, c):
-    alpha = S[3]
-    for k in range(S[0][i]):
-        alpha[i, k] *= c
-
-
 # inlined (it writes nothing): a call passed the corner store's ~80 array fields every step
 @njit(cache=True, nogil=True, inline="always")
 def _cached_corner(S, i, scan, base, n, cache_rule, approx, full_gap):
@@ -360,7 +290,7 @@ def _block_of_step(S, fac, sampler, s, m, n, ahead):
     with the prefetches for it and, when the order is known, for the next steps."""
     if ahead >= 0:
         return ahead
-    i = _draw_block(sampler, s, n)
+    i = draw_block(sampler, s, n)
     _prefetch_step(S, fac, sampler, s, m if sampler[0] == ORDER else 0, i)
     return i
 
@@ -402,10 +332,8 @@ def _set_step(w, storage, S, i, step_kind, slot, a, corner_s, losses, rule, avg,
         dl = L_s / n - li_i
         gamma = _move_block(w, B, fac, i, U, -1.0, (ps_i, ps_v, inv_ln, ss), NO_CORNER, dl, (lam, 1.0, gfixed), avg,
                             scratch)
-        if track_alpha and gamma > 0.0:
-            _scale_alpha(S, i, 1.0 - gamma)
-            alpha[i, slot] += gamma
-            cs_clip(S, i)
+        if track_alpha:
+            fw_alpha(S, i, slot, gamma)
         return gamma, dl
     pa_i, pa_v = cs_entries(S, i, a)
     L_a = S[2][i, a]
@@ -416,33 +344,14 @@ def _set_step(w, storage, S, i, step_kind, slot, a, corner_s, losses, rule, avg,
             gamma = _move_block(w, B, fac, i, U, 0.0, s1, s2, dl, r, avg, scratch)
         else:  # the rows are not kept: only the scales are passed
             gamma = _move_block(w, (B[0],), fac, i, U, 0.0, s1, s2, dl, r, avg, scratch)
-        if gamma > 0.0:
-            alpha[i, a] -= gamma
-            alpha[i, slot] += gamma
-            cs_clip(S, i)
+        pairwise_alpha(S, i, a, slot, gamma)
         return gamma, dl
     dl = li_i - L_a / n
     gmax = alpha[i, a] / (1.0 - alpha[i, a])
     gamma = _move_block(w, B, fac, i, U, 1.0, (pa_i, pa_v, -inv_ln, sa), NO_CORNER, dl, (lam, gmax, gfixed), avg,
                         scratch)
-    if gamma > 0.0:
-        _scale_alpha(S, i, 1.0 + gamma)
-        alpha[i, a] -= gamma
-        cs_clip(S, i)
+    away_alpha(S, i, a, gamma)
     return gamma, dl
-
-
-@njit(cache=True, nogil=True)
-def _tidy(S, i, tidy_kind, limit, keeps):
-    """What a step does to block i's set afterwards: evict the longest-unused over ``limit``
-    corners, expire those last used before ``limit``, or drop the inactive ones."""
-    if tidy_kind == EVICT_OVER:
-        if S[0][i] > limit:
-            cs_evict(S, i, limit)
-    elif tidy_kind == EXPIRE:
-        cs_expire(S, i, limit)
-    elif keeps:
-        cs_drop_inactive(S, i)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -528,7 +437,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
 
     The iteration of the Python parts (`structfw.solvers.parts`): corner source (`_cached_corner`,
     else the compiled oracle, its corner added to the block's set), block step (`_set_step`), tidy
-    (`_tidy`), sampler (not in approximate passes), average.  Corners used or added are stamped with
+    (`tidy_block`), sampler (not in approximate passes), average.  Corners used or added are stamped with
     ``stamp`` (the block step k when stamp < 0).  Arrays are `borrowed` views; rows are prefetched.
 
     ``oracle`` = (kind, data); ``S`` the corner sets (`corners`); ``span`` = (s0, m); ``sampler`` as in
@@ -585,12 +494,12 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
         # ---- from here on the step changes the state
         slot = _record_corner(S, i, slot, hit, (h_s, ps_i, ps_v, L_s), k if stamp < 0 else stamp,
                               (approx, needs_gap, keeps), g_i, oracle_gaps, it)
-        gfixed = _fixed_step(nu_step, k, n)
+        gfixed = fixed_step(nu_step, k, n)
         rho, inv_c = _avg_begin(avg_kind, it, fl)
         kind = step_kind
         if kind == AWAY_STEP:  # the away step only when its gap beats the FW gap (Alg. 2 of Osokin et al.)
             g_away = lam * (sa * inv_ln - wiw) + li[i] - S[2][i, a] / n
-            if g_i >= g_away or S[3][i, a] >= 1.0 - ALPHA_EPS:
+            if not away_taken(g_i, g_away, S[3][i, a]):
                 kind = FW_STEP
         if not approx:
             _record_gap(sampler, i, g_i)
@@ -599,7 +508,7 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
                               (lam, gfixed, inv_ln, track_alpha, keep_rows), (u, inv_c, WT), scratch)
         li[i] += gamma * dl
         fl[ELL] += gamma * dl
-        _tidy(S, i, tidy_kind, limit, keeps)
+        tidy_block(S, i, tidy_kind, limit, keeps)
         it[K] = k + 1
         _avg_end(avg_kind, rho, u, fl)
     return span[1], 0

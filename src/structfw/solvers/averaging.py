@@ -19,19 +19,17 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from . import _decisions
+
 AVERAGINGS = (None, "weighted", "uniform", "suffix")
 
 
 def averaging_rate(kind: str | None, t: int) -> float:
-    """rho_t of the scheme for the t-th iterate (t >= 1)."""
-    if kind == "weighted":
-        return 2.0 / (t + 1.0)
-    if kind == "uniform":
-        return 1.0 / t
-    if kind == "suffix":
-        start = 1 << (int(t).bit_length() - 1)  # last power of two <= t
-        return 1.0 / (t - start + 1.0)
-    raise ValueError(f"unknown averaging {kind!r}")
+    """rho_t of the scheme for the t-th iterate (t >= 1): the compiled passes' decision
+    (`structfw.solvers._decisions.averaging_rate`) for the scheme's name."""
+    if kind is None or kind not in _decisions.AVG_CODES:
+        raise ValueError(f"unknown averaging {kind!r}: expected one of {AVERAGINGS[1:]}")
+    return float(_decisions.averaging_rate(_decisions.AVG_CODES[kind], int(t)))
 
 
 class LazyAverage:
@@ -52,15 +50,10 @@ class LazyAverage:
         return rho, inv_c
 
     def end_step(self, rho: float, ell_new: float) -> None:
-        """After w moved (u already got -delta/c), finish the recursion."""
-        if rho >= 1.0:
-            self.u[:] = 0.0
-            self.c = 1.0
-        else:
-            self.c *= 1.0 - rho
-            if self.c < 1e-150:
-                self.renormalise()
-        self.lbar = (1.0 - rho) * self.lbar + rho * ell_new
+        """After w moved (u already got -delta/c), finish the recursion
+        (`structfw.solvers._decisions.average_close`, as the compiled passes do)."""
+        c, lbar = _decisions.average_close(float(rho), self.u, float(self.c), float(self.lbar), float(ell_new))
+        self.c, self.lbar = float(c), float(lbar)
 
     def renormalise(self) -> None:
         self.u *= self.c

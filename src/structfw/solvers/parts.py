@@ -28,10 +28,10 @@ from collections import Counter
 import numpy as np
 
 from .._linalg import SparseVector, dot
+from ._decisions import EVICT_OVER, away_alpha, away_taken, fw_alpha, pairwise_alpha, tidy_block
 from ._kernels import cache_hit, projected_line_search, scored_step
 from .base import SolveContext
-from .corners import (ALPHA_EPS, cs_away, cs_best, cs_clip, cs_dot, cs_drop_inactive, cs_entries, cs_evict,
-                      cs_expire)
+from .corners import cs_away, cs_best, cs_dot, cs_entries
 
 _EMPTY_I = np.empty(0, np.int64)
 _EMPTY_V = np.empty(0, np.float64)
@@ -155,10 +155,13 @@ class ExactOracle:
         return slot, psi, L, g, False
 
     def tidy(self, ctx, i):
-        """After a step: without a cache only the active set is kept."""
+        """After a step, what leaves block i's corner set: the plan's rule (`BlockPlan.tidy_rule`:
+        without a cache only the active set is kept), decided as the compiled passes decide it
+        (`structfw.solvers._decisions.tidy_block`)."""
         st = ctx.st
         if st.corners is not None:
-            cs_drop_inactive(st.corners.arrays, i)
+            kind, limit, _ = ctx.plan.tidy_rule(st.mp_iter, ctx.approx)
+            tidy_block(st.corners.arrays, i, kind, limit, True)
 
     def absorb_gap_pass(self, st, res, problem):
         """A full gap pass's corners (nothing to keep without a cache)."""
@@ -217,15 +220,11 @@ class GapCache(ExactOracle):
                 return c, corner_vector(st, i, c), store.loss[i, c], ghat, True
         return self.call_oracle(ctx, i, base)
 
-    def tidy(self, ctx, i):
-        st = ctx.st
-        if st.corners.size[i] > self.limit:
-            cs_evict(st.corners.arrays, i, self.limit)
 
     def absorb_gap_pass(self, st, res, problem):
         for i, (y, psi, L, _) in enumerate(res):
             st.corners.add(i, psi, L, 0.0, st.k, y=y)
-            cs_evict(st.corners.arrays, i, self.limit)
+            tidy_block(st.corners.arrays, i, EVICT_OVER, self.limit, True)
 
 
 class WorkingSet(ExactOracle):
@@ -255,16 +254,6 @@ class WorkingSet(ExactOracle):
         store.last[i, c] = ctx.stamp
         return c, corner_vector(st, i, c), store.loss[i, c], base + H / ctx.n, True
 
-    def tidy(self, ctx, i):
-        st = ctx.st
-        if ctx.approx:
-            cs_expire(st.corners.arrays, i, self.oldest_kept(st))
-        elif st.corners.size[i] > self.limit:
-            cs_evict(st.corners.arrays, i, self.limit)
-
-    def oldest_kept(self, st):
-        """Planes last active before this outer iteration expire."""
-        return st.mp_iter - self.timeout + 1
 
 
 # ================================================================= block steps
@@ -277,11 +266,8 @@ class FWStep:
         st = ctx.st
         gamma = apply_direction(ctx, i, -1.0, psi_s, ctx.inv_ln, None, 0.0, L_s / ctx.n - st.li[i], 1.0)
         finish_step(ctx, i, gamma, L_s / ctx.n - st.li[i])
-        if st.track_alpha and gamma > 0.0:
-            alpha = st.corners.alpha[i, :st.corners.size[i]]
-            alpha *= 1.0 - gamma
-            alpha[slot] += gamma
-            cs_clip(st.corners.arrays, i)
+        if st.track_alpha:
+            fw_alpha(st.corners.arrays, i, slot, gamma)
         return gamma
 
 
@@ -299,10 +285,7 @@ class PairwiseStep:
         gamma = apply_direction(ctx, i, 0.0, psi_s, ctx.inv_ln, corner_vector(st, i, a), -ctx.inv_ln, dl,
                                 store.alpha[i, a])
         finish_step(ctx, i, gamma, dl)
-        if gamma > 0.0:
-            store.alpha[i, a] -= gamma
-            store.alpha[i, slot] += gamma
-            cs_clip(store.arrays, i)
+        pairwise_alpha(store.arrays, i, a, slot, gamma)
         return gamma
 
 
@@ -320,17 +303,13 @@ class AwayStep:
         L_a, alpha_a = store.loss[i, a], store.alpha[i, a]
         li = st.li[i]
         g_away = ctx.lam * (cs_dot(store.arrays, i, a, st.w) * ctx.inv_ln - st.block_w_dot(i, st.w)) + li - L_a / ctx.n
-        if g_i >= g_away or alpha_a >= 1.0 - ALPHA_EPS:
+        if not away_taken(g_i, g_away, alpha_a):
             return FWStep.move(self, ctx, i, slot, psi_s, L_s, g_i)
         dl = li - L_a / ctx.n
         gamma = apply_direction(ctx, i, 1.0, corner_vector(st, i, a), -ctx.inv_ln, None, 0.0, dl,
                                 alpha_a / (1.0 - alpha_a))
         finish_step(ctx, i, gamma, dl)
-        if gamma > 0.0:
-            alpha = store.alpha[i, :store.size[i]]
-            alpha *= 1.0 + gamma
-            alpha[a] -= gamma
-            cs_clip(store.arrays, i)
+        away_alpha(store.arrays, i, a, gamma)
         return gamma
 
 

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ._warmup import compile_leaves_in_background
-from ._fastpass import (AVG_C, AVG_CODES, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL, GAP, K, MAX_GAP, NEED, ORACLE_CALLS,
-                        ORDER, PAIRWISE_STEP, factored_fw_chunk, general_chunk, plain_fw_chunk)
+from ._decisions import AVG_CODES, GAP, ORDER, SAMPLER_CODES, fixed_step
+from ._fastpass import (AVG_C, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL, K, NEED, ORACLE_CALLS, PAIRWISE_STEP,
+                        factored_fw_chunk, general_chunk, plain_fw_chunk)
 from .._linalg import sparse_dot_dense
 from ._factored import factored_arrays, no_factored
 from ..oracles.compiled import csr_feature_major
@@ -171,7 +172,7 @@ def python_pass(ctx: BlockContext, flag: InterruptFlag, order: Any, approx: bool
             batch.reverse()
         if window is None:
             i = batch.pop()
-        ctx.gfixed = 2.0 * n / (plan.nu_step * st.k + 2.0 * n) if plan.nu_step > 0.0 else -1.0
+        ctx.gfixed = fixed_step(plan.nu_step, st.k, n)
         rho = 0.0
         if avg is not None:
             rho, ctx.inv_c = avg.begin_step()
@@ -236,7 +237,7 @@ def plain_fw_block(ctx: BlockContext, i: int) -> None:
 def chunk_plan(st: Any, m: int) -> tuple[int, np.ndarray, np.ndarray]:
     """(sampling code, block order, uniform draws) for the next m steps."""
     sampler = st.sampler
-    kind = {"uniform": ORDER, "perm": ORDER, "gap": GAP, "max_gap": MAX_GAP}[sampler.kind]
+    kind = SAMPLER_CODES[sampler.kind]
     order = sampler.take_order(m) if kind == ORDER else _EMPTY_I
     draws = st.rng.random(m) if kind == GAP else _EMPTY_V
     return kind, order, draws

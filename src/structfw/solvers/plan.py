@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._factored import FACTORED_KINDS, block_grams, positions
-from ._fastpass import AWAY_STEP, DROP_INACTIVE, EVICT_OVER, EXPIRE, FW_STEP, PAIRWISE_STEP
+from ._decisions import DROP_INACTIVE, EVICT_OVER, EXPIRE
+from ._fastpass import AWAY_STEP, FW_STEP, PAIRWISE_STEP
 from .base import Param
 from .parts import STEP_PARTS, ExactOracle, GapCache, WorkingSet
 from .sampling import SAMPLINGS

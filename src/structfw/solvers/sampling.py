@@ -13,9 +13,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._kernels import fenwick_add, fenwick_build, fenwick_find, fenwick_total
+from ._decisions import SAMPLER_CODES, draw_block, record_gap
+from ._kernels import fenwick_build
 
 SAMPLINGS = ("uniform", "perm", "gap", "max_gap")
+_NO_ORDER = np.empty(0, np.int64)
+_NO_DRAW = np.empty(0, np.float64)
 
 
 class BlockSampler:
@@ -50,11 +53,9 @@ class BlockSampler:
             self._tree = fenwick_build(self.estimates)
 
     def update(self, i: int, gap: float) -> None:
-        """New estimate of g_i after visiting block i (clipped at 0)."""
-        g = gap if gap > 0.0 else 0.0
-        if self.kind == "gap":
-            fenwick_add(self._tree, i, g - self.estimates[i])
-        self.estimates[i] = g
+        """New estimate of g_i after visiting block i (clipped at 0): the compiled passes' decision
+        (`structfw.solvers._decisions.record_gap`); a no-op for the order samplers."""
+        record_gap(SAMPLER_CODES[self.kind], self.estimates, self._tree, int(i), float(gap))
 
     def start_pass(self) -> None:
         if self.kind == "perm":
@@ -74,16 +75,15 @@ class BlockSampler:
         return out
 
     def next(self) -> int:
+        """The next block: from the pass's order, or drawn by the compiled passes' decision
+        (`structfw.solvers._decisions.draw_block`) from one uniform number of ``rng``, as a
+        compiled gap pass draws its step's block."""
         if self.kind in ("perm", "uniform"):
             i = self._buffer[self._pos]
             self._pos += 1
             return int(i)
-        if self.kind == "max_gap":
-            return int(np.argmax(self.estimates))
-        total = fenwick_total(self._tree)
-        if total <= 0.0:
-            return int(self.rng.integers(self.n))
-        return int(fenwick_find(self._tree, self.rng.random() * total))
+        draws = self.rng.random(1) if self.kind == "gap" else _NO_DRAW
+        return int(draw_block((SAMPLER_CODES[self.kind], _NO_ORDER, draws, self.estimates, self._tree), 0, self.n))
 
 
 def take_full_gaps(st: Any, gaps: npt.NDArray[np.float64]) -> None:

@@ -43,8 +43,8 @@ from structfw import _numba_cache  # noqa: F401 (before the first @njit: the pac
 
 from .._linalg import SparseVector, combine
 from ._factored import block_w_dots, factored_arrays, no_factored, positions
-from ._fastpass import (ELL, K as IT_K, ORDER, ORDER_GAPS, PAIRWISE_STEP, factored_fw_chunk, general_chunk,
-                        plain_fw_chunk)
+from ._decisions import ORDER, ORDER_GAPS, fixed_step
+from ._fastpass import ELL, K as IT_K, PAIRWISE_STEP, factored_fw_chunk, general_chunk, plain_fw_chunk
 from ._kernels import fenwick_build
 from .base import Param, SolveContext, SolveResult, Solver, continue_or_restart
 from .bcfw import BCFW
@@ -331,7 +331,7 @@ def _python_round(ctx: BlockContext, blocks: npt.NDArray[np.int64]) -> None:
     fast = plan.plain and plan.compilable and plan.dense and not ctx.validate
     ctx.u, ctx.inv_c = _EMPTY_V, 0.0
     for i in blocks.tolist():
-        ctx.gfixed = 2.0 * ctx.n / (plan.nu_step * st.k + 2.0 * ctx.n) if plan.nu_step > 0.0 else -1.0
+        ctx.gfixed = fixed_step(plan.nu_step, st.k, ctx.n)
         if fast:
             plain_fw_block(ctx, i)
         else:
