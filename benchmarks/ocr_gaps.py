@@ -1,5 +1,5 @@
 """Thin wrapper: `python benchmarks/ocr_gaps.py --help` (same options as `structfw bench gaps`)."""
-from structfw.bench.gaps import bench_gaps
+from structfw_bench.gaps import bench_gaps
 
 if __name__ == "__main__":
     bench_gaps()

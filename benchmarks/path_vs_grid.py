@@ -5,7 +5,7 @@ Same as ``structfw bench path``; e.g.
 
     python benchmarks/path_vs_grid.py --eps 0.1 --out bench_out/path
 """
-from structfw.bench.path import bench_path
+from structfw_bench.path import bench_path
 
 if __name__ == "__main__":
     bench_path()

@@ -3,7 +3,7 @@
 Same as ``structfw bench svm``:  python benchmarks/svm_tables.py [--quick] [--out DIR]
 [--large/--no-large] [--seed N] [--heart-path FILE] [--C C]
 """
-from structfw.bench.svm import bench_svm
+from structfw_bench.svm import bench_svm
 
 if __name__ == "__main__":
     bench_svm()

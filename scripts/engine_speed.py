@@ -3,7 +3,8 @@
     python scripts/engine_speed.py [SRC ...] [--sparse] [--passes P]
 
 Each SRC is a checkout's src/ directory (to compare engine versions back to back in separate
-processes); without one the installed structfw is timed.  Prints one line per variant with the
+processes); without one the installed structfw is timed.  ``--sparse`` needs structfw-bench (the
+checkout's bench/src beside SRC, or the installed one).  Prints one line per variant with the
 first pass and the median of passes 2..P (optimisation time from the trace, monitoring excluded).
 """
 import argparse
@@ -11,14 +12,19 @@ import subprocess
 import sys
 
 CODE = r"""
-import sys, numpy as np
+import os, sys, numpy as np
 src = {src!r}
 if src:
     sys.path.insert(0, src)
+    # the checkout's reproduction package (bench/src beside src/), for the sparse chain's generator
+    sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(src)), "bench", "src"))
 import structfw as sf
 from structfw.solvers import BCFW
 if {sparse!r}:
-    from structfw.bench.synthetic import make_chain_problem
+    try:
+        from structfw_bench.synthetic import make_chain_problem
+    except ImportError:  # a checkout from before the reproduction became a distribution of its own
+        from structfw.bench.synthetic import make_chain_problem
     X, Y = make_chain_problem(n=25000, sparse=True, seed=0, n_test=0)[:2]
     model = sf.models.ChainModel(10, 200)
 else:

@@ -9,6 +9,16 @@ import pytest
 _SRC = Path(__file__).resolve().parents[1] / "src"
 if str(_SRC) not in sys.path:  # run the tests without installing the package
     sys.path.insert(0, str(_SRC))
+# the papers' reproduction (structfw_bench) is a distribution of its own in bench/, on no index the
+# test extra could name: the tests import the checkout's, without installing it, and so do the
+# Python processes they start (a bench child, a `python -c` check), which get it on
+# PYTHONPATH; bench/src holds that one package only, so nothing else is shadowed
+_BENCH_SRC = Path(__file__).resolve().parents[1] / "bench" / "src"
+if str(_BENCH_SRC) not in sys.path:
+    sys.path.insert(0, str(_BENCH_SRC))
+_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+if str(_BENCH_SRC) not in _path:
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(_BENCH_SRC)] + _path)
 
 
 def _shared_data_dir():

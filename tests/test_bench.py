@@ -1,8 +1,6 @@
 """The benchmarks run end to end in tiny settings and write valid JSON and PNG."""
 import json
-import os
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,13 +9,12 @@ from click.testing import CliRunner
 
 pytest.importorskip("matplotlib")
 
-import structfw  # noqa: E402
 import structfw as sf  # noqa: E402
-from structfw.bench._common import on_grid, parse_lam  # noqa: E402
-from structfw.bench.fig1 import DATASETS, bench_fig1, check_solvers, run_fig1  # noqa: E402
-from structfw.bench.gaps import COMBOS, bench_gaps, run_gaps  # noqa: E402
-from structfw.bench.speed import bench_speed, run_speed  # noqa: E402
-from structfw.bench.synthetic import make_chain_problem  # noqa: E402
+from structfw_bench._common import on_grid, parse_lam  # noqa: E402
+from structfw_bench.fig1 import DATASETS, bench_fig1, check_solvers, run_fig1  # noqa: E402
+from structfw_bench.gaps import COMBOS, bench_gaps, run_gaps  # noqa: E402
+from structfw_bench.speed import bench_speed, run_speed  # noqa: E402
+from structfw_bench.synthetic import make_chain_problem  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -177,7 +174,7 @@ def test_gaps_runs_both_datasets(tmp_path):
 def test_the_user_written_model_runs_through_its_python_methods():
     """The timed user-written model is trained through its Python methods (no compiled oracle), as a
     model written in Python is, and learns what ChainModel learns."""
-    from structfw.bench.speed import user_chain_model
+    from structfw_bench.speed import user_chain_model
     from structfw.solvers.problem import Problem
 
     X, Y = sf.datasets.load_ocr("train")
@@ -194,7 +191,7 @@ def test_variant_rounds_bracket_each_variant_by_plain_fits(monkeypatch):
     """A round fits plain BCFW before and after every variant and takes each ratio to their mean, so a
     load that grows linearly over the round cancels: variants that cost exactly 1.2x plain read 1.2x
     whatever their place in the round, where a ratio to one plain fit per round would read up to 1.6x."""
-    from structfw.bench import speed
+    from structfw_bench import speed
 
     calls = []
 
@@ -227,7 +224,7 @@ def test_variant_rounds_bracket_each_variant_by_plain_fits(monkeypatch):
 def test_plain_pass_is_the_median_of_every_plain_fit():
     """The 0.045 s target is judged on the median over the run's plain fits, the 20-pass fit among them:
     one slow fit does not decide it, and without the variant rounds it is that fit alone."""
-    from structfw.bench.speed import plain_pass
+    from structfw_bench.speed import plain_pass
 
     doc = dict(runs=dict(BCFW=dict(median_s_per_pass=0.051)),
                variants_ocr=dict(variants=dict(BCFW=dict(plain_fits_s_per_pass=[0.040, 0.039, 0.041, 0.044]))))
@@ -335,7 +332,7 @@ def test_make_chain_problem_errors():
 
 
 def test_crossing_interpolates_between_checkpoints_log_linearly():
-    from structfw.bench._common import crossing
+    from structfw_bench._common import crossing
 
     x, gap = [0.0, 1.0, 2.0, 3.0], [1.0, 0.1, 0.01, 0.001]
     assert crossing(x, gap, 0.01) == pytest.approx(2.0)
@@ -347,7 +344,7 @@ def test_crossing_interpolates_between_checkpoints_log_linearly():
 
 # ---- structfw bench scaling: each point in a child process (a few seconds each); no timing assertions
 def test_scaling_runs_and_records_every_point(tmp_path):
-    from structfw.bench.scaling import bench_scaling
+    from structfw_bench.scaling import bench_scaling
 
     args = ["--axes", "n,length", "--sizes", "n=40,80,1000000", "--sizes", "length=3", "--base", "n=40",
             "--base", "length=4", "--solvers", "BCFW", "--passes", "2", "--max-seconds", "30",
@@ -386,7 +383,7 @@ def test_scaling_runs_and_records_every_point(tmp_path):
     (["--base", "d=10"], "--base"),
 ])
 def test_scaling_bad_options_are_usage_errors(tmp_path, args, option):
-    from structfw.bench.scaling import bench_scaling
+    from structfw_bench.scaling import bench_scaling
 
     res = CliRunner().invoke(bench_scaling, args + ["--out-dir", str(tmp_path / "x")])
     assert res.exit_code == 2, res.output  # click's UsageError
@@ -395,7 +392,7 @@ def test_scaling_bad_options_are_usage_errors(tmp_path, args, option):
 
 
 def test_scaling_slope_and_projection():
-    from structfw.bench.scaling import loglog_slope, point_problem, project_seconds
+    from structfw_bench.scaling import loglog_slope, point_problem, project_seconds
 
     assert loglog_slope([1e3, 1e4, 1e5], [2.0, 20.0, 200.0]) == pytest.approx(1.0)
     assert loglog_slope([1e3], [2.0]) is None
@@ -434,7 +431,7 @@ def test_gaps_conll_scale_runs(tmp_path, monkeypatch):
 # ---- structfw bench kernel: each point in a child process; no timing assertions
 @pytest.mark.slow  # 20-50 s on the 2-core machine: the default suite keeps under ~10 minutes
 def test_kernel_bench_measures_every_storage(tmp_path):
-    from structfw.bench.kernel import bench_kernel
+    from structfw_bench.kernel import bench_kernel
 
     args = ["--words", "25", "--letters", "40", "--passes", "2", "--out", str(tmp_path)]
     res = CliRunner().invoke(bench_kernel, args)
@@ -452,7 +449,7 @@ def test_kernel_bench_measures_every_storage(tmp_path):
 
 
 def test_kernel_bench_bad_options_are_usage_errors(tmp_path):
-    from structfw.bench.kernel import bench_kernel
+    from structfw_bench.kernel import bench_kernel
 
     for args, option in ((["--storages", "sparse"], "--storages"), (["--words", "5"], "--words"),
                          (["--gamma", "0"], "--gamma")):
@@ -467,9 +464,11 @@ def test_a_childs_peak_memory_is_its_own_not_its_parents():
     large process read that process's size as its own peak (1.8 GB for the 0.6 GB tagging task)."""
     import subprocess
 
+    from structfw_bench._common import child_env
+
     held = np.ones(600 * 2 ** 20 // 8)  # 600 MB resident in this (the parent) process
-    code = "from structfw.bench.scaling import _maxrss_mb; print(_maxrss_mb())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, PYTHONPATH=str(Path(structfw.__file__).resolve().parents[1])))
+    code = "from structfw_bench.scaling import _maxrss_mb; print(_maxrss_mb())"
+    # the same structfw and structfw_bench as this process, as the benchmarks start their children
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=child_env())
     assert 0 < float(out.stdout) < 400
     assert held[-1] == 1.0

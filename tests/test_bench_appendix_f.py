@@ -12,7 +12,7 @@ from click.testing import CliRunner
 pytest.importorskip("matplotlib")
 
 import structfw as sf  # noqa: E402
-from structfw.bench.fig1 import (APPF_SOLVERS, APPF_VARIANTS, DATASETS, FIG1_SOLVERS, bench_fig1,  # noqa: E402
+from structfw_bench.fig1 import (APPF_SOLVERS, APPF_VARIANTS, DATASETS, FIG1_SOLVERS, bench_fig1,  # noqa: E402
                                  check_solvers, make_fig1_solver, parse_lam_specs, run_fig1, table_passes)
 from structfw.solvers import SSG  # noqa: E402
 from toy import make_toy  # noqa: E402

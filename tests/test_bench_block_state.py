@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from structfw.bench.block_state import (gram_blocks, make_plan, pack_sequences, replay_dense_rows,
+from structfw_bench.block_state import (gram_blocks, make_plan, pack_sequences, replay_dense_rows,
                                         replay_factored, replay_sparse_rows, _row_layout, time_replays)
 from structfw.cli import main
 

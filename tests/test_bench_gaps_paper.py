@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from structfw.bench._gap_probe import chi, probed_fit
-from structfw.cli import BENCH_COMMANDS, main
+from structfw_bench._gap_probe import chi, probed_fit
+from structfw.cli import main
+from structfw_bench import COMMANDS as BENCH_COMMANDS
 
 MINE = ("staleness", "cache-regimes", "toy-gap-sampling")
 
@@ -22,7 +23,7 @@ def invoke(args):
 
 @pytest.fixture(scope="module")
 def ocr_small():
-    from structfw.bench._common import load_ocr_data
+    from structfw_bench._common import load_ocr_data
 
     X, Y, _, _, model = load_ocr_data(40, seed=1)
     return X, Y, model
@@ -84,7 +85,7 @@ def test_probe_ratio_is_one_right_after_a_refresh(ocr_small):
 
 
 def test_staleness_json_keys_shapes_and_budget(tmp_path, ocr_small):
-    from structfw.bench.staleness import engine_passes_for, run_staleness
+    from structfw_bench.staleness import engine_passes_for, run_staleness
 
     assert [engine_passes_for(10, r) for r in ("uniform", 1, 4, None)] == [10, 4, 7, 9]
     doc = run_staleness(lam="0.01", passes=5, seeds=2, refresh=(1,), out=tmp_path, subsample=30, log=lambda *a: None)
@@ -105,7 +106,7 @@ def test_staleness_json_keys_shapes_and_budget(tmp_path, ocr_small):
     assert saved["arms"]["Uniform"]["ratio_final"] is None  # uniform sampling keeps no estimates
     assert doc["arms"]["Uniform"]["runs"][0]["passes"][0] == 0.0
     # --no-chi: the figure drops panel (c) instead of drawing an empty one
-    from structfw.bench.staleness import plot_staleness
+    from structfw_bench.staleness import plot_staleness
 
     for arm in saved["arms"].values():
         arm["chi_factor_vs_passes"] = {k: [None] * 6 for k in ("min", "median", "max")}
@@ -116,7 +117,7 @@ def test_staleness_json_keys_shapes_and_budget(tmp_path, ocr_small):
 
 # ------------------------------------------------------------------------ Figure 2
 def test_cache_regimes_grid_and_the_rules_extremes(tmp_path):
-    from structfw.bench.cache_regimes import run_cache_regimes
+    from structfw_bench.cache_regimes import run_cache_regimes
 
     n = 30
     F, nu = (1e-4, 0.25), (1e-5, 10.0 * n)
@@ -143,7 +144,7 @@ def test_cache_regimes_grid_and_the_rules_extremes(tmp_path):
 
 # ------------------------------------------------------------------------ App. C toy
 def test_toy_model_oracle_is_the_maximiser():
-    from structfw.bench.toy_gap_sampling import GapToyModel
+    from structfw_bench.toy_gap_sampling import GapToyModel
 
     model = GapToyModel(5)
     rng = np.random.default_rng(0)
@@ -161,7 +162,7 @@ def test_toy_model_oracle_is_the_maximiser():
 
 
 def test_toy_gap_sampling_needs_fewer_passes_and_gains_about_n(tmp_path):
-    from structfw.bench.toy_gap_sampling import run_toy
+    from structfw_bench.toy_gap_sampling import run_toy
 
     doc = run_toy(ns=(2, 8), passes=200, seeds=1, out=tmp_path, log=lambda *a: None)
     saved = json.loads((tmp_path / "toy_gap_sampling.json").read_text())

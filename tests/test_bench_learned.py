@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 from click.testing import CliRunner  # noqa: E402
 
-from structfw.bench import learned  # noqa: E402
+from structfw_bench import learned  # noqa: E402
 from structfw.cli import main  # noqa: E402
 
 TINY = ["--n-train", "12", "--n-test", "6", "--epochs", "2", "--batch-size", "4", "--hidden", "16", "--width", "4",

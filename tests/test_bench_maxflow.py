@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("matplotlib")
 
-from structfw.bench.maxflow import bench_maxflow, grid_instance, run_maxflow  # noqa: E402
+from structfw_bench.maxflow import bench_maxflow, grid_instance, run_maxflow  # noqa: E402
 from structfw.oracles.maxflow import available_backends  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,4 @@
-"""`structfw bench rates`: the BCFW paper's O(1/eps) theorems against measured gaps (bench/rates.py)."""
+"""`structfw bench rates`: the BCFW paper's O(1/eps) theorems against measured gaps (structfw_bench/rates.py)."""
 import itertools
 import json
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from structfw.bench import rates
+from structfw_bench import rates
 from structfw.cli import main
 from structfw.models import ChainModel, MulticlassModel
 
@@ -46,7 +46,7 @@ def test_bcfw_gap_stays_under_theorem_c3_bound(tiny):
     """Thm. C.3: min_{k <= K} E[g(alpha^(k))] <= 6n (C_f^⊗ + h_0) / (K + 1), computed here from the
     raw gaps of the JSON, R recomputed from the data and h_0 from the reference's bracket."""
     _, doc, _ = tiny
-    from structfw.bench._common import load_ocr_data
+    from structfw_bench._common import load_ocr_data
 
     X, Y, _, _, model = load_ocr_data(doc["n"])
     n = len(X)

@@ -84,7 +84,7 @@ def test_svm_table_4_averages_ten_runs(tmp_path):
     """bench svm's Table 4 averages ``--runs`` seeds of the randomised search (the paper: 10)."""
     from sklearn.datasets import make_classification
 
-    from structfw.bench.svm import METHODS, run_large
+    from structfw_bench.svm import METHODS, run_large
 
     X, y = make_classification(220, 6, n_informative=4, random_state=0)
     y = np.where(y == 1, 1, -1)

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from structfw import _memory
-from structfw.bench import sharded as bench
+from structfw_bench import sharded as bench
 from structfw.solvers import Problem, StopRule
 from structfw.solvers.sharded import ShardedBCFW, ShardHost
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from structfw.bench import tagger
+from structfw_bench import tagger
 from structfw.cli import main
 
 # 60 OCR words: n d 8 bytes is over the engine's dense-row budget, so the fit stays small and fast

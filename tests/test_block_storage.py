@@ -445,7 +445,7 @@ def test_the_sparse_pool_starts_at_the_inputs_features_and_a_small_one_grows_to_
     """With sparse (CSR) inputs the rows' pool starts with room for as many entries as the inputs
     store (no growth in the first passes of a text task); started at its floor instead, the pool
     grows inside the compiled passes and the fit takes the same steps."""
-    from structfw.bench.synthetic import make_chain_problem
+    from structfw_bench.synthetic import make_chain_problem
     from structfw.solvers import block_state
 
     X, Y = make_chain_problem(n=40, sparse=True, seed=3, n_test=0)[:2]

@@ -7,7 +7,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from structfw.cli import BENCH_COMMANDS, COMMANDS
+from structfw.cli import COMMANDS
+from structfw_bench import COMMANDS as BENCH_COMMANDS
 from structfw.cli._solver_options import engine_option, engine_options
 from structfw.solvers import BCFW
 

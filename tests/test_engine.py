@@ -260,7 +260,7 @@ def test_compiled_corner_sets_give_the_python_parts_iterates(kw, ocr60, monkeypa
 
 
 def test_compiled_csr_chain_gives_the_python_iterates():
-    from structfw.bench.synthetic import make_chain_problem
+    from structfw_bench.synthetic import make_chain_problem
 
     X, Y = make_chain_problem(n=80, n_states=5, n_features=30, sparse=True, seed=1, n_test=0)[:2]
     runs = []
@@ -307,7 +307,7 @@ def test_a_subclass_with_its_own_oracle_is_not_trained_by_the_inherited_compiled
 def test_compiled_hinge_pass_gives_the_oracle_pass_hinges(layout, ocr60):
     """A gap pass that keeps no corner computes H_i in one numba call; it must equal the
     H_i of the oracle pass through the executor and the Python corners."""
-    from structfw.bench.synthetic import make_chain_problem
+    from structfw_bench.synthetic import make_chain_problem
     from structfw.solvers.problem import Problem
 
     rng = np.random.default_rng(0)

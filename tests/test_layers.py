@@ -11,10 +11,10 @@ import structfw
 PKG = Path(structfw.__file__).parent
 #: layer -> the packages/modules it must never import (at module level or inside functions)
 FORBIDDEN = {
-    "oracles": ("solvers", "models", "estimator", "cli", "bench", "path", "svm"),
-    "models": ("solvers", "estimator", "cli", "bench", "path"),
-    "solvers": ("estimator", "cli", "bench", "path", "features"),
-    "datasets": ("solvers", "estimator", "cli", "bench", "path"),
+    "oracles": ("solvers", "models", "estimator", "cli", "path", "svm"),
+    "models": ("solvers", "estimator", "cli", "path"),
+    "solvers": ("estimator", "cli", "path", "features"),
+    "datasets": ("solvers", "estimator", "cli", "path"),
 }
 
 
@@ -155,7 +155,6 @@ FLOORS = {
     "_lam_select": 9, "estimator": 10,
     "latent": 11, "features": 11, "torch": 11, "loading": 12,
     "cli": 13,
-    "bench": 14,
 }
 
 
@@ -180,3 +179,69 @@ def test_no_import_runs_back_up():
                 up.append(f"{path.relative_to(PKG)} ({unit}, floor {FLOORS[unit]}) imports {target} "
                           f"(floor {FLOORS[target]})")
     assert not up, "imports that run back up: " + "; ".join(up)
+
+
+# ------------------------------------------------------------------ the reproduction sits above the package
+#: the papers' reproduction: a distribution of its own (bench/), never a dependency of the package
+BENCH_PACKAGE = "structfw_bench"
+#: the one module that may name it, and only inside a function: the `structfw bench` group
+BENCH_LOADER = Path("cli") / "__init__.py"
+
+
+def _names_bench(node):
+    """Whether an AST node imports structfw_bench: an import statement, or its module name written
+    out (importlib.import_module("structfw_bench"), __import__, a name kept for a later import)."""
+    def is_bench(name):
+        return bool(name) and (name == BENCH_PACKAGE or name.startswith(BENCH_PACKAGE + "."))
+
+    if isinstance(node, ast.Import):
+        return any(is_bench(a.name) for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return not node.level and is_bench(node.module)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and is_bench(node.value)
+
+
+def _bench_references(source):
+    """(line, inside a function) of every place a module's source imports or names structfw_bench."""
+    found = []
+
+    def walk(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if _names_bench(child):
+                found.append((child.lineno, in_function))
+            walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    walk(ast.parse(source), False)
+    return found
+
+
+def test_the_package_never_imports_the_reproduction():
+    """No module of structfw imports structfw_bench but the CLI's, and that one inside a function
+    (the `bench` group, when used): the core installs, imports and runs without the reproduction."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(PKG)
+        for line, in_function in _bench_references(path.read_text()):
+            if rel != BENCH_LOADER:
+                bad.append(f"{rel}:{line}")
+            elif not in_function:
+                bad.append(f"{rel}:{line} (at module level; only inside a function)")
+    assert not bad, "structfw imports structfw_bench: " + "; ".join(bad)
+    assert any(inside for _, inside in _bench_references((PKG / BENCH_LOADER).read_text())), \
+        "the bench group no longer loads structfw_bench by name: update BENCH_LOADER"
+
+
+def test_the_bench_walk_sees_every_kind_of_import():
+    cases = {
+        "import structfw_bench\n": [(1, False)],
+        "from structfw_bench.fig1 import bench_fig1\n": [(1, False)],
+        "def f():\n    import structfw_bench.gaps\n": [(2, True)],
+        "import importlib\ndef f():\n    return importlib.import_module('structfw_bench')\n": [(3, True)],
+        "NAME = 'structfw_bench'\n": [(1, False)],
+        # the command's name, a docstring naming a module of it, a relative import: not imports
+        "from . import bench\nx = 'structfw bench fig1'\n\"\"\"see `structfw_bench.fig1`\"\"\"\n": [],
+    }
+    for source, expected in cases.items():
+        assert _bench_references(source) == expected, source

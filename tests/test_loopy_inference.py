@@ -332,7 +332,7 @@ def test_graph_inference_benchmark_smoke(tmp_path):
     import json
 
     pytest.importorskip("matplotlib")
-    from structfw.bench.graph_inference import run_graph_inference
+    from structfw_bench.graph_inference import run_graph_inference
 
     doc = run_graph_inference(sizes=(16, 30), K=3, repeats=1, pgmpy=False, out=tmp_path, log=lambda *a: None)
     names = {(r["backend"], r["graph"]) for r in doc["rows"]}

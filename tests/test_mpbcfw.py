@@ -179,7 +179,7 @@ def test_rescaling_lam_rescales_both_averages(ocr80):
 
 # ------------------------------------------------------------------ the oracle-cost control
 def test_oracle_cost_reaches_every_oracle_call_and_changes_no_iterate(ocr80):
-    from structfw.bench._oracle_cost import with_oracle_cost
+    from structfw_bench._oracle_cost import with_oracle_cost
 
     X, Y = ocr80
     n = len(X)

@@ -344,7 +344,7 @@ def _has_ray():
 def test_speedup_model_limits():
     """The model of docs/guide/scaling-out.md: p-fold for free communication, capped by the
     stepping thread, by the machine's cores, and 1/r for tau = 1 (the serial path)."""
-    from structfw.bench.parallel import speedup_model
+    from structfw_bench.parallel import speedup_model
 
     serial = dict(t_o=2e-3, t_s=0.1e-3)
     free = (0.0, 0.0, 0.0)

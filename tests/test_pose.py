@@ -386,7 +386,7 @@ def _decoy_task(n, seed):
 
 
 def test_tree_model_learns_what_the_unary_model_cannot():
-    from structfw.bench.pose import _unary_only
+    from structfw_bench.pose import _unary_only
 
     X, Y = _decoy_task(16, 0)
     Xt, Yt = _decoy_task(20, 1)
@@ -424,7 +424,7 @@ def test_bench_gaps_runs_on_pose(tmp_path, monkeypatch):
 
     from click.testing import CliRunner
 
-    from structfw.bench.gaps import bench_gaps
+    from structfw_bench.gaps import bench_gaps
 
     monkeypatch.setenv("STRUCTFW_DATA_HOME", str(tmp_path / "data"))
     out = tmp_path / "gaps"
@@ -446,7 +446,7 @@ def test_bench_path_runs_on_pose(tmp_path, monkeypatch):
 
     from click.testing import CliRunner
 
-    from structfw.bench.path import bench_path
+    from structfw_bench.path import bench_path
 
     monkeypatch.setenv("STRUCTFW_DATA_HOME", str(tmp_path / "data"))
     out = tmp_path / "path"

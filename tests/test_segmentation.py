@@ -81,7 +81,7 @@ def test_min_cut_matches_brute_force(directed):
 
 
 def test_backends_agree_on_grid():
-    from structfw.bench.maxflow import grid_instance
+    from structfw_bench.maxflow import grid_instance
 
     c0, c1, edges, wts = grid_instance(40, 50, seed=3)
     energies = {b: min_cut(c0, c1, edges, wts, backend=b)[1] for b in available_backends()}

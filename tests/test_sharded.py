@@ -495,7 +495,7 @@ def test_structfw_train_with_shards_on_ocr():
 
 # ====================================================================== the benchmark
 def test_the_benchmark_summarises_time_and_passes_to_the_target_per_seed():
-    from structfw.bench.sharded import first_at, format_table, summarise
+    from structfw_bench.sharded import first_at, format_table, summarise
 
     tr = {"gap": [1.0, 0.05, 0.009, 0.001], "time_s": [0.0, 1.0, 2.0, 3.0], "passes": [0, 10, 20, 30]}
     assert first_at(tr, "time_s", 0.01) == 2.0 and first_at(tr, "passes", 0.1) == 10 and first_at(tr, "gap", 1e-9) is None

@@ -336,12 +336,12 @@ def test_bench_cli_help_and_import_is_light():
     import subprocess
     import sys
     code = ("import sys, structfw; had = 'matplotlib' in sys.modules; import structfw.svm; "
-            "from structfw.bench.svm import bench_svm; "
+            "from structfw_bench.svm import bench_svm; "
             "assert had or 'matplotlib' not in sys.modules; print(bench_svm.name)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "svm"
     from click.testing import CliRunner
-    from structfw.bench.svm import bench_svm
+    from structfw_bench.svm import bench_svm
     r = CliRunner().invoke(bench_svm, ["--help"])
     assert r.exit_code == 0 and "--quick" in r.output and "--large" in r.output

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("matplotlib")
 
-from structfw.bench.svm import (C_GRID, METHODS, PAPER_TABLE2, bench_svm, cvm_gamma,  # noqa: E402
+from structfw_bench.svm import (C_GRID, METHODS, PAPER_TABLE2, bench_svm, cvm_gamma,  # noqa: E402
                                 format_large, resolve_bench_gamma, run_large, select_C)
 from structfw.datasets.fashion import FASHION_MNIST_DIR  # noqa: E402
 
@@ -237,7 +237,7 @@ def test_data_file_with_three_labels_is_refused_naming_it(tmp_path):
 
 
 def test_cache_mb_for_columns_gives_that_many_slots():
-    from structfw.bench.svm import cache_mb_for_columns
+    from structfw_bench.svm import cache_mb_for_columns
     from structfw.svm import SimplexFWSolver
     X, _, y, _ = _tiny(300)
     for n in (2, 3, 17):

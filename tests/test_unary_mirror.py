@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 import structfw as sf
-from structfw.bench.synthetic import make_chain_problem
+from structfw_bench.synthetic import make_chain_problem
 from structfw.oracles.chain import chain_unary_csr, chain_unary_csr_fm
 from structfw.solvers import passes
 

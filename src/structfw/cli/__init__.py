@@ -1,9 +1,14 @@
 """The ``structfw`` command.
 
-One module per command (``demo``, ``train``, ``predict``, ``path``, ``warmup``, the ``svm`` group; the benchmarks live in
-`structfw.bench`).  Commands are registered by name and imported only when run or
-asked for their own ``--help``, so ``structfw --help`` imports neither numba nor
-scikit-learn and compiles nothing.
+One module per command (``demo``, ``train``, ``predict``, ``path``, ``warmup``, the ``svm`` group).
+Commands are registered by name and imported only when run or asked for their own ``--help``, so
+``structfw --help`` imports neither numba nor scikit-learn and compiles nothing.
+
+The ``bench`` group's commands (the papers' reproduction) belong to a distribution of its own,
+structfw-bench (``bench/`` in a checkout): the group imports its package, ``structfw_bench``, by name
+and only when the group is used, and takes the commands from ``structfw_bench.COMMANDS``.  Without
+it the group's ``--help`` says where to get it and its commands are usage errors saying the same;
+nothing else in structfw imports it (tests/test_layers.py).
 """
 from __future__ import annotations
 
@@ -19,41 +24,6 @@ COMMANDS = {
     "path": (".path", "path_command", "Compute an eps-approximate regularisation path (Osokin et al. 2016, Sec. 4)."),
     "warmup": (".warmup", "warmup", "Compile and cache the numba kernels now (otherwise done on first use)."),
     "svm": (".svm", "svm_group", "Kernel SVM (FrankWolfeSVC) on svmlight files: svm train, svm predict."),
-}
-
-BENCH_COMMANDS = {
-    "fig1": ("..bench.fig1", "bench_fig1", "BCFW paper Figure 1: primal suboptimality against passes."),
-    "gaps": ("..bench.gaps", "bench_gaps", "Osokin et al. 2016 Figure 3: gap sampling, pairwise steps, cache."),
-    "speed": ("..bench.speed", "bench_speed", "Seconds per engine pass for the 8 Figure-3 variants (the targets)."),
-    "path": ("..bench.path", "bench_path", "Regularisation path against grid search (Osokin et al. Figure 4)."),
-    "mpbcfw": ("..bench.mpbcfw", "bench_mpbcfw", "MP-BCFW paper Figures 4-6 on digits, OCR, graph cut, Potts."),
-    "svm": ("..bench.svm", "bench_svm", "Kernel SVM Tables 2-4: FW/MFW/SWAP/PARTAN against libsvm."),
-    "parallel": ("..bench.parallel", "bench_parallel",
-                 "Minibatch-parallel BCFW: time and oracle calls to a gap on threads, processes, Ray."),
-    "graph-inference": ("..bench.graph_inference", "bench_graph_inference",
-                        "Graph inference back-ends (TRW-S, LP, QPBO, tree): time per call and certified gap."),
-    "graph-task": ("..bench.graph_task", "bench_graph_task",
-                   "GraphModel on superpixel graphs: time to a certified gap, accuracy with and without edges."),
-    "pose-oracle": ("..bench.pose", "bench_pose_oracle",
-                    "Pose oracle: distance-transform messages against brute force; optional fit (PCP)."),
-    "maxflow": ("..bench.maxflow", "bench_maxflow", "Max-flow back-ends on grid and superpixel cuts: ms per cut, energy, GIL."),
-    "staleness": ("..bench.staleness", "bench_staleness", "Osokin et al. 2016 Figure 1: staleness of gap estimates in gap sampling (OCR)."),
-    "cache-regimes": ("..bench.cache_regimes", "bench_cache_regimes", "Osokin et al. 2016 Figure 2: regimes of the gap-based cache over a grid of F x nu (OCR)."),
-    "toy-gap-sampling": ("..bench.toy_gap_sampling", "bench_toy_gap_sampling", "Osokin et al. 2016 App. C: a toy problem where gap sampling is n times faster than uniform."),
-    "scaling": ("..bench.scaling", "bench_scaling",
-                "Seconds per pass and peak memory against n, d and sequence length, with fitted slopes."),
-    "block-state": ("..bench.block_state", "bench_block_state",
-                    "Block state storages: the engine's scaled rows against a factored chain state, per FW step."),
-    "kernel": ("..bench.kernel", "bench_kernel",
-               "Kernel BCFW on OCR subsets: seconds per pass and peak memory by block storage."),
-    "sharded": ("..bench.sharded", "bench_sharded",
-                "Sharded BCFW on OCR: time and passes to a gap on threads against the serial options."),
-    "tagger": ("..bench.tagger", "bench_tagger",
-               "structfw's tagger against sklearn-crfsuite: accuracy, fit time and memory, back to back."),
-    "rates": ("..bench.rates", "bench_rates",
-              "Convergence rates of the BCFW paper's theorems: gap x k against k beside the bounds."),
-    "learned": ("..bench.learned", "bench_learned",
-                "Learned features on OCR: a CNN under the chain hinge against linear, cross-entropy and CRF."),
 }
 
 
@@ -113,7 +83,71 @@ def main():
     cutting plane, online-EG), and kernel SVMs with FW/MFW/SWAP/PARTAN."""
 
 
-@main.group(cls=LazyGroup, lazy_commands=BENCH_COMMANDS)
+#: the one place that says where the benchmarks are, for ``structfw bench --help`` and its errors
+BENCH_MISSING = ("The benchmarks are a distribution of their own, structfw-bench, which is not installed: "
+                 "pip install structfw-bench (in a checkout of structfw: pip install ./bench).")
+
+
+def _bench_commands():
+    """``structfw_bench.COMMANDS``, or None when that package is not installed.
+
+    Imported by name here, and only here, so that structfw never depends on its reproduction: an
+    error raised while importing an installed structfw_bench is its own and propagates.
+    """
+    try:
+        package = importlib.import_module("structfw_bench")
+    except ModuleNotFoundError as exc:
+        if exc.name != "structfw_bench":
+            raise
+        return None
+    return package.COMMANDS
+
+
+class BenchGroup(LazyGroup):
+    """The ``bench`` group: its lazy commands are structfw_bench's, read when the group is used.
+
+    Without structfw_bench, ``--help`` says where the benchmarks are and a command name is a usage
+    error saying the same (exit code 2), never an ImportError.
+    """
+
+    def _available(self):
+        """Whether structfw_bench is importable; its commands join ``lazy_commands`` when it is."""
+        # asked each time rather than remembered: after the first import it is a dictionary look-up
+        table = _bench_commands()
+        if table is None:
+            return False
+        for name, entry in table.items():
+            self.lazy_commands.setdefault(name, entry)
+        return True
+
+    def _own(self, name):
+        """Whether ``name`` is a command added to the group itself rather than one of structfw_bench's."""
+        return name in self.commands and name not in self.lazy_commands
+
+    def list_commands(self, ctx):
+        if not self._available():
+            return sorted(name for name in self.commands if self._own(name))
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx, name):
+        if not self._available():
+            return self.commands[name] if self._own(name) else None
+        return super().get_command(ctx, name)
+
+    def resolve_command(self, ctx, args):
+        if args and not self._own(args[0]) and not self._available():
+            raise click.UsageError(BENCH_MISSING, ctx)
+        return super().resolve_command(ctx, args)
+
+    def format_commands(self, ctx, formatter):
+        if not self._available():
+            with formatter.section("Commands"):
+                formatter.write_text(BENCH_MISSING)
+            return
+        super().format_commands(ctx, formatter)
+
+
+@main.group(cls=BenchGroup)
 @click.pass_context
 def bench(ctx):
     """Benchmarks that reproduce the papers' figures and tables (JSON + PNG)."""
@@ -122,3 +156,4 @@ def bench(ctx):
     # every fit the benchmark runs reports to one bar on standard error (on a terminal), so a
     # run of minutes shows what it is doing; the bar closes with the command
     ctx.with_resource(listening(FitsBar(f"bench {ctx.invoked_subcommand}")))
+

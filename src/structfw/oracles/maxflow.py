@@ -48,7 +48,7 @@ ms per min cut including the Python wrapper; two runs, the second on a busier ma
 
 Every backend reached the same energy on every instance (relative difference 0).  The
 grids are 4-connected with the unaries of a noisy disc image and contrast-sensitive
-Potts weights (`structfw.bench.maxflow.grid_instance`); the SLIC graphs are region adjacency graphs of
+Potts weights (`structfw_bench.maxflow.grid_instance`); the SLIC graphs are region adjacency graphs of
 `structfw.datasets.make_stanford_like` images.  GIL, measured as the time of
 2 threads x 5 calls over 10 serial calls on the 150x150 grid (0.5 = parallel,
 1.0 = serialised): first run numba 0.59, PyMaxflow 0.41 (both release it), OR-tools 0.88,

@@ -60,11 +60,11 @@ def tree_instance(V, K, seed):
 
 # ---------------------------------------------------------------------------- back-ends
 def _backends():
-    from ..oracles import loopy
+    from structfw.oracles import loopy
 
     out = {"trws": loopy.trws, "lp": loopy.lp_relaxation, "qpbo": loopy.qpbo}
     try:
-        from ..oracles.graph import tree_max_product
+        from structfw.oracles.graph import tree_max_product
     except ImportError:
         tree_max_product = None
     if tree_max_product is not None:
@@ -77,7 +77,7 @@ def pgmpy_mplp(unary, edges, pairwise):
     i.e. added); returns (labels, value, bound) with pgmpy's dual objective as the bound."""
     import warnings
 
-    from ..oracles.loopy import graph_energy
+    from structfw.oracles.loopy import graph_energy
 
     with warnings.catch_warnings():
         # pgmpy's own deprecation notices, irrelevant here

@@ -63,7 +63,7 @@ import numpy as np
 
 from ._common import col, environment, load_ocr_data, parse_lam, pyplot, run_fit, write_json
 
-#: the solvers measured, by their Figure 1 names (`structfw.bench.fig1.make_fig1_solver`)
+#: the solvers measured, by their Figure 1 names (`structfw_bench.fig1.make_fig1_solver`)
 RATE_SOLVERS = ("BCFW", "BCFW-fixed", "FW", "SSG", "SSG-tavg")
 #: the dual solvers of the theorems: block-coordinate (Thms. C.1, C.3) and batch (Thm. 1')
 BLOCK_SOLVERS = ("BCFW", "BCFW-fixed")
@@ -100,7 +100,7 @@ def chain_psi_norm_bounds(X, Y, model):
         transition counts); ``l_max``: the largest loss of those labellings (a lower estimate of
         L_max; 1 for the normalised Hamming loss).
     """
-    from ..models import ChainModel
+    from structfw.models import ChainModel
 
     if not isinstance(model, ChainModel):
         raise TypeError(f"model must be a ChainModel (the bound uses its joint features); got {type(model).__name__}")
@@ -310,7 +310,7 @@ def run_rates(n=300, lams=("0.01", "1/n"), passes=100, seeds=3, ref_passes=2000,
     n : int >= 2
         OCR training words (a random subset, seed 0).
     lams : sequence of str or float
-        Regularisation values; "1/n" and "c/n" allowed (`structfw.bench._common.parse_lam`).
+        Regularisation values; "1/n" and "c/n" allowed (`structfw_bench._common.parse_lam`).
     passes : int >= 2
         Passes of every run (a checkpoint each pass).
     seeds : int >= 1

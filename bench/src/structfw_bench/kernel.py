@@ -3,7 +3,7 @@
 `KernelBCFW` (RBF kernel) on random OCR training subsets, as docs/guide/kernel-bcfw.md measures it:
 words drawn by ``numpy.random.default_rng(seed)`` (sorted indices), lam = 0.01, ``passes`` passes
 with one checkpoint at the end, the 626 test words.  Each point (size, storage) runs in a child
-process of its own (`structfw.bench.scaling.run_point`), so that its peak resident memory is its
+process of its own (`structfw_bench.scaling.run_point`), so that its peak resident memory is its
 own: the child warms the compiled kernels up on 20 words, then fits and reports the seconds per
 pass (the trace's optimisation time over the passes: the set-up and the checkpoints excluded), the
 fit's wall time (set-up included), its peak RSS, the test error, the duality gap and the rank of the
@@ -35,7 +35,7 @@ def _maxrss_mb():
 
 def _subset(kind, size, seed):
     """(X, Y, X_test, Y_test, model) of a point: ``size`` words as chains, or letters as multiclass."""
-    from .. import datasets, models
+    from structfw import datasets, models
 
     X, Y = datasets.load_ocr("train")
     Xt, Yt = datasets.load_ocr("test")
@@ -54,8 +54,8 @@ def measure_point(spec):
     """One point in this process (the child's side): warm up, fit, measure."""
     import warnings
 
-    from .. import StructuredSVM
-    from ..solvers import KernelBCFW
+    from structfw import StructuredSVM
+    from structfw.solvers import KernelBCFW
 
     warnings.simplefilter("ignore")  # the size warning is the point of some runs
     X, Y, Xt, Yt, model = _subset(spec["kind"], spec["size"], spec["seed"])
@@ -91,7 +91,7 @@ def run_kernel(words=(300, 1000), letters=0, passes=20, gamma=0.05, lam=0.01, st
         for storage in storages:
             spec = dict(kind=kind, size=int(size), storage=storage, passes=int(passes), gamma=float(gamma),
                         lam=float(lam), seed=int(seed))
-            res = run_point(spec, timeout, child="structfw.bench.kernel")
+            res = run_point(spec, timeout, child="structfw_bench.kernel")
             points.append({**spec, **res})
             if res["status"] == "measured":
                 log(f"[kernel] {kind} {size} {storage}: {res['s_per_pass']:.3f} s/pass, fit {res['fit_s']:.1f} s, "

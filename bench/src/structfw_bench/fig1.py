@@ -7,7 +7,7 @@ min-max band over seeds, and the test error against passes, on three data sets:
   FW, BCFW (line search), BCFW-wavg, BCFW with the predefined step 2n/(k+2n)
   (App. F, Fig. 2), SSG, SSG-wavg and online-EG;
 - ``conll`` -- panels (d) and (e): the large sparse CoNLL-like chain of
-  `structfw.bench.synthetic.make_chain_problem` (sparse binary emissions) at
+  `structfw_bench.synthetic.make_chain_problem` (sparse binary emissions) at
   lam = 1/n, batch and stochastic methods (online-EG is left out by default, as in the
   paper, App. F, but may be asked for);
 - ``matching`` -- panel (f): the word-alignment task of
@@ -114,13 +114,13 @@ REF_TOL = 1e-6
 
 
 def make_reference_solver():
-    from .. import solvers
+    from structfw import solvers
 
     return solvers.MPBCFW(step="pairwise")
 
 
 def make_fig1_solver(name):
-    from .. import solvers
+    from structfw import solvers
 
     return {"cutting-plane": lambda: solvers.CuttingPlane(),
             "FW": lambda: solvers.FW(step_size="linesearch"),
@@ -189,7 +189,7 @@ def _runnable(name, dataset, model=None):
     if name != "online-EG":
         return True
     if model is None:
-        from .. import models
+        from structfw import models
 
         model_cls = getattr(models, _model_name(dataset))
         return getattr(model_cls, "expectation") is not models.StructuredModel.expectation
@@ -200,7 +200,7 @@ def load_fig1_data(dataset, subsample=None):
     """(X, Y, X_test, Y_test, model, info): the data set's train and test sets, its model and a
     description for the JSON.  ``subsample``: training examples (OCR: random words kept;
     conll / matching: examples generated, with a tenth as many test examples, at least 10)."""
-    from .. import datasets, models
+    from structfw import datasets, models
 
     if dataset == "ocr":
         X, Y, Xt, Yt, model = load_ocr_data(subsample)
@@ -213,7 +213,7 @@ def load_fig1_data(dataset, subsample=None):
         gen = dict(n=n, n_states=10, n_features=200, sparse=True, seed=0, n_test=n_test)
         X, Y, Xt, Yt = make_chain_problem(**gen)
         model = models.ChainModel(n_states=gen["n_states"], n_features=gen["n_features"])
-        return X, Y, Xt, Yt, model, dict(source="structfw.bench.synthetic.make_chain_problem", **gen)
+        return X, Y, Xt, Yt, model, dict(source="structfw_bench.synthetic.make_chain_problem", **gen)
     if dataset == "matching":
         # one generator call: train and test pairs share the lexicon (the same "languages")
         X, Y = datasets.make_alignment(n + n_test, random_state=0)
@@ -303,7 +303,7 @@ def run_fig1(lams=None, passes=30, seeds=3, out="bench_out/fig1", solvers=None, 
         entry = dict(lam=lam, lam_spec=str(lam_spec), solvers={})
         best_dual, best_primal = -math.inf, math.inf
         if ref_passes:
-            from .. import solvers as S
+            from structfw import solvers as S
 
             # only the best dual matters, and line-search steps never decrease it: a checkpoint
             # every tenth of the run suffices; a gap of REF_TOL is far below any value reported
@@ -379,7 +379,7 @@ def summary_table(entry, grid, at=(1, 5, 10, 30)):
 def plot_fig1(doc, path):
     """Primal suboptimality (top) and test error (bottom) against passes, one column per lam;
     with a single lam (conll, matching) the two panels side by side, as the paper's (d)-(e)."""
-    from ..plotting import plot_bands
+    from structfw.plotting import plot_bands
 
     plt = pyplot()
     lam_keys = list(doc["lams"])

@@ -42,8 +42,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from .._linalg import SparseVector
-from ..models.base import StructuredModel
+from structfw._linalg import SparseVector
+from structfw.models.base import StructuredModel
 from ._common import bands, crossing, environment, int_list_callback, on_grid, pyplot, write_json
 
 #: losses of the labels: 1, 2 of the hard block, 3 of the easy blocks (label 0 is the truth)
@@ -150,7 +150,7 @@ def run_toy(ns=(2, 4, 8, 16, 32, 64), passes=600, seeds=3, out="bench_out/toy_ga
         tol = 0.9 * min(TARGETS) / n
         entry = dict(n=int(n), arms={})
         for arm, opts in ARMS.items():
-            from .. import solvers
+            from structfw import solvers
 
             runs = []
             for s in range(int(seeds)):
@@ -191,7 +191,7 @@ def _ratio(a, b):
 
 
 def plot_toy(doc, path):
-    from ..plotting import plot_bands
+    from structfw.plotting import plot_bands
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))

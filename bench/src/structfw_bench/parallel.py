@@ -52,15 +52,15 @@ class InstantModel:
 
 def load_task(n_images=60, size=64, seed=0):
     """(X, Y, model) of the graph-cut benchmark task."""
-    from ..datasets import make_horseseg_like
-    from ..models import GraphCutModel
+    from structfw.datasets import make_horseseg_like
+    from structfw.models import GraphCutModel
 
     X, Y = make_horseseg_like(n_images=n_images, size=size, seed=seed)
     return X, Y, GraphCutModel(n_features=X[0][0].shape[1], n_edge_features=X[0][2].shape[1])
 
 
 def make_executor(kind, workers):
-    from ..executor import SerialExecutor, get_executor
+    from structfw.executor import SerialExecutor, get_executor
 
     if kind == "serial":
         return SerialExecutor()
@@ -100,7 +100,7 @@ def fit_run(X, Y, model, executor, tau, asynchronous, seed, target, max_passes, 
     """One fit to the target gap; its trace columns and the time / oracle calls to the target.
     ``cache``: BCFW's gap-based cache of past corners (Osokin et al. 2016), the option the
     costly-oracle benchmark (Figure 3c) recommends."""
-    from ..solvers import BCFW, Monitor, Problem, StopRule
+    from structfw.solvers import BCFW, Monitor, Problem, StopRule
 
     # the solver API rather than the estimator: one executor (its started workers) serves every run
     problem = Problem(model, X, Y, 1.0 / len(X), executor=executor)
@@ -289,7 +289,7 @@ def plot_parallel(doc, path):
 def _click_command():
     import click
 
-    from ..cli._solver_options import engine_options
+    from structfw.cli._solver_options import engine_options
     from ._common import int_list_callback
 
     int_list = int_list_callback(1)

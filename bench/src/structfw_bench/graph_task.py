@@ -31,7 +31,7 @@ SOLVERS = ("bcfw", "mpbcfw")
 
 
 def _solver(name):
-    from ..solvers import BCFW, MPBCFW
+    from structfw.solvers import BCFW, MPBCFW
 
     return {"bcfw": BCFW(), "bcfw-pairwise-gap": BCFW(step="pairwise", sampling="gap"), "mpbcfw": MPBCFW()}[name]
 
@@ -42,8 +42,8 @@ def _columns(trace, names):
 
 
 def _fit(model, solver, X, Y, Xt, Yt, lam, passes, target, seed, time_budget):
-    from .. import StructuredSVM
-    from ..metrics import token_accuracy
+    from structfw import StructuredSVM
+    from structfw.metrics import token_accuracy
 
     svm = StructuredSVM(model, solver=solver, lam=lam, max_passes=passes, tol=target, check_every=1,
                         time_budget=time_budget, random_state=seed)
@@ -68,7 +68,7 @@ def _fit(model, solver, X, Y, Xt, Yt, lam, passes, target, seed, time_budget):
 def run_graph_task(data="seg-graph", solvers=SOLVERS, lam="1/n", passes=60, target=0.01, seed=0,
                    time_budget=None, out="bench_out/graph_task", log=print):
     """Run the benchmark; writes ``graph_task.json`` and ``graph_task.png`` to ``out``; returns the doc."""
-    from ..datasets import load_superpixel_graphs, without_edges
+    from structfw.datasets import load_superpixel_graphs, without_edges
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,7 +81,7 @@ def run_graph_task(data="seg-graph", solvers=SOLVERS, lam="1/n", passes=60, targ
     log(f"[graph-task] {data}: n={len(X)} train / {len(Xt)} test graphs, {sizes['nodes']:.0f} nodes and "
         f"{sizes['edges']:.0f} edges on average, K={model.n_states}, lam={lam_value:.4g}")
     # compile the kernels outside the timings
-    from .. import StructuredSVM
+    from structfw import StructuredSVM
 
     StructuredSVM(make_model(), lam=lam_value, max_passes=1, tol=None, random_state=seed).fit(X[:2], Y[:2])
     runs = {}

@@ -29,7 +29,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from .._memory import reset_peak, status_bytes
+from structfw._memory import reset_peak, status_bytes
 from ._common import check_lam_option, environment, int_list_callback, load_ocr_data, parse_lam, pyplot, write_json
 
 TARGETS = (0.1, 0.01)
@@ -42,8 +42,8 @@ REMOTE = ("process", "ray")
 def arms(shards, rules, lengths, samplings, executors=("thread",)):
     """(name, executor, make solver) of every arm: the serial options (executor "serial"), then each
     sharded combination on each executor."""
-    from ..solvers import BCFW
-    from ..solvers.sharded import ShardedBCFW
+    from structfw.solvers import BCFW
+    from structfw.solvers.sharded import ShardedBCFW
 
     out = [(f"serial {name}", "serial", (lambda kw=kw: BCFW(**kw))) for name, kw in SERIAL.items()]
     for executor in executors:
@@ -75,7 +75,7 @@ def warm_up(make, executor, problem):
     same rounds in this process (on one thread and at least two shards: the Python rounds the workers run,
     not the compiled ones), so that forked workers inherit them compiled instead of each compiling (or
     loading) them inside its measured peak."""
-    from ..solvers import StopRule
+    from structfw.solvers import StopRule
 
     solver = make()
     solver.solve(problem, StopRule(max_passes=1, tol=None), rng=0)
@@ -124,7 +124,7 @@ def first_at(trace, column, target):
 def run_sharded(lam, seeds, shards, rules, lengths, samplings, max_passes, check_every, out, log=print,
                 executors=("thread",)):
     """Run every arm for every seed; the benchmark's document (also written to ``out``)."""
-    from ..solvers import Problem, StopRule
+    from structfw.solvers import Problem, StopRule
 
     X, Y, _, _, model = load_ocr_data()
     lam_value = parse_lam(lam, len(X))

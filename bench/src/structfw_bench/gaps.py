@@ -30,7 +30,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ..cli._solver_options import engine_options
+from structfw.cli._solver_options import engine_options
 from ._common import (bands, col, environment, first_reach, load_ocr_data, on_grid, parse_lam, plan_fits, pyplot,
                       run_fit, write_json)
 
@@ -39,13 +39,13 @@ TARGETS = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3)
 
 
 def combo_solver(sampling, step, cache, gap_refresh=10):
-    from .. import solvers
+    from structfw import solvers
 
     return solvers.BCFW(sampling=sampling, step=step, cache=cache, gap_refresh=gap_refresh)
 
 
 def load_large(n=25000, sparse=True, seed=0, n_states=10, n_features=200):
-    from .. import models
+    from structfw import models
     from .synthetic import make_chain_problem
 
     X, Y, Xt, Yt = make_chain_problem(n=n, n_states=n_states, n_features=n_features, sparse=sparse, seed=seed)
@@ -54,7 +54,7 @@ def load_large(n=25000, sparse=True, seed=0, n_states=10, n_features=200):
 
 def load_segmentation_data(subsample=None):
     """The seg-binary task's train/test images and its GraphCutModel (w's edge weights kept >= 0)."""
-    from .. import datasets
+    from structfw import datasets
 
     X, Y, make_model = datasets.load_segmentation("seg-binary", "train")
     Xt, Yt, _ = datasets.load_segmentation("seg-binary", "test")
@@ -71,7 +71,7 @@ POSE_LAMS = ("200/n", "20/n", "2/n")
 def load_pose_data(subsample=None):
     """The pose task's first ``subsample`` training images (all 1,000 by default) and its
     PoseModel (deformation weights kept >= 0); no test images (the benchmark measures gaps)."""
-    from .. import datasets
+    from structfw import datasets
 
     n = 1000 if subsample is None else int(subsample)
     if not 1 <= n <= 1000:
@@ -84,7 +84,7 @@ def load_conll_scale_data(subsample=None, **kwargs):
     """The CoNLL-scale sparse chain (`structfw.datasets.load_conll_scale`: 8,936 training sentences,
     d = 1,643,026 by default) and its ChainModel; ``subsample`` keeps the first that many training
     sentences.  The model's features are CSR rows, so the engine's block storage picks sparse corners."""
-    from .. import datasets
+    from structfw import datasets
 
     data = datasets.load_conll_scale(**kwargs)
     X, Y, Xt, Yt = data
@@ -204,7 +204,7 @@ def run_gaps(lams=("0.01", "0.001", "1/n"), passes=30, seeds=3, out="bench_out/g
             data = load_large(n=n, sparse=large_sparse)
             res = run_gaps_dataset("large", data, large_lams or lams, large_passes or passes, large_seeds or seeds,
                                    check_every, gap_refresh, log, cache_factor=cache_factor, combos=combos)
-            res["generator"] = dict(function="structfw.bench.synthetic.make_chain_problem", n=n,
+            res["generator"] = dict(function="structfw_bench.synthetic.make_chain_problem", n=n,
                                     n_states=10, n_features=200, sparse=large_sparse, seed=0)
         res.update(benchmark="gaps", passes=large_passes or passes if ds == "large" else passes,
                    seeds=(large_seeds or seeds) if ds == "large" else seeds, check_every=check_every,
@@ -221,7 +221,7 @@ _COLORS = {("uniform", "fw"): "tab:blue", ("uniform", "pairwise"): "tab:orange",
 
 
 def plot_gaps(res, path):
-    from ..plotting import plot_bands
+    from structfw.plotting import plot_bands
 
     plt = pyplot()
     keys = list(res["lams"])

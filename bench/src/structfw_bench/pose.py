@@ -30,7 +30,7 @@ SIZES = (20, 40, 60)
 
 
 def oracle_instance(side, seed=0):
-    from ..datasets.pose import PARENT
+    from structfw.datasets.pose import PARENT
 
     rng = np.random.default_rng(seed)
     P = PARENT.shape[0]
@@ -52,7 +52,7 @@ def _time(fn, repeats):
 
 
 def run_oracle_timing(sizes=SIZES, repeats=5, brute_repeats=2, seed=0, log=print):
-    from ..oracles.pose import pose_max_product
+    from structfw.oracles.pose import pose_max_product
 
     S, parent, coef = oracle_instance(4, seed)
     pose_max_product(S, parent, coef)  # compile outside the timings
@@ -79,10 +79,10 @@ def run_fit(n_train=100, n_test=100, lam=0.01, passes=20, seed=0, log=print, tol
 
     ``window`` / ``window_stride`` override `make_pose_model`'s part filters (3 x 3 blocks,
     3 cells apart); ``tol`` stops a fit at that duality gap."""
-    from .. import StructuredSVM
-    from ..datasets import load_pose
-    from ..datasets.pose import pck, pcp
-    from ..solvers import BCFW
+    from structfw import StructuredSVM
+    from structfw.datasets import load_pose
+    from structfw.datasets.pose import pck, pcp
+    from structfw.solvers import BCFW
 
     t0 = time.perf_counter()
     tr, te = load_pose("train", n=n_train), load_pose("test", n=n_test)
@@ -117,7 +117,7 @@ def run_fit(n_train=100, n_test=100, lam=0.01, passes=20, seed=0, log=print, tol
 def _unary_only(model):
     """The same `PoseModel` with its spring features zeroed: psi has no spring part, so the
     spring weights stay 0 and every part is decoded at the argmax of its own detector."""
-    from ..models.pose import PoseModel
+    from structfw.models.pose import PoseModel
 
     class UnaryOnlyPoseModel(PoseModel):
         def joint_feature(self, x, y):

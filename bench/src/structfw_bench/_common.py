@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ import numpy as np
 def load_ocr_data(subsample=None, seed=0):
     """OCR train/test words and the chain model; ``subsample`` keeps that many random
     training words (and a tenth as many test words, at least 10)."""
-    from .. import datasets, models
+    from structfw import datasets, models
 
     X, Y = datasets.load_ocr("train")
     Xt, Yt = datasets.load_ocr("test")
@@ -58,7 +59,7 @@ def lam_name(value):
 def plan_fits(fits):
     """Tell the command's progress bar (`structfw._progress`) how many more fits are coming, so
     that it can estimate the time left; nothing when no bar is listening."""
-    from .._progress import listener
+    from structfw._progress import listener
 
     bar = listener()
     if bar is not None:
@@ -68,7 +69,7 @@ def plan_fits(fits):
 def run_fit(model, solver, X, Y, lam, passes, seed, Xt=None, Yt=None, check_every=1, tol=None,
             time_budget=None):
     """Fit one StructuredSVM and return its trace as a dict of lists plus meta."""
-    from .. import StructuredSVM
+    from structfw import StructuredSVM
 
     svm = StructuredSVM(model, solver=solver, lam=lam, max_passes=passes, tol=tol, check_every=check_every,
                         time_budget=time_budget, random_state=seed)
@@ -144,6 +145,35 @@ def environment():
 
     return dict(python=platform.python_version(), machine=platform.machine(), processor=platform.processor(),
                 numpy=np.__version__, numba=numba.__version__, time=time.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def child_env(env=None):
+    """Environment for a child Python process that imports the same structfw and structfw_bench
+    as this process.
+
+    Either package may come from a source tree on ``sys.path`` (the tests put the checkout's
+    ``src`` and ``bench/src`` there) rather than from an installed copy, which a fresh interpreter
+    would not find by itself: both roots go first on ``PYTHONPATH``, structfw's before
+    structfw_bench's, so that an installed structfw_bench beside a source-tree structfw does not
+    bring the installed structfw with it.
+
+    Parameters
+    ----------
+    env : dict or None
+        The environment to extend (a copy is returned); None: this process's ``os.environ``.
+
+    Returns
+    -------
+    dict
+        The environment with ``PYTHONPATH`` set.
+    """
+    import structfw
+
+    env = dict(os.environ if env is None else env)
+    roots = [str(Path(structfw.__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1])]
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(roots + rest))
+    return env
 
 
 def write_json(path, doc):

@@ -52,7 +52,7 @@ def _torch():
 def _sft():
     """`structfw.torch` (imported on use: it needs torch, and ``--help`` must not)."""
     _torch()
-    from .. import torch as sft
+    from structfw import torch as sft
 
     return sft
 
@@ -78,7 +78,7 @@ def _sync(torch, device):
 def load_words(n_train=None, n_test=None, seed=0):
     """OCR fold 0's train and test words as (X, Y, Xt, Yt); ``n_train`` / ``n_test`` keep that
     many words drawn at random with ``seed`` (None or 0: all)."""
-    from .. import datasets
+    from structfw import datasets
 
     X, Y = datasets.load_ocr("train", fold=0)
     Xt, Yt = datasets.load_ocr("test", fold=0)
@@ -190,7 +190,7 @@ class Objective:
             return [np.asarray(p, np.int64) for p in self.layer.decode(em, mask)]
         if self.method == "cnn_ce":
             return np.split(em[mask].argmax(1).cpu().numpy(), np.cumsum(lengths)[:-1])
-        from ..oracles import viterbi
+        from structfw.oracles import viterbi
 
         P = self.params[0].detach().cpu().double().numpy()
         U = em.detach().cpu().double().numpy()
@@ -310,9 +310,9 @@ def measure_overhead(parts, train, batch_size, seed, device, repeats=20, warmup=
 # ---------------------------------------------------------------------------- linear, last layer
 def run_linear(X, Y, Xt, Yt, *, epochs, lam, seed, log=print):
     """structfw's linear chain on the pixels: BCFW with weighted averaging, one pass an epoch."""
-    from .. import StructuredSVM
-    from ..models import ChainModel
-    from ..solvers import BCFW
+    from structfw import StructuredSVM
+    from structfw.models import ChainModel
+    from structfw.solvers import BCFW
 
     svm = StructuredSVM(ChainModel(N_STATES, X[0].shape[1]), solver=BCFW(averaging="weighted"), lam=lam,
                         max_passes=1, tol=None, check_every=1, random_state=seed, warm_start=True)

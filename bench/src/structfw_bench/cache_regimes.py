@@ -16,7 +16,7 @@ effective passes (oracle calls / n: the cache's hits are free, so a run may take
 - the effective passes (oracle calls / n) and the optimisation time to reach a target gap;
 - the cache hit rate, hits / (hits + oracle calls in block steps);
 - the local share: the fraction of blocks whose threshold is set by F g_i (F g_i >= nu/n g),
-  read from the engine's state at each checkpoint (`structfw.bench._gap_probe`), median
+  read from the engine's state at each checkpoint (`structfw_bench._gap_probe`), median
   over the run;
 - a regime label: ``never hit`` (hit rate < 5%), ``stalls`` (hit rate > 80% and the
   target not reached), else ``local`` or ``global`` by the local share;
@@ -158,7 +158,7 @@ def _matrix(doc, key):
 def plot_cache_regimes(doc, path):
     from matplotlib.colors import ListedColormap
 
-    from ..plotting import plot_bands
+    from structfw.plotting import plot_bands
 
     plt = pyplot()
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))

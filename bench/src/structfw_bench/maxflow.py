@@ -68,7 +68,7 @@ def instances(sizes=SIZES, slic=True, seed=0, log=print):
     cases = [(f"grid {s}x{s}", grid_instance(s, s, seed)) for s in sizes]
     if slic:
         try:
-            from ..datasets.segmentation import _benchmark_graphs
+            from structfw.datasets.segmentation import _benchmark_graphs
 
             cases += _benchmark_graphs()
         except ImportError:
@@ -87,7 +87,7 @@ def _time_calls(fn, repeats):
 
 def gil_ratio(instance, backend, calls):
     """Seconds of 2 threads x ``calls`` calls over seconds of 2 x ``calls`` serial calls."""
-    from ..oracles.maxflow import min_cut
+    from structfw.oracles.maxflow import min_cut
 
     c0, c1, edges, wts = instance
     t0 = time.perf_counter()
@@ -128,7 +128,7 @@ def run_maxflow(sizes=SIZES, repeats=5, gil_calls=5, slic=True, seed=0, out="ben
     log : callable
         Receives one line per measurement.
     """
-    from ..oracles.maxflow import available_backends, min_cut
+    from structfw.oracles.maxflow import available_backends, min_cut
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")

@@ -34,15 +34,17 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 from structfw import _numba_cache  # noqa: F401 (before the first @njit: the package's cache stamp)
+from structfw._linalg import sparse_dot_dense, sparse_dot_sparse
+from structfw.oracles.chain import chain_phi_diff_csr, chain_unary_csr, hamming_loss
+from structfw.oracles.compiled import chain_psi_entries
+from structfw.solvers._factored import (_clear_transitions, _label_direction, _move_transitions,
+                                        _scatter_transitions, _transition_terms, _unary_terms)
+from structfw.solvers._fastpass import fw_block_step
+from structfw.solvers._kernels import NO_CORNER, block_step, step_along
+from structfw.solvers.rows import SparseRows, row_room
 
-from .._linalg import sparse_dot_dense, sparse_dot_sparse
-from ..oracles.chain import chain_phi_diff_csr, chain_unary_csr, hamming_loss
-from ..oracles.compiled import chain_psi_entries
-from ..solvers._factored import (_clear_transitions, _label_direction, _move_transitions, _scatter_transitions,
-                                 _transition_terms, _unary_terms)
-from ..solvers._fastpass import fw_block_step
-from ..solvers._kernels import NO_CORNER, block_step, step_along
-from ..solvers.rows import SparseRows, row_room
+# before the first @njit: this package's kernels carry structfw's stamp and this package's
+from . import _numba_cache as _bench_numba_cache  # noqa: F401
 from ._common import environment, pyplot, write_json
 
 DATASETS = ("ocr", "conll-scale")
@@ -215,7 +217,7 @@ def _load(dataset, subsample, seed):
 
         X, Y = load_ocr_data(subsample, seed)[:2]
     else:
-        from ..datasets import load_conll_scale
+        from structfw.datasets import load_conll_scale
 
         X, Y = load_conll_scale()[:2]
         if subsample is not None:
@@ -228,9 +230,9 @@ def _load(dataset, subsample, seed):
 def make_plan(X, Y, S, F, lam, steps, warm_passes, seed):
     """(blocks, corner offsets, corner labels): blocks drawn uniformly, each with the
     loss-augmented labelling at w* (after ``warm_passes`` passes of BCFW)."""
-    from .. import StructuredSVM
-    from ..models import ChainModel
-    from ..solvers import BCFW
+    from structfw import StructuredSVM
+    from structfw.models import ChainModel
+    from structfw.solvers import BCFW
 
     model = ChainModel(S, F)
     est = StructuredSVM(model, solver=BCFW(), lam=lam, max_passes=warm_passes, tol=None,

@@ -2,7 +2,7 @@
 
 Seconds per pass and peak memory of three solver configurations -- plain BCFW,
 BCPFW-gap-cache (``BCFW(step="pairwise", sampling="gap", cache=True)``) and MP-BCFW
-(``MPBCFW()``) -- on the synthetic sparse chain of `structfw.bench.synthetic.make_chain_problem`
+(``MPBCFW()``) -- on the synthetic sparse chain of `structfw_bench.synthetic.make_chain_problem`
 (10 states, binary CSR node features, fixed sequence length), along three axes, each varied
 from one base point with the other two kept:
 
@@ -49,8 +49,9 @@ from pathlib import Path
 import click
 import numpy as np
 
-from .._memory import status_bytes
-from ._common import check_lam_option, environment, int_list_callback, parse_lam, pyplot, write_json
+from structfw._memory import status_bytes
+from ._common import (check_lam_option, child_env, environment, int_list_callback, parse_lam, pyplot,
+                      write_json)
 
 #: the axes along which the work grows
 AXES = ("n", "d", "length")
@@ -73,7 +74,7 @@ _MINIMUM = {"n": 1, "d": MIN_D, "length": 1}
 
 def make_solver(name, **options):
     """The solver configuration called ``name`` (one of `SOLVERS`), with extra engine ``options``."""
-    from .. import solvers
+    from structfw import solvers
 
     if name == "BCFW":
         return solvers.BCFW(**options)
@@ -161,8 +162,8 @@ def measure_point(spec):
     """
     from types import SimpleNamespace
 
-    from ..models import ChainModel
-    from ..solvers.plan import dense_storage
+    from structfw.models import ChainModel
+    from structfw.solvers.plan import dense_storage
     from ._common import col, run_fit
     from .synthetic import make_chain_problem
 
@@ -233,7 +234,7 @@ def _child(spec_path, out_path):
     write_json(out_path, measure_point(spec))
 
 
-def run_point(spec, timeout, child="structfw.bench.scaling"):
+def run_point(spec, timeout, child="structfw_bench.scaling"):
     """Measure one point in a child process of its own.
 
     Parameters
@@ -243,7 +244,7 @@ def run_point(spec, timeout, child="structfw.bench.scaling"):
     timeout : float
         Seconds after which the child is stopped.
     child : str
-        The module whose ``_child(spec_path, out_path)`` measures the point (`structfw.bench.kernel`
+        The module whose ``_child(spec_path, out_path)`` measures the point (`structfw_bench.kernel`
         uses this runner too).
 
     Returns
@@ -252,12 +253,9 @@ def run_point(spec, timeout, child="structfw.bench.scaling"):
         `measure_point`'s result with ``status="measured"`` and the child's ``wall_s``, or
         ``status="skipped"`` and a ``reason`` (timed out, or the child's error).
     """
-    import structfw
-
-    env = dict(os.environ)
-    # the child imports the same structfw as this process (a source tree or an installed copy)
-    root = str(Path(structfw.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # the child imports the same structfw and structfw_bench as this process (source trees or
+    # installed copies)
+    env = child_env()
     with tempfile.TemporaryDirectory(prefix="structfw-scaling-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
         spec_path.write_text(json.dumps(spec))

@@ -46,8 +46,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from .._memory import reset_peak, status_bytes as _status_bytes
-from ._common import environment, pyplot, write_json
+from structfw._memory import reset_peak, status_bytes as _status_bytes
+from ._common import child_env, environment, pyplot, write_json
 
 TASKS = ("ocr", "corpus")
 CONFIGS = ("structfw", "structfw-auto", "crf")
@@ -95,7 +95,7 @@ def _subsample(X, Y, k, seed):
 
 def _ocr_data():
     """The raw words (pixels, letter tags): featurized after any subsampling, which is cheaper."""
-    from .. import datasets
+    from structfw import datasets
 
     def words(split):
         X, Y = datasets.load_ocr(split, fold=0)
@@ -105,7 +105,7 @@ def _ocr_data():
 
 
 def _corpus_data():
-    from ..datasets import load_tagged_corpus
+    from structfw.datasets import load_tagged_corpus
 
     def sentences(split):
         X, Y = load_tagged_corpus(split, features="dicts")
@@ -115,7 +115,7 @@ def _corpus_data():
 
 
 def _conll_data(path):
-    from ..datasets.corpus_files import read_conll_file
+    from structfw.datasets.corpus_files import read_conll_file
 
     corpus = read_conll_file(path)
     X = [token_dicts(s) for s in corpus.sentences]
@@ -177,7 +177,7 @@ def make_estimator(config, *, seed=0, max_passes=None, crf_iterations=CRF_PARAMS
         return sklearn_crfsuite.CRF(**dict(CRF_PARAMS, max_iterations=int(crf_iterations)))
     if config not in STRUCTFW_CONFIGS:
         raise ValueError(f"config: expected one of {CONFIGS}, got {config!r}")
-    from .. import make_tagger
+    from structfw import make_tagger
 
     options = dict(random_state=seed)
     if max_passes is not None:
@@ -189,7 +189,7 @@ def make_estimator(config, *, seed=0, max_passes=None, crf_iterations=CRF_PARAMS
 
 def scores(Y, P, is_iob):
     """Token accuracy, sequence (word) accuracy and, for IOB tags, span F1 of predictions P."""
-    from ..metrics import span_f1, token_accuracy
+    from structfw.metrics import span_f1, token_accuracy
 
     Y = [np.asarray(y) for y in Y]
     P = [np.asarray(p) for p in P]
@@ -301,8 +301,10 @@ def child_main():
 def run_child(spec, *, cache_dir, timeout=None):
     """`fit_one` in a fresh Python process with ``NUMBA_CACHE_DIR=cache_dir`` (None: the
     environment's own cache); its result dict."""
-    env = dict(os.environ) if cache_dir is None else dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
-    code = "from structfw.bench.tagger import child_main; child_main()"
+    # the child imports the same structfw and structfw_bench as this process (source trees or
+    # installed copies)
+    env = child_env(os.environ if cache_dir is None else dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir)))
+    code = "from structfw_bench.tagger import child_main; child_main()"
     try:
         proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(spec), capture_output=True, text=True,
                               env=env, timeout=timeout)
@@ -601,8 +603,8 @@ def bench_tagger(tasks, conll, configs, pairs, max_train, max_test, max_passes, 
         import importlib.util
 
         if importlib.util.find_spec("sklearn_crfsuite") is None:
-            raise click.ClickException('the crf configuration needs sklearn-crfsuite: pip install "structfw[bench]" '
-                                       "(or leave it out of --configs)")
+            raise click.ClickException('the crf configuration needs sklearn-crfsuite: pip install '
+                                       '"structfw-bench[baselines]" (or leave it out of --configs)')
     t0 = time.perf_counter()
     doc = run_tagger(tasks=tasks, configs=configs, pairs=pairs, seed=seed, max_train=max_train or None,
                      max_test=max_test or None, max_passes=max_passes, crf_iterations=crf_iterations, conll=conll,

@@ -11,7 +11,7 @@ working-set size and the approximate passes per outer iteration (Figure 6).
 Writes mpbcfw.json, mpbcfw.png and mpbcfw.md under ``--out``.
 
 ``--oracle-cost-us C`` makes every max-oracle call cost at least C µs more (a busy wait in the
-call, counted as oracle time; `structfw.bench._oracle_cost`), for every variant alike: the
+call, counted as oracle time; `structfw_bench._oracle_cost`), for every variant alike: the
 paper's OCR oracle took about 50 µs, 70 % of BCFW's run time (Sec. 4.1), ours about 6 µs.
 Such runs take the engine's Python route (the compiled passes run the oracle inside numba,
 where no wait can be added); ``--oracle-cost-us 0`` gives that route without the wait.
@@ -29,7 +29,7 @@ DATASETS = ("digits", "ocr", "seg-binary", "seg-multi")
 
 
 def variants():
-    from ..solvers import BCFW, MPBCFW
+    from structfw.solvers import BCFW, MPBCFW
 
     return {
         "BCFW": BCFW(),
@@ -44,7 +44,7 @@ def variants():
 
 def load_task(name, subsample=None):
     """(X, Y, model) of a benchmark task (training data only: the paper uses all data for learning)."""
-    from .. import datasets, models
+    from structfw import datasets, models
 
     if name == "digits":
         from sklearn.datasets import load_digits

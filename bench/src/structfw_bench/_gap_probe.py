@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from ..solvers import BCFW
+from structfw.solvers import BCFW
 
 
 def chi(x):
@@ -132,7 +132,7 @@ class ProbedBCFW(BCFW):
 def probed_fit(model, X, Y, lam, options, passes, seed, check_every=1, probe_norms=False, tol=None):
     """Fit `ProbedBCFW(**options)` for ``passes`` engine passes; returns a dict with the trace
     columns (``columns``), the probe's ``records``, ``wall_s`` and the final state."""
-    from ..solvers import Monitor, Problem, StopRule
+    from structfw.solvers import Monitor, Problem, StopRule
 
     solver = ProbedBCFW(probe_norms=probe_norms, **options)
     problem = Problem(model, X, Y, lam)

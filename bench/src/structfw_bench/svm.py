@@ -29,7 +29,7 @@ import time
 import click
 import numpy as np
 
-from ..datasets.heart import HEART_SCALE_PATH
+from structfw.datasets.heart import HEART_SCALE_PATH
 from ._common import parse_number_list
 
 #: The heart_scale file bundled with the package (LIBSVM, BSD-3).
@@ -120,7 +120,7 @@ def _fit_fw(Xtr, Xte, ytr, yte, gamma, C, method, tol, sample_size=None, seed=0,
     the column cache to that many columns instead of ``cache_size`` MB)."""
     import warnings
 
-    from ..svm.classifier import FrankWolfeSVC
+    from structfw.svm.classifier import FrankWolfeSVC
     if cache_columns is not None:
         cache_size = cache_mb_for_columns(cache_columns, Xtr, kernel_dtype)
     clf = FrankWolfeSVC(C=C, gamma=gamma, method=method, tol=tol, sample_size=sample_size,
@@ -457,7 +457,7 @@ def load_fashion_60k(pairs="tops", n_train=None, seed=0, path=None):
     -------
     Xtr, Xte, ytr, yte : arrays; pixels / 255 (float64), labels +1 / -1.
     """
-    from ..datasets.fashion import load_fashion_mnist
+    from structfw.datasets.fashion import load_fashion_mnist
     Xtr, ytr = load_fashion_mnist(path, split="train", pairs=pairs)
     Xte, yte = load_fashion_mnist(path, split="test", pairs=pairs)
     if n_train is not None and n_train < len(ytr):
@@ -490,7 +490,7 @@ def load_svmlight_task(train, test=None, seed=0, n_train=None):
     ValueError
         The file is not a two-class svmlight file, naming it.
     """
-    from ..datasets.svmlight import load_svmlight, load_svmlight_pair
+    from structfw.datasets.svmlight import load_svmlight, load_svmlight_pair
     if test is not None:
         Xtr, ytr, Xte, yte = load_svmlight_pair(train, test, dense=True, binary=True)
     else:

@@ -63,7 +63,7 @@ def variant_solvers():
     dense rows (the storage of minibatches and of models without a compiled chain), the 8 Figure-3
     variants of Osokin et al. (2016) and MP-BCFW's exact pass alone (Shah et al. 2015, Alg. 2 with no
     approximate passes)."""
-    from .. import solvers
+    from structfw import solvers
 
     makers = {"BCFW": solvers.BCFW, "BCFW (rows)": lambda: solvers.BCFW(block_storage="dense")}
     for step in ("fw", "pairwise"):
@@ -168,7 +168,7 @@ def user_chain_model(n_states, n_features):
     """`structfw.models.ChainModel` as a user-written model: its compiled oracle hidden, so that every
     block step calls its Python methods (the oracle, psi and the loss, once each) as a model written
     in Python does."""
-    from ..models import ChainModel
+    from structfw.models import ChainModel
 
     class UserChainModel(ChainModel):
         def compiled_oracle(self, X, Y):
@@ -183,7 +183,7 @@ def time_python_model(X, Y, lam, seed, log=print, n=PYTHON_MODEL_N, passes=PYTHO
     time) and, at the fit's w, the model's ``loss_augmented_decode``, ``psi`` and ``example_loss``
     (`time_calls`).  ``overhead_us`` is the step less the model's calls: what the engine adds around a
     Python oracle; ``overhead_per_oracle`` it over the oracle's time."""
-    from .. import solvers
+    from structfw import solvers
 
     model = user_chain_model(26, 128)
     X, Y = X[:n], Y[:n]
@@ -221,9 +221,9 @@ def measure_tagging(spec):
     the child again, with the kernels cached)."""
     from types import SimpleNamespace
 
-    from .. import solvers
-    from ..datasets import load_conll_scale
-    from ..solvers.plan import dense_storage
+    from structfw import solvers
+    from structfw.datasets import load_conll_scale
+    from structfw.solvers.plan import dense_storage
     from .scaling import _compile_recorder, _compiled_cached_kernels, _maxrss_mb
 
     t = time.perf_counter()
@@ -248,7 +248,7 @@ def measure_tagging(spec):
 
 
 def _child(spec_path, out_path):
-    """Entry point of the tagging task's child process (`structfw.bench.scaling.run_point`)."""
+    """Entry point of the tagging task's child process (`structfw_bench.scaling.run_point`)."""
     import json
 
     spec = json.loads(Path(spec_path).read_text())
@@ -259,16 +259,16 @@ def time_tagging(n=None, n_features="paper", cache=True, passes=TAGGING_PASSES, 
     """`measure_tagging` in a child process; with the defaults the paper-sized task (n = 8,936,
     F = 74,661).  Returns its result with ``status`` ("measured" or "skipped" and a reason) and
     whether the targets are met."""
-    from ..datasets.conll import PAPER_N_FEATURES, PAPER_N_TRAIN
+    from structfw.datasets.conll import PAPER_N_FEATURES, PAPER_N_TRAIN
     from .scaling import run_point
 
     spec = dict(n=PAPER_N_TRAIN if n is None else int(n),
                 n_features=PAPER_N_FEATURES if n_features == "paper" else n_features,
                 cache=cache, passes=passes, seed=seed)
-    res = run_point(spec, timeout, child="structfw.bench.speed")
+    res = run_point(spec, timeout, child="structfw_bench.speed")
     if res.get("compiled_in_warmup") or res.get("compiled_in_fit"):  # compiling (a stale numba cache) raised
         # the peak and the time: once more, with the kernels loaded
-        res = run_point(spec, timeout, child="structfw.bench.speed")
+        res = run_point(spec, timeout, child="structfw_bench.speed")
     if res["status"] == "measured":
         res["meets_target"] = bool(res["passes_s"] <= TAGGING_TARGET_S and res["peak_rss_mb"] <= TAGGING_TARGET_RSS_MB)
     res.update(target_s=TAGGING_TARGET_S, target_rss_mb=TAGGING_TARGET_RSS_MB)
@@ -281,7 +281,7 @@ def run_speed(passes=20, lam=0.01, out="bench_out/speed", subsample=None, seed=0
     With ``tagging`` also the CoNLL-scale task (`time_tagging`; with ``subsample`` its first
     ``subsample`` sentences, generated afresh with every feature, not cached); with ``python_model``
     a user-written Python model's cost per block step (`time_python_model`)."""
-    from .. import solvers
+    from structfw import solvers
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -329,7 +329,7 @@ def run_speed(passes=20, lam=0.01, out="bench_out/speed", subsample=None, seed=0
         doc["variants_ocr"] = time_variants(model, X, Y, lam, min(passes, 10), seed, log, rounds)
         doc["variants_ocr"]["targets_met"] = variant_targets_met(doc["variants_ocr"]["variants"])
         from .synthetic import make_chain_problem
-        from ..models import ChainModel
+        from structfw.models import ChainModel
 
         ns = min(sparse_n, 4 * subsample) if subsample else sparse_n
         Xs, Ys = make_chain_problem(n=ns, sparse=True, seed=seed, n_test=0)[:2]

@@ -20,11 +20,11 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ..cli._solver_options import engine_options
-from ..path import regularization_path
-from ..solvers.base import Monitor, StopRule
-from ..solvers.bcfw import BCFW
-from ..solvers.problem import Problem
+from structfw.cli._solver_options import engine_options
+from structfw.path import regularization_path
+from structfw.solvers.base import Monitor, StopRule
+from structfw.solvers.bcfw import BCFW
+from structfw.solvers.problem import Problem
 
 GRID = tuple(2.0 ** k for k in range(15, -16, -1))
 #: training images of ``--dataset pose`` without --subsample (31 grid points x 2 searches must run in minutes)
@@ -71,7 +71,7 @@ def run_path_benchmark(subsample=None, eps=0.1, kappa=0.5, out="bench_out/path",
     whose pairwise weights the engine keeps >= 0) or the pose tree of parts (``data="pose"``, the first
     ``subsample`` of `structfw.datasets.load_pose`'s training images, 50 by default; its deformation
     weights are kept >= 0); writes path_vs_grid.json and .png in ``out``."""
-    from .. import datasets, models
+    from structfw import datasets, models
 
     if data == "ocr":
         X, Y = datasets.load_ocr("train")
@@ -173,7 +173,7 @@ def summarise(doc):
 
 
 def plot_path_vs_grid(doc, path=None):
-    from ..plotting import _plt
+    from structfw.plotting import _plt
 
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))

@@ -9,7 +9,7 @@ gap sampling for several refresh periods and without refresh ('Gap Inf',
 
 - (a) the duality gap;
 - (b) the ratio of the heuristic gap estimate -- the sum of the sampler's stored block-gap
-  estimates, read from the engine's state (`structfw.bench._gap_probe`) -- to the true gap of
+  estimates, read from the engine's state (`structfw_bench._gap_probe`) -- to the true gap of
   a full gap pass at the same iterate (uniform sampling keeps no estimates: no curve);
 - (c) the improvement factor chi(g)^3 / chi(C) that Theorem 2 predicts for exact gap
   sampling over uniform sampling, from the true block gaps g_i at each checkpoint and
@@ -150,7 +150,7 @@ def run_staleness(lam="0.001", passes=40, seeds=2, refresh=DEFAULT_REFRESH, out=
 
 
 def plot_staleness(doc, path):
-    from ..plotting import plot_bands
+    from structfw.plotting import plot_bands
 
     plt = pyplot()
     # without the chi factor (--no-chi) panel (c) has nothing to show

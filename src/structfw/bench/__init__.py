@@ -1,1 +1,0 @@
-"""Benchmarks reproducing the papers (used by `structfw bench` and benchmarks/)."""
