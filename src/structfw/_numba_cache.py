@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 from functools import lru_cache
+from typing import Callable
 
 from numba.core import caching
 
@@ -45,37 +46,46 @@ def package_stamp(root: str = PACKAGE_DIR) -> str:
     return h.hexdigest()
 
 
-def _in_package(py_file: str) -> bool:
-    return os.path.abspath(py_file).startswith(PACKAGE_DIR + os.sep)
+def _in_package(py_file: str, root: str = PACKAGE_DIR) -> bool:
+    return os.path.abspath(py_file).startswith(root + os.sep)
 
 
-def _stamped(base: type) -> type:
-    """A subclass of numba's locator class ``base`` that takes structfw's files only and adds the
-    package stamp to numba's."""
+def _stamped(base: type, root: str, marker: str, stamp: Callable[[], tuple[str, ...]]) -> type:
+    """A subclass of numba's locator class ``base`` that takes the files under ``root`` only and
+    adds ``stamp()`` to numba's stamp; the class carries the attribute ``marker``."""
 
     class PackageStampedLocator(base):  # type: ignore[misc, valid-type]
-        structfw_stamped = True
-
         @classmethod
         def from_function(cls, py_func, py_file):
-            if not _in_package(py_file):
+            if not _in_package(py_file, root):
                 return None
             return super().from_function(py_func, py_file)
 
         def get_source_stamp(self):
-            return (super().get_source_stamp(), package_stamp())
+            return (super().get_source_stamp(), *stamp())
 
+    setattr(PackageStampedLocator, marker, True)
     PackageStampedLocator.__name__ = PackageStampedLocator.__qualname__ = "PackageStamped" + base.__name__.lstrip("_")
     return PackageStampedLocator
 
 
-def install() -> None:
-    """Put the stamped locators in front of numba's (once a process)."""
+def install_for(root: str, marker: str, stamp: Callable[[], tuple[str, ...]]) -> None:
+    """Put locators that stamp the kernels of the files under ``root`` with ``stamp()`` in front of
+    numba's own (once a process: ``marker`` names the classes).  structfw's are installed on import;
+    a package of its own whose kernels call structfw's (the reproduction, structfw_bench) installs
+    its own with structfw's `package_stamp` in its ``stamp``."""
     impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")  # numba >= 0.68, before
     classes = impl._locator_classes  # one list, shared by its subclasses: changed in place
-    if any(getattr(c, "structfw_stamped", False) for c in classes):
+    if any(getattr(c, marker, False) for c in classes):
         return
-    classes[:0] = [_stamped(c) for c in list(classes)]
+    # numba's own classes only: another package's stamped ones refuse these files anyway
+    bases = [c for c in classes if not any(k.endswith("_stamped") and v is True for k, v in vars(c).items())]
+    classes[:0] = [_stamped(c, root, marker, stamp) for c in bases]
+
+
+def install() -> None:
+    """structfw's stamped locators in front of numba's (once a process)."""
+    install_for(PACKAGE_DIR, "structfw_stamped", lambda: (package_stamp(),))
 
 
 install()

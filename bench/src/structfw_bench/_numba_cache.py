@@ -14,15 +14,9 @@ from __future__ import annotations
 
 import os
 
-from numba.core import caching
-
 from structfw import _numba_cache as _core
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def _in_package(py_file):
-    return os.path.abspath(py_file).startswith(PACKAGE_DIR + os.sep)
 
 
 def source_stamp_extra():
@@ -30,34 +24,9 @@ def source_stamp_extra():
     return _core.package_stamp(), _core.package_stamp(PACKAGE_DIR)
 
 
-def _stamped(base):
-    """A subclass of numba's locator class ``base`` that takes this package's files only."""
-
-    class BenchStampedLocator(base):
-        structfw_bench_stamped = True
-
-        @classmethod
-        def from_function(cls, py_func, py_file):
-            if not _in_package(py_file):
-                return None
-            return super().from_function(py_func, py_file)
-
-        def get_source_stamp(self):
-            return (super().get_source_stamp(), *source_stamp_extra())
-
-    BenchStampedLocator.__name__ = BenchStampedLocator.__qualname__ = "BenchStamped" + base.__name__.lstrip("_")
-    return BenchStampedLocator
-
-
 def install():
     """Put the stamped locators in front of numba's (once a process)."""
-    impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")  # numba >= 0.68, before
-    classes = impl._locator_classes  # one list, shared by its subclasses: changed in place
-    if any(getattr(c, "structfw_bench_stamped", False) for c in classes):
-        return
-    # numba's own classes only: structfw's stamped ones refuse this package's files anyway
-    bases = [c for c in classes if not getattr(c, "structfw_stamped", False)]
-    classes[:0] = [_stamped(c) for c in bases]
+    _core.install_for(PACKAGE_DIR, "structfw_bench_stamped", source_stamp_extra)
 
 
 install()
