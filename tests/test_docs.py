@@ -17,8 +17,13 @@ def _hooks():
     return mod
 
 
+#: the package and the papers' reproduction (a distribution of its own, bench/), whose docstrings the
+#: same checks hold
+SOURCES = (ROOT / "src" / "structfw", ROOT / "bench" / "src" / "structfw_bench")
+
+
 def _docstrings():
-    for path in sorted((ROOT / "src" / "structfw").rglob("*.py")):
+    for path in sorted(p for root in SOURCES for p in root.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -81,7 +86,7 @@ def test_the_ten_lines_have_one_copy():
 
 
 def test_docs_name_no_missing_design_file():
-    for path in list((ROOT / "docs").rglob("*.md")) + list((ROOT / "src").rglob("*.py")):
+    for path in list((ROOT / "docs").rglob("*.md")) + [p for root in SOURCES for p in root.rglob("*.py")]:
         assert "DESIGN.md" not in path.read_text(), path
 
 
@@ -150,7 +155,7 @@ def test_docstrings_cite_sections_design_md_has():
     """Code cites docs/design.md only, as 'docs/design.md, "<section>"' with a real heading."""
     headings = [h.strip() for h in re.findall(r"^#+ (.+)$", _design(), re.M)]
     bad = []
-    for path in sorted((ROOT / "src" / "structfw").rglob("*.py")):
+    for path in sorted(p for root in SOURCES for p in root.rglob("*.py")):
         for section in re.findall(r'design\.md, "([^"]+)"', path.read_text()):
             section = " ".join(section.replace("#", " ").split())  # a citation wrapped over lines
             if not any(h.startswith(section) for h in headings):

@@ -9,7 +9,8 @@ the same functions from Python, one call per decision, so that no decision has a
 that could drift from the compiled one (tests/test_decisions.py holds the Python modules to
 this).  The cache's hit rule is `structfw.solvers._kernels.cache_hit`, shared the same way.
 
-`DECISIONS` names them; docs/design.md ("One decision, two callers") says where a new one goes.
+`DECISIONS` names them; docs/design.md, "The engine and its parts" (its paragraph "One decision, two
+callers") says where a new one goes.
 """
 from __future__ import annotations
 
