@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from structfw.cli import BENCH_COMMANDS, COMMANDS, main
+from structfw.cli import COMMANDS, main
+from structfw_bench import COMMANDS as BENCH_COMMANDS
 
 QUICK = ["--passes", "1", "--quiet"]
 
