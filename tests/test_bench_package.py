@@ -161,19 +161,6 @@ def test_the_bench_kernels_carry_both_packages_stamps():
     assert own and core == package_stamp() and mine == package_stamp(bench_cache.PACKAGE_DIR) != core
 
 
-def test_every_bench_module_that_caches_a_kernel_installs_the_stamp_first():
-    missing = []
-    for path in sorted(PKG.glob("*.py")):
-        text = path.read_text()
-        first = min((k for k in (text.find("@njit("), text.find("njit(cache=True")) if k >= 0), default=-1)
-        if first < 0 or "cache=True" not in text[first:first + 200]:
-            continue
-        stamp = text.find("from . import _numba_cache")
-        if stamp < 0 or stamp > first:
-            missing.append(path.name)
-    assert not missing, missing
-
-
 def test_a_bench_child_imports_the_same_packages_as_its_parent(tmp_path):
     from structfw_bench._common import child_env
 

@@ -1,10 +1,13 @@
 """The package-wide stamp of numba's cache (structfw._numba_cache): a kernel cached before a module it
 was compiled with changed is compiled again, never loaded with the old code."""
+import importlib
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import structfw
 
@@ -63,15 +66,19 @@ def test_a_kernel_cached_before_another_module_changed_is_compiled_again(tmp_pat
     assert run() == (0, 1)  # compiled again: another module of the package changed
 
 
-def test_every_module_that_caches_a_kernel_installs_the_stamp_first():
-    """A kernel decorated before `structfw._numba_cache` is imported would get numba's own locator."""
+@pytest.mark.parametrize("package", ["structfw", "structfw_bench"])
+def test_every_module_that_caches_a_kernel_installs_the_stamp_first(package):
+    """A kernel decorated before the package's stamp module (`structfw._numba_cache`, or the
+    reproduction's `structfw_bench._numba_cache`) is imported would get numba's own locator."""
+    root = SRC if package == "structfw" else Path(importlib.import_module(package).__file__).resolve().parent
+    line = "from structfw import _numba_cache" if package == "structfw" else "from . import _numba_cache"
     missing = []
-    for path in sorted(SRC.rglob("*.py")):
+    for path in sorted(root.rglob("*.py")):
         text = path.read_text()
         first = min((k for k in (text.find("@njit("), text.find("njit(cache=True")) if k >= 0), default=-1)
         if first < 0 or "cache=True" not in text[first:first + 200]:
             continue
-        stamp = text.find("from structfw import _numba_cache")
+        stamp = text.find(line)
         if stamp < 0 or stamp > first:
-            missing.append(str(path.relative_to(SRC)))
+            missing.append(str(path.relative_to(root)))
     assert not missing, missing
