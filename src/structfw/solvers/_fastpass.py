@@ -50,15 +50,34 @@ def hinge_pass(compiled, n, w):
     compile_leaves_in_background(compiled[0])
     sampler = (ORDER, _EMPTY_I, _EMPTY_V, _EMPTY_V, _EMPTY_V)
     blocks = (np.empty((0, 0)), _EMPTY_V, _EMPTY_V)
-    state = (np.zeros(2, np.int64), np.array([0.0, 1.0, 0.0]))
-    plain_fw_chunk(compiled, int(n), sampler, w, blocks, (1.0, 0.0, False), (0, _EMPTY_V), state, _EMPTY_V, H)
+    plain_fw_chunk(compiled, int(n), sampler, w, blocks, (1.0, 0.0, False), (0, _EMPTY_V), counters(0, 0.0), _EMPTY_V,
+                   H)
     return H
 
 
 # ===================================================================== shared by the passes
-#: slots of the integer and float state arrays of the chunks (``state = (it, fl)``)
-K, AVG_T, ORACLE_CALLS, CACHE_HITS, BAD, NEED = 0, 1, 2, 3, 4, 5
-ELL, AVG_C, AVG_LBAR, FULL_GAP = 0, 1, 2, 3
+#: the chunks' counters and running sums as the named fields of one record ``c`` (a one-element
+#: structured array the passes make with `counters` and read back): the step count k, the average's
+#: step count, the call's oracle calls and cache hits, the block a stopped chunk needs room for and
+#: how much, l, the lazy average's c and lbar, and the last full gap
+COUNTERS = np.dtype([("k", np.int64), ("avg_t", np.int64), ("oracle_calls", np.int64), ("cache_hits", np.int64),
+                     ("bad", np.int64), ("need", np.int64), ("ell", np.float64), ("avg_c", np.float64),
+                     ("avg_lbar", np.float64), ("full_gap", np.float64)], align=True)
+
+
+def counters(k, ell, avg=None, full_gap=0.0):
+    """The record `COUNTERS` of a chunk call: the state's k and l, the live average's t, c and lbar
+    (none: 0, 1, 0) and the last full gap."""
+    c = np.zeros(1, COUNTERS)
+    c["k"], c["ell"], c["full_gap"] = k, ell, full_gap
+    c["avg_t"], c["avg_c"], c["avg_lbar"] = (avg.t, avg.c, avg.lbar) if avg is not None else (0, 1.0, 0.0)
+    return c
+
+
+def read_average(c, avg):
+    """The live average's t, c and lbar back from a chunk's record (nothing without an average)."""
+    if avg is not None:
+        avg.t, avg.c, avg.lbar = int(c["avg_t"][0]), float(c["avg_c"][0]), float(c["avg_lbar"][0])
 
 
 @njit(cache=True, nogil=True)
@@ -68,29 +87,31 @@ def _record_gap(sampler, i, g):
 
 
 @njit(cache=True, nogil=True)
-def _avg_begin(avg_kind, it, fl):
+def _avg_begin(avg_kind, c):
     """Advance the average's counter: (rho_t, 1 / c) for the step (0, 0 without averaging)."""
     if avg_kind == 0:
         return 0.0, 0.0
-    it[AVG_T] += 1
-    return averaging_rate(avg_kind, it[AVG_T]), 1.0 / fl[AVG_C]
+    c[0].avg_t += 1
+    return averaging_rate(avg_kind, c[0].avg_t), 1.0 / c[0].avg_c
 
 
 @njit(cache=True, nogil=True)
-def _avg_end(avg_kind, rho, u, fl):
+def _avg_end(avg_kind, rho, u, c):
     """Close the step in the lazy average: c *= 1 - rho (u renormalised before it underflows)
     and lbar = (1 - rho) lbar + rho l."""
     if avg_kind == 0:
         return
-    fl[AVG_C], fl[AVG_LBAR] = average_close(rho, u, fl[AVG_C], fl[AVG_LBAR], fl[ELL])
+    avg_c, avg_lbar = average_close(rho, u, c[0].avg_c, c[0].avg_lbar, c[0].ell)
+    c[0].avg_c = avg_c
+    c[0].avg_lbar = avg_lbar
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _begin_step(sampler, s, n, nu_step, avg_kind, it, fl):
+def _begin_step(sampler, s, n, nu_step, avg_kind, c):
     """A plain step's start: (block i, the predefined step or -1, the average's rho and 1/c)."""
     i = draw_block(sampler, s, n)
-    gfixed = fixed_step(nu_step, it[K], n)
-    rho, inv_c = _avg_begin(avg_kind, it, fl)
+    gfixed = fixed_step(nu_step, c[0].k, n)
+    rho, inv_c = _avg_begin(avg_kind, c)
     return i, gfixed, rho, inv_c
 
 
@@ -102,15 +123,14 @@ def _below_truth(L, score):
 
 
 @njit(cache=True, nogil=True)
-def _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state):
+def _close_step(i, gamma, dl, slope, li, sampler, avg, rho, c):
     """The end of a plain FW step on block i: l_i and l move with gamma, the sampler gets the block
     gap -slope, the step counter and the lazy average (``avg`` = (kind, u)) advance."""
-    it, fl = state
     li[i] += gamma * dl
-    fl[ELL] += gamma * dl
+    c[0].ell += gamma * dl
     _record_gap(sampler, i, -slope)
-    it[K] += 1
-    _avg_end(avg[0], rho, avg[1], fl)
+    c[0].k += 1
+    _avg_end(avg[0], rho, avg[1], c)
 
 
 # ===================================================================== plain
@@ -161,7 +181,7 @@ def fw_block_step(w, vi, ci, s, dl, rule, avg, scratch):
 
 
 @njit(cache=True, nogil=True)
-def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hinges):
+def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, c, scratch, hinges):
     """m block iterations of plain BCFW, or (``hinges`` non-empty) the hinge terms of blocks 0..m-1.
 
     With ``hinges`` of length m the kernel only measures: hinges[i] = H_i(y_i*; w) =
@@ -185,7 +205,7 @@ def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hin
                             2n/(nu k + 2n) (BCFW paper App. C, Alg. C.2), 0 the line search; with
                             ``check`` stop at an oracle labelling with H_i < 0 = H_i(y_i)
     avg : tuple             (kind, u): the lazy average (0: none; see averaging.py)
-    state : (it, fl)        it[K], it[AVG_T] and fl[ELL], fl[AVG_C], fl[AVG_LBAR], updated in place
+    c : COUNTERS[1]         the record of k, l and the average's t, c, lbar (`counters`), updated in place
     scratch : float64[d]    zeros, for merging repeated psi entries
     hinges : float64[m] or empty   measure instead of stepping (see above)
 
@@ -195,8 +215,8 @@ def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hin
     none: then the chunk stopped before its step)
     """
     # the caller's arrays outlive the chunk: its helpers use them without reference counts (_borrow)
-    oracle, sampler, w, blocks, avg, state, scratch, hinges = borrowed(
-        (oracle, sampler, w, blocks, avg, state, scratch, hinges))
+    oracle, sampler, w, blocks, avg, c, scratch, hinges = borrowed(
+        (oracle, sampler, w, blocks, avg, c, scratch, hinges))
     kind_oracle, data = oracle
     if hinges.shape[0] > 0:
         for i in range(m):
@@ -205,11 +225,10 @@ def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hin
     wi, wi_scale, li = blocks
     lam, nu_step, check = rule
     avg_kind, u = avg
-    it, fl = state
     n = wi.shape[0]
     inv_ln = 1.0 / (lam * n)
     for s in range(m):
-        i, gfixed, rho, inv_c = _begin_step(sampler, s, n, nu_step, avg_kind, it, fl)
+        i, gfixed, rho, inv_c = _begin_step(sampler, s, n, nu_step, avg_kind, c)
         idx, val, L = corner(kind_oracle, data, i, w, False)
         pw = sparse_dot_dense(idx, val, w)
         if check and _below_truth(L, pw):
@@ -217,30 +236,29 @@ def plain_fw_chunk(oracle, m, sampler, w, blocks, rule, avg, state, scratch, hin
         dl = L / n - li[i]
         gamma, slope, wi_scale[i] = fw_block_step(w, wi[i], wi_scale[i], (idx, val, inv_ln, pw), dl,
                                                   (lam, gfixed), (u, inv_c), scratch)
-        _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state)
+        _close_step(i, gamma, dl, slope, li, sampler, avg, rho, c)
     return m, -1
 
 
 @njit(cache=True, nogil=True)
-def factored_fw_chunk(fac, m, sampler, w, li, rule, avg, state):
+def factored_fw_chunk(fac, m, sampler, w, li, rule, avg, c):
     """m plain FW block iterations (Alg. 1 of Osokin et al. 2016) on the factored storage.
 
     ``fac`` = (True, positions, (A, T), grams, scratch) (`factored_arrays`); ``sampler``, ``rule`` =
-    (lam, nu_step, check), ``avg`` and ``state`` as in `structfw.solvers._fastpass.plain_fw_chunk`.
+    (lam, nu_step, check), ``avg`` and ``c`` as in `structfw.solvers._fastpass.plain_fw_chunk`.
     Returns (steps done, index of an example whose oracle did worse than its ground truth or -1).
 
     The oracle is the loss-augmented Viterbi on the block's unary scores (`unary_oracle`), and the
     step `factored_block_step` reads the same scores; the direction, the transitions' scatter and the
     Viterbi run in the pass's scratch: a step allocates only the unary scores."""
-    fac, sampler, w, li, avg, state = borrowed((fac, sampler, w, li, avg, state))  # as plain_fw_chunk (_borrow)
+    fac, sampler, w, li, avg, c = borrowed((fac, sampler, w, li, avg, c))  # as plain_fw_chunk (_borrow)
     lam, nu_step, check = rule
     avg_kind, u = avg
-    it, fl = state
     n = li.shape[0]
     inv_ln = 1.0 / (lam * n)
     starts, Yc = fac[1][1], fac[1][2]
     for s in range(m):
-        i, gfixed, rho, inv_c = _begin_step(sampler, s, n, nu_step, avg_kind, it, fl)
+        i, gfixed, rho, inv_c = _begin_step(sampler, s, n, nu_step, avg_kind, c)
         prefetch_truths(starts, Yc, sampler[1], s, m if sampler[0] == ORDER else 0, i)
         U = block_unary(fac, i, w)
         ys, zs, L, ss = unary_oracle(fac, i, U, w)
@@ -249,7 +267,7 @@ def factored_fw_chunk(fac, m, sampler, w, li, rule, avg, state):
         dl = L / n - li[i]
         gamma, slope = factored_block_step(w, fac, i, U, -1.0, (ys, zs, inv_ln, ss), NO_CORNER, dl,
                                            (lam, 1.0, gfixed), (u, inv_c))
-        _close_step(i, gamma, dl, slope, li, sampler, avg, rho, state)
+        _close_step(i, gamma, dl, slope, li, sampler, avg, rho, c)
     return m, -1
 
 
@@ -386,32 +404,34 @@ def _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li_i):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _room_status(S, B, i, new_corner, n_s, a, keep_rows, it):
+def _room_status(S, B, i, new_corner, n_s, a, keep_rows, c):
     """1 when the pool needs room for a new corner of n_s entries, 3 when block i's sparse row
-    needs room for the step's corners (it grows by their entries), else 0; it[BAD] and
-    it[NEED] say where and how much."""
+    needs room for the step's corners (it grows by their entries), else 0; the record's ``bad``
+    and ``need`` say where and how much."""
     if new_corner and cs_room(S, i, n_s) != 0:
-        it[BAD], it[NEED] = i, n_s
+        c[0].bad = i
+        c[0].need = n_s
         return 1
     if keep_rows:
         extra = n_s + (cs_entries(S, i, a)[0].shape[0] if a >= 0 else 0)
         if row_room(B, i, extra) != 0:
-            it[BAD], it[NEED] = i, extra
+            c[0].bad = i
+            c[0].need = extra
             return 3
     return 0
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _record_corner(S, i, slot, hit, corner_s, mark, flags, g_i, oracle_gaps, it):
+def _record_corner(S, i, slot, hit, corner_s, mark, flags, g_i, oracle_gaps, c):
     """Count the step's corner (a cache hit, or an oracle call whose gap g_i the cache rule
     keeps) and stamp it in block i's set, adding an oracle corner ``corner_s`` = (key, idx,
     val, L) when corners are kept.  ``flags`` = (approx, needs_gap, keeps).  Returns its slot."""
     approx, needs_gap, keeps = flags
     if hit:
-        it[CACHE_HITS] += 0 if approx else 1
+        c[0].cache_hits += 0 if approx else 1
         S[4][i, slot] = mark
         return slot
-    it[ORACLE_CALLS] += 1
+    c[0].oracle_calls += 1
     if needs_gap:
         oracle_gaps[i] = g_i
     if keeps:
@@ -432,7 +452,7 @@ def _oracle_corner(oracle, fac, i, U, w, WT):
 
 
 @njit(cache=True, nogil=True)
-def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rule, avg, state, fac):
+def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rule, avg, c, fac):
     """Block iterations s0..m-1 of the engine with corner sets (cache, pairwise, away, MP-BCFW) in numba.
 
     The iteration of the Python parts (`structfw.solvers.parts`): corner source (`_cached_corner`,
@@ -444,22 +464,21 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     `plain_fw_chunk`; ``blocks`` = (B, li, WT) (WT: `passes.unary_mirror`); ``rule`` = (lam, step_kind,
     nu_step, check); ``cache_rule`` = (cache, F, nu, oracle_gaps); ``set_rule`` = (track_alpha, approx,
     stamp, tidy_kind, limit, keep_rows): without ``keep_rows`` (pairwise steps with tracked weights never
-    read w_i) the rows are not written and the caller marks them stale; ``avg`` = (kind, u); ``state`` =
-    (it, fl), the integer and float state (slots K.., ELL..); ``fac`` the factored storage
+    read w_i) the rows are not written and the caller marks them stale; ``avg`` = (kind, u); ``c`` the
+    record of counters and running sums (`COUNTERS`); ``fac`` the factored storage
     (`structfw.solvers._factored.factored_arrays`, corners stored as labellings and the oracle run on the
     unary scores the scan computed) or, first field False, none (`no_factored`: rows, compiled corners).
 
-    Returns (s, status): 0 when the chunk is done; 1 (the pool) or 3 (a sparse row) when block ``it[BAD]``
+    Returns (s, status): 0 when the chunk is done; 1 (the pool) or 3 (a sparse row) when block ``c.bad``
     needs room before step s (nothing of step s was done: grow and call again from s); 2 when the oracle
-    did worse than the ground truth on example ``it[BAD]``."""
-    oracle, S, sampler, w, blocks, cache_rule, avg, state, fac = borrowed(
-        (oracle, S, sampler, w, blocks, cache_rule, avg, state, fac))
+    did worse than the ground truth on example ``c.bad``."""
+    oracle, S, sampler, w, blocks, cache_rule, avg, c, fac = borrowed(
+        (oracle, S, sampler, w, blocks, cache_rule, avg, c, fac))
     B, li, WT = blocks
     lam, step_kind, nu_step, check = rule
     oracle_gaps = cache_rule[3]
     track_alpha, approx, stamp, tidy_kind, limit, keep_rows = set_rule
     avg_kind, u = avg
-    it, fl = state
     n, ahead = li.shape[0], -1  # ahead: the next step's block when drawn ahead (`_draw_ahead`)
     inv_ln = 1.0 / (lam * n)
     keeps = cache_rule[0] or track_alpha or tidy_kind != DROP_INACTIVE
@@ -467,13 +486,13 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
     scratch = np.zeros(w.shape[0]) if step_kind == PAIRWISE_STEP else np.empty(0)
     for s in range(span[0], span[1]):
         i, ahead = _block_of_step(S, fac, sampler, s, span[1], n, ahead), -1
-        k = it[K]
+        k = c[0].k
         wants = (approx or (cache_rule[0] and S[0][i] > 0), step_kind != FW_STEP or (track_alpha and needs_gap),
                  needs_gap, track_alpha)
         scan, wiw, base, U = _block_scan(S, B, fac, i, w, wants, inv_ln, lam, li[i])
         a, sa = scan[3], scan[5]
         # ---- corner source (nothing is changed until the room checks have passed)
-        slot, g_i, ss = _cached_corner(S, i, scan, base, n, cache_rule, approx, fl[FULL_GAP])
+        slot, g_i, ss = _cached_corner(S, i, scan, base, n, cache_rule, approx, c[0].full_gap)
         hit = slot >= 0
         h_s = np.uint64(0)
         if hit:
@@ -482,20 +501,20 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
         else:
             ps_i, ps_v, L_s, ss = _oracle_corner(oracle, fac, i, U, w, WT)
             if check and _below_truth(L_s, ss):
-                it[BAD] = i
+                c[0].bad = i
                 return s, 2
             if keeps:
                 h_s = corner_key(ps_i, ps_v, L_s)
                 slot = cs_find(S, i, h_s, ps_i, ps_v, L_s)
             g_i = base + (L_s - ss) / n
-        status = _room_status(S, B, i, not hit and keeps and slot < 0, ps_i.shape[0], a, keep_rows, it)
+        status = _room_status(S, B, i, not hit and keeps and slot < 0, ps_i.shape[0], a, keep_rows, c)
         if status != 0:
             return s, status
         # ---- from here on the step changes the state
         slot = _record_corner(S, i, slot, hit, (h_s, ps_i, ps_v, L_s), k if stamp < 0 else stamp,
-                              (approx, needs_gap, keeps), g_i, oracle_gaps, it)
+                              (approx, needs_gap, keeps), g_i, oracle_gaps, c)
         gfixed = fixed_step(nu_step, k, n)
-        rho, inv_c = _avg_begin(avg_kind, it, fl)
+        rho, inv_c = _avg_begin(avg_kind, c)
         kind = step_kind
         if kind == AWAY_STEP:  # the away step only when its gap beats the FW gap (Alg. 2 of Osokin et al.)
             g_away = lam * (sa * inv_ln - wiw) + li[i] - S[2][i, a] / n
@@ -507,8 +526,8 @@ def general_chunk(oracle, S, span, sampler, w, blocks, rule, cache_rule, set_rul
         gamma, dl = _set_step(w, (B, fac), S, i, kind, slot, a, (ps_i, ps_v, ss, L_s), (sa, li[i], n, U),
                               (lam, gfixed, inv_ln, track_alpha, keep_rows), (u, inv_c, WT), scratch)
         li[i] += gamma * dl
-        fl[ELL] += gamma * dl
+        c[0].ell += gamma * dl
         tidy_block(S, i, tidy_kind, limit, keeps)
-        it[K] = k + 1
-        _avg_end(avg_kind, rho, u, fl)
+        c[0].k = k + 1
+        _avg_end(avg_kind, rho, u, c)
     return span[1], 0

@@ -24,8 +24,7 @@ import numpy as np
 
 from ._warmup import compile_leaves_in_background
 from ._decisions import AVG_CODES, GAP, ORDER, SAMPLER_CODES, fixed_step
-from ._fastpass import (AVG_C, AVG_LBAR, AVG_T, BAD, CACHE_HITS, ELL, K, NEED, ORACLE_CALLS, PAIRWISE_STEP,
-                        factored_fw_chunk, general_chunk, plain_fw_chunk)
+from ._fastpass import PAIRWISE_STEP, counters, factored_fw_chunk, general_chunk, plain_fw_chunk, read_average
 from .._linalg import sparse_dot_dense
 from ._factored import factored_arrays, no_factored
 from ..oracles.compiled import csr_feature_major
@@ -254,10 +253,7 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
     tidy_kind, limit, stamp = plan.tidy_rule(st.mp_iter, approx)
     avg_kind = AVG_CODES[avg.kind if avg is not None else None]
     u = avg.u if avg is not None else _EMPTY_V
-    it = np.zeros(6, np.int64)
-    it[K], it[AVG_T] = st.k, (avg.t if avg is not None else 0)
-    fl = np.array([st.ell, avg.c if avg is not None else 1.0, avg.lbar if avg is not None else 0.0,
-                   st.full_gap])
+    c = counters(st.k, st.ell, avg, st.full_gap)
     # pairwise steps with tracked weights never read w_i: the pass leaves the rows stale
     keep_rows = not (plan.step_code == PAIRWISE_STEP and st.track_alpha) and st.factored is None
     fac = no_factored()
@@ -281,41 +277,42 @@ def compiled_general_pass(ctx: BlockContext, flag: InterruptFlag, order: Any = N
                                                       st.sampler._tree),
                 st.w, (B, st.li, WT), (problem.lam, plan.step_code, plan.nu_step, plan.check_oracle),
                 (plan.cache, plan.cache_F, plan.cache_nu, st.oracle_gaps),
-                (st.track_alpha, approx, stamp, tidy_kind, limit, keep_rows), (avg_kind, u), (it, fl), fac)
+                (st.track_alpha, approx, stamp, tidy_kind, limit, keep_rows), (avg_kind, u), c, fac)
             st.rows_stale = st.rows_stale or (not keep_rows and st.factored is None)
             if status == 0:
                 break
-            B = mend_chunk_stop(problem, st, store, status, it, keep_rows, B)
+            B = mend_chunk_stop(problem, st, store, status, c, keep_rows, B)
         done += m
-    take_chunk_counts(ctx, st, it, fl)
+    take_chunk_counts(ctx, st, c)
+    read_average(c, avg)
     if avg is not None:
-        avg.t, avg.c, avg.lbar = int(it[AVG_T]), float(fl[AVG_C]), float(fl[AVG_LBAR])
         avg.renormalise()
     if done == n and not approx:
         st.passes += 1
         ctx.passes_done += 1
 
 
-def mend_chunk_stop(problem: Any, st: Any, store: Any, status: int, it: np.ndarray, keep_rows: bool,
+def mend_chunk_stop(problem: Any, st: Any, store: Any, status: int, c: np.ndarray, keep_rows: bool,
                     B: tuple[Any, ...]) -> tuple[Any, ...]:
     """What `general_chunk` stopped for (status 2, 3 or 4) mended before it starts again; returns
-    the row layout to pass next (a new one after a sparse row grew)."""
+    the row layout to pass next (a new one after a sparse row grew).  ``c``: the chunk's record."""
+    bad, need = int(c["bad"][0]), int(c["need"][0])
     if status == 2:  # not a maximiser: the checked Python call names the example
-        problem.oracle(int(it[BAD]), st.w, validate=True)
-        problem.check_oracle_value(int(it[BAD]), -np.inf)
+        problem.oracle(bad, st.w, validate=True)
+        problem.check_oracle_value(bad, -np.inf)
     if status == 3:  # a sparse row must grow: the pool is grown, the step starts again
-        st.make_row_room(int(it[BAD]), int(it[NEED]))
+        st.make_row_room(bad, need)
         return cast("tuple[Any, ...]", st.layout(keep_rows))
-    store.make_room(int(it[BAD]), int(it[NEED]))
+    store.make_room(bad, need)
     return B
 
 
-def take_chunk_counts(ctx: BlockContext, st: Any, it: np.ndarray, fl: np.ndarray) -> None:
-    """The state's step count and l, and the solve's oracle calls and cache hits, from a general
-    chunk's counters."""
-    st.k, st.ell = int(it[K]), float(fl[ELL])
-    ctx.counters["oracle_calls"] += int(it[ORACLE_CALLS])
-    ctx.counters["cache_hits"] += int(it[CACHE_HITS])
+def take_chunk_counts(ctx: BlockContext, st: Any, c: np.ndarray) -> None:
+    """The state's step count and l, and the solve's oracle calls and cache hits, from a chunk's
+    record (`structfw.solvers._fastpass.counters`)."""
+    st.k, st.ell = int(c["k"][0]), float(c["ell"][0])
+    ctx.counters["oracle_calls"] += int(c["oracle_calls"][0])
+    ctx.counters["cache_hits"] += int(c["cache_hits"][0])
 
 
 def unary_mirror(plan: Any, st: Any, problem: Any) -> np.ndarray:
@@ -339,8 +336,8 @@ def compiled_plain_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
     compile_leaves_in_background(plan.compiled[0])
 
     def chunk(m: int, sampler: tuple[Any, ...], rule: tuple[Any, ...], avg: tuple[Any, ...],
-              state: tuple[Any, ...]) -> tuple[int, int]:
-        return plain_fw_chunk(plan.compiled, m, sampler, ctx.st.w, (rows, scales, ctx.st.li), rule, avg, state,
+              c: np.ndarray) -> tuple[int, int]:
+        return plain_fw_chunk(plan.compiled, m, sampler, ctx.st.w, (rows, scales, ctx.st.li), rule, avg, c,
                               scratch, _EMPTY_V)
 
     _plain_chunks(ctx, flag, chunk)
@@ -352,34 +349,34 @@ def compiled_factored_pass(ctx: BlockContext, flag: InterruptFlag) -> None:
     fac = factored_arrays(plan.compiled, st.factored, plan.factored)
 
     def chunk(m: int, sampler: tuple[Any, ...], rule: tuple[Any, ...], avg: tuple[Any, ...],
-              state: tuple[Any, ...]) -> tuple[int, int]:
-        return factored_fw_chunk(fac, m, sampler, st.w, st.li, rule, avg, state)
+              c: np.ndarray) -> tuple[int, int]:
+        return factored_fw_chunk(fac, m, sampler, st.w, st.li, rule, avg, c)
 
     _plain_chunks(ctx, flag, chunk)
 
 
 def _plain_chunks(ctx: BlockContext, flag: InterruptFlag, chunk: Any) -> None:
-    """A plain FW pass in numba chunks of ``chunk``(m, sampler, rule, avg, state) -> (steps, bad example)."""
+    """A plain FW pass in numba chunks of ``chunk``(m, sampler, rule, avg, c) -> (steps, bad example), ``c``
+    the chunks' record of counters (`structfw.solvers._fastpass.counters`)."""
     plan, st, problem = ctx.plan, ctx.st, ctx.problem
     n, sampler, avg = problem.n, st.sampler, st.avg
     avg_kind = AVG_CODES[avg.kind if avg is not None else None]
     u = avg.u if avg is not None else _EMPTY_V
-    it = np.array([st.k, avg.t if avg is not None else 0], np.int64)
-    fl = np.array([st.ell, avg.c if avg is not None else 1.0, avg.lbar if avg is not None else 0.0])
+    c = counters(st.k, st.ell, avg)
     rule = (problem.lam, plan.nu_step, plan.check_oracle)
     done = 0
     while done < n and not flag.requested:
         m = min(COMPILED_CHUNK, n - done)
         kind, order, draws = chunk_plan(st, m)
-        steps, bad = chunk(m, (kind, order, draws, sampler.estimates, sampler._tree), rule, (avg_kind, u), (it, fl))
+        steps, bad = chunk(m, (kind, order, draws, sampler.estimates, sampler._tree), rule, (avg_kind, u), c)
         ctx.counters["oracle_calls"] += steps + (bad >= 0)
         if bad >= 0:  # the compiled oracle is not a maximiser: the checked Python call names the example
             problem.oracle(bad, st.w, validate=True)
             problem.check_oracle_value(bad, -np.inf)
         done += m
-    st.k, st.ell = int(it[K]), float(fl[ELL])
+    st.k, st.ell = int(c["k"][0]), float(c["ell"][0])
+    read_average(c, avg)
     if avg is not None:
-        avg.t, avg.c, avg.lbar = int(it[AVG_T]), float(fl[AVG_C]), float(fl[AVG_LBAR])
         avg.renormalise()
     if done == n:
         st.passes += 1

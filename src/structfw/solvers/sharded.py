@@ -44,7 +44,7 @@ from structfw import _numba_cache  # noqa: F401 (before the first @njit: the pac
 from .._linalg import SparseVector, combine
 from ._factored import block_w_dots, factored_arrays, no_factored, positions
 from ._decisions import ORDER, ORDER_GAPS, fixed_step
-from ._fastpass import ELL, K as IT_K, PAIRWISE_STEP, factored_fw_chunk, general_chunk, plain_fw_chunk
+from ._fastpass import PAIRWISE_STEP, counters, factored_fw_chunk, general_chunk, plain_fw_chunk
 from ._kernels import fenwick_build
 from .base import Param, SolveContext, SolveResult, Solver, continue_or_restart
 from .bcfw import BCFW
@@ -280,21 +280,20 @@ def _plain_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], kind: int, st
     plan, st, sub = ctx.plan, ctx.st, ctx.problem
     m = blocks.shape[0]
     sampler = (kind, blocks, _EMPTY_V, st.sampler.estimates, st.sampler._tree)
-    it = np.array([st.k, 0], np.int64)
-    fl = np.array([st.ell, 1.0, 0.0])
+    c = counters(st.k, st.ell)
     rule = (sub.lam, plan.nu_step, plan.check_oracle)
     if storage == "factored":
         fac = factored_arrays(plan.compiled, st.factored, plan.factored)
-        steps, bad = factored_fw_chunk(fac, m, sampler, st.w, st.li, rule, (0, _EMPTY_V), (it, fl))
+        steps, bad = factored_fw_chunk(fac, m, sampler, st.w, st.li, rule, (0, _EMPTY_V), c)
     else:
         rows, scales = st.scaled_blocks()
         steps, bad = plain_fw_chunk(plan.compiled, m, sampler, st.w, (rows, scales, st.li), rule, (0, _EMPTY_V),
-                                    (it, fl), np.zeros(sub.d), _EMPTY_V)
+                                    c, np.zeros(sub.d), _EMPTY_V)
     ctx.counters["oracle_calls"] += steps + (bad >= 0)
     if bad >= 0:  # the compiled oracle is not a maximiser: the checked Python call names the example
         sub.oracle(bad, st.w, validate=True)
         sub.check_oracle_value(bad, -np.inf)
-    st.k, st.ell = int(it[IT_K]), float(fl[ELL])
+    st.k, st.ell = int(c["k"][0]), float(c["ell"][0])
 
 
 def _general_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], kind: int, shard: Shard) -> None:
@@ -303,9 +302,7 @@ def _general_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], kind: int, 
     plan, st, sub = ctx.plan, ctx.st, ctx.problem
     store = st.corners if st.corners is not None else shard.empty_store()
     tidy_kind, limit, stamp = plan.tidy_rule(st.mp_iter, False)
-    it = np.zeros(6, np.int64)
-    it[IT_K] = st.k
-    fl = np.array([st.ell, 1.0, 0.0, st.full_gap])
+    c = counters(st.k, st.ell, full_gap=st.full_gap)
     keep_rows = not (plan.step_code == PAIRWISE_STEP and st.track_alpha) and st.factored is None
     fac = no_factored() if st.factored is None else factored_arrays(plan.compiled, st.factored, plan.factored)
     B: tuple[Any, ...] = (_EMPTY_V,) if st.factored is not None else st.layout(keep_rows)
@@ -315,12 +312,12 @@ def _general_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], kind: int, 
             plan.compiled, store.arrays, (s, m), (kind, blocks, _EMPTY_V, st.sampler.estimates, st.sampler._tree),
             st.w, (B, st.li, _NO_MIRROR), (sub.lam, plan.step_code, plan.nu_step, plan.check_oracle),
             (plan.cache, plan.cache_F, plan.cache_nu, st.oracle_gaps),
-            (st.track_alpha, False, stamp, tidy_kind, limit, keep_rows), (0, _EMPTY_V), (it, fl), fac)
+            (st.track_alpha, False, stamp, tidy_kind, limit, keep_rows), (0, _EMPTY_V), c, fac)
         st.rows_stale = st.rows_stale or (not keep_rows and st.factored is None)
         if status == 0:
             break
-        B = mend_chunk_stop(sub, st, store, status, it, keep_rows, B)
-    take_chunk_counts(ctx, st, it, fl)
+        B = mend_chunk_stop(sub, st, store, status, c, keep_rows, B)
+    take_chunk_counts(ctx, st, c)
 
 
 def _python_round(ctx: BlockContext, blocks: npt.NDArray[np.int64]) -> None:
@@ -1322,7 +1319,7 @@ def _close_round(k, r, w, g, U, dl, out):
 def factored_rounds(k, R, m, fac, local, src, board, comb, r0):
     """R rounds of shard k on the factored storage (plain FW steps, `factored_fw_chunk`).  Returns -1, the
     example whose oracle was not a maximiser, or -2 when another shard aborted."""
-    st_w, li, est, tree, it, fl, rule, kind = local
+    st_w, li, est, tree, c, rule, kind = local
     none = np.empty(0)  # no scales, no average (a global array would be read-only here)
     A, T = fac[2]
     T2 = T.reshape(T.shape[0], T.shape[1] * T.shape[2])
@@ -1332,22 +1329,22 @@ def factored_rounds(k, R, m, fac, local, src, board, comb, r0):
     for r in range(R):
         st_w[:] = w
         blocks = _round_blocks(src, r, m, est)
-        ell0 = fl[ELL]
+        ell0 = c[0].ell
         ub = np.unique(blocks)
         if blend:
             li0, A0, T0 = li[ub].copy(), _take_ranges(A, starts, ub), _take_rows(T2, ub, none)
-        bad = factored_fw_chunk(fac, m, (kind, blocks, none, est, tree), st_w, li, rule, (0, none), (it, fl))[1]
+        bad = factored_fw_chunk(fac, m, (kind, blocks, none, est, tree), st_w, li, rule, (0, none), c)[1]
         if bad >= 0:
             _store_release(board[0], k, _ABORT)
             return bad
-        ok, g, U, dl = _publish_and_combine(k, r0 + r, w, st_w, comb[4] * (fl[ELL] - ell0), board, comb)
+        ok, g, U, dl = _publish_and_combine(k, r0 + r, w, st_w, comb[4] * (c[0].ell - ell0), board, comb)
         if not ok:
             return -2
         if blend and g != 1.0:
             li[ub] = (1.0 - g) * li0 + g * li[ub]
             _blend_ranges(A, starts, ub, A0, g)
             _blend_rows(T2, ub, T0, g, none)
-            fl[ELL] = ell0 + g * (fl[ELL] - ell0)
+            c[0].ell = ell0 + g * (c[0].ell - ell0)
         _close_round(k, r, w, g, U, dl, board[4])
     return -1
 
@@ -1356,7 +1353,7 @@ def factored_rounds(k, R, m, fac, local, src, board, comb, r0):
 def dense_rounds(k, R, m, rows, local, src, board, comb, r0):
     """R rounds of shard k on dense rows (plain FW steps, `plain_fw_chunk`); ``rows`` = (oracle, rows,
     scales, scratch).  Returns as `factored_rounds`."""
-    st_w, li, est, tree, it, fl, rule, kind = local
+    st_w, li, est, tree, c, rule, kind = local
     none = np.empty(0)
     oracle, V, scales, scratch = rows
     blend = comb[1] != ADD
@@ -1364,22 +1361,22 @@ def dense_rounds(k, R, m, rows, local, src, board, comb, r0):
     for r in range(R):
         st_w[:] = w
         blocks = _round_blocks(src, r, m, est)
-        ell0 = fl[ELL]
+        ell0 = c[0].ell
         ub = np.unique(blocks)
         if blend:
             li0, V0 = li[ub].copy(), _take_rows(V, ub, scales)
         bad = plain_fw_chunk(oracle, m, (kind, blocks, none, est, tree), st_w, (V, scales, li), rule, (0, none),
-                             (it, fl), scratch, none)[1]
+                             c, scratch, none)[1]
         if bad >= 0:
             _store_release(board[0], k, _ABORT)
             return bad
-        ok, g, U, dl = _publish_and_combine(k, r0 + r, w, st_w, comb[4] * (fl[ELL] - ell0), board, comb)
+        ok, g, U, dl = _publish_and_combine(k, r0 + r, w, st_w, comb[4] * (c[0].ell - ell0), board, comb)
         if not ok:
             return -2
         if blend and g != 1.0:
             li[ub] = (1.0 - g) * li0 + g * li[ub]
             _blend_rows(V, ub, V0, g, scales)
-            fl[ELL] = ell0 + g * (fl[ELL] - ell0)
+            c[0].ell = ell0 + g * (c[0].ell - ell0)
         _close_round(k, r, w, g, U, dl, board[4])
     return -1
 
@@ -1414,8 +1411,8 @@ def run_compiled_rounds(ctx: ShardedContext, R: int, rule: str) -> None:
     else:
         futures = [ctx.pool.submit(_guarded, board, k, fn, args) for k, (fn, args, _) in enumerate(calls)]
         results = [f.result() for f in futures]
-    for sh, (_, _, (it, fl)), bad in zip(ctx.shards, calls, results):
-        sh.st.k, sh.st.ell = int(it[IT_K]), float(fl[ELL])
+    for sh, (_, _, c), bad in zip(ctx.shards, calls, results):
+        sh.st.k, sh.st.ell = int(c["k"][0]), float(c["ell"][0])
         sh.ctx.counters["oracle_calls"] += R * m if bad == -1 else 0
         if sh.st.sampler.kind == "gap":
             sh.st.sampler._tree = fenwick_build(sh.st.sampler.estimates)
@@ -1442,13 +1439,13 @@ def _guarded(board: tuple[Any, ...], k: int, fn: Any, args: tuple[Any, ...]) -> 
 
 
 def _rounds_call(sh: Shard, k: int, R: int, m: int, board: tuple[Any, ...], rule: tuple[float, int, int],
-                 r0: int) -> tuple[Any, tuple[Any, ...], tuple[Any, Any]]:
-    """(driver, its arguments, the chunk's (it, fl)) of shard k's R compiled rounds."""
+                 r0: int) -> tuple[Any, tuple[Any, ...], npt.NDArray[Any]]:
+    """(driver, its arguments, the chunks' record of counters) of shard k's R compiled rounds."""
     st, plan = sh.st, sh.ctx.plan
     sampler = st.sampler
-    it, fl = np.array([st.k, 0], np.int64), np.array([st.ell, 1.0, 0.0])
+    c = counters(st.k, st.ell)
     kind = ORDER_GAPS if sampler.adaptive else ORDER
-    local = (st.w, st.li, sampler.estimates, sampler._tree, it, fl, (sh.sub.lam, plan.nu_step, plan.check_oracle), kind)
+    local = (st.w, st.li, sampler.estimates, sampler._tree, c, (sh.sub.lam, plan.nu_step, plan.check_oracle), kind)
     if sampler.kind in ("uniform", "perm"):
         src = (0, np.concatenate([draw_round(st, m) for _ in range(R)]), _EMPTY_V)
     elif sampler.kind == "gap":
@@ -1458,9 +1455,9 @@ def _rounds_call(sh: Shard, k: int, R: int, m: int, board: tuple[Any, ...], rule
     comb = (float(rule[0]), int(rule[1]), int(rule[2]), sh.sigma, sh.scale)
     if st.factored is not None:
         fac = factored_arrays(plan.compiled, st.factored, plan.factored)
-        return factored_rounds, (k, R, m, fac, local, src, board, comb, r0), (it, fl)
+        return factored_rounds, (k, R, m, fac, local, src, board, comb, r0), c
     rows, scales = st.scaled_blocks()
-    return dense_rounds, (k, R, m, (plan.compiled, rows, scales, np.zeros(st.d)), local, src, board, comb, r0), (it, fl)
+    return dense_rounds, (k, R, m, (plan.compiled, rows, scales, np.zeros(st.d)), local, src, board, comb, r0), c
 
 
 # ====================================================================== workers: processes and Ray actors
