@@ -220,7 +220,6 @@ class GapCache(ExactOracle):
                 return c, corner_vector(st, i, c), store.loss[i, c], ghat, True
         return self.call_oracle(ctx, i, base)
 
-
     def absorb_gap_pass(self, st, res, problem):
         for i, (y, psi, L, _) in enumerate(res):
             st.corners.add(i, psi, L, 0.0, st.k, y=y)
@@ -253,7 +252,6 @@ class WorkingSet(ExactOracle):
         c, H, _ = cs_best(store.arrays, i, st.w)
         store.last[i, c] = ctx.stamp
         return c, corner_vector(st, i, c), store.loss[i, c], base + H / ctx.n, True
-
 
 
 # ================================================================= block steps
