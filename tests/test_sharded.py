@@ -7,6 +7,7 @@ one example); w = sum_i w_i after every round; the dual never decreases under th
 is the serial definition at the same w; a run depends on K and the seed only.
 """
 import itertools
+import threading
 import warnings
 
 import numpy as np
@@ -16,7 +17,7 @@ import structfw as sf
 from structfw.solvers import BCFW, Problem, StopRule
 from structfw.solvers.sharded import (ShardedBCFW, combination_gamma, default_round_length, one_round,
                                       shard_indices)
-from toy import exact_optimum, make_toy, primal
+from toy import EnumModel, exact_optimum, make_toy, primal
 
 RULES = ("linesearch", "average", "add")
 
@@ -409,6 +410,123 @@ def test_a_worker_that_always_dies_gives_up_naming_its_shard(chain, monkeypatch)
     _kill_worker_after(monkeypatch, set(range(1, 1000)))
     with pytest.raises(RuntimeError, match="the worker of shard 1 died 2 times"):
         solve(model, X, Y, lam, shards=3, executor="process", passes=5, tol=None)
+
+
+class FlakyToy(EnumModel):
+    """The toy model whose oracle raises ``error`` on the calls numbered in ``fail_at`` (counted over every
+    thread)."""
+
+    def __init__(self, model, fail_at=(), error=MemoryError):
+        super().__init__(model.phi, model.loss_table)
+        self.calls, self.fired, self.fail_at, self.error = 0, 0, set(fail_at), error
+        self.lock = threading.Lock()
+
+    def loss_augmented_decode(self, x, y_true, w):
+        with self.lock:
+            self.calls += 1
+            fail = self.calls in self.fail_at
+            self.fired += fail
+        if fail:
+            raise self.error("transient")
+        return super().loss_augmented_decode(x, y_true, w)
+
+
+def _fail_calls(monkeypatch, method, numbers, shard=1):
+    """Shard ``shard``'s ``method`` (round or gaps) raises MemoryError on its calls numbered in ``numbers``,
+    before it runs: a transient fault of its thread.  Returns the list of the calls that raised."""
+    import structfw.solvers.sharded as sharded
+
+    real, seen, fired = getattr(sharded.Shard, method), {}, []
+
+    def flaky(self, *args):
+        if self.sub.n and self is self._fit_shards[shard]:
+            seen[id(self)] = seen.get(id(self), 0) + 1
+            if seen[id(self)] in numbers:
+                fired.append(seen[id(self)])
+                raise MemoryError("transient")
+        return real(self, *args)
+
+    monkeypatch.setattr(sharded.Shard, method, flaky)
+    return fired
+
+
+@pytest.mark.parametrize("options", [dict(), dict(step="pairwise", sampling="gap", cache=True)], ids=["fw", "mixed"])
+@pytest.mark.parametrize("first_save", [5.0, 0.0], ids=["from-seeds", "from-the-saved-state"])
+def test_a_thread_that_raises_is_rewound_and_the_fit_unchanged(toy, options, first_save, monkeypatch):
+    """A round that raises (rerun after a rewind to the last save, or from the seeds before the first) and a gap
+    pass that raises (made again): the fit's iterates are those of the fit without the faults, a warning each."""
+    import structfw.solvers.sharded as sharded
+
+    model, X, Y, lam, _ = toy
+    solver = ShardedBCFW(shards=3, executor="thread", round_length=2, **options)
+    stop = StopRule(max_passes=12, tol=None, check_every=4)
+    expected = solver.solve(Problem(model, X, Y, lam), stop, rng=0)
+    monkeypatch.setattr(sharded.ThreadRecovery, "FIRST_SAVE", first_save)
+    monkeypatch.setattr(sharded.ThreadRecovery, "SPACING", 0.0)  # every checkpoint saves
+    shards_of = sharded.ShardedContext.__init__
+
+    def remember(ctx, problem, state, shards, *args):
+        shards_of(ctx, problem, state, shards, *args)
+        for sh in shards:
+            sh._fit_shards = shards
+
+    monkeypatch.setattr(sharded.ShardedContext, "__init__", remember)
+    rounds = _fail_calls(monkeypatch, "round", {2, 20, 21})  # its calls, reruns counted: one early, two in a row
+    gaps = _fail_calls(monkeypatch, "gaps", {2})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = solver.solve(Problem(model, X, Y, lam), stop, rng=0)
+    warned = [str(c.message) for c in caught if issubclass(c.category, RuntimeWarning)]
+    assert rounds == [2, 20, 21] and gaps == [2]
+    back = [m for m in warned if "goes back to its last checkpoint" in m]
+    assert len(back) == 3
+    assert ("(round 0)" in back[-1]) == (first_save > 0)  # the seeds, or the state saved at a later checkpoint
+    assert sum("its 'gaps' runs again" in m for m in warned) == 1
+    np.testing.assert_array_equal(got.w, expected.w)
+    np.testing.assert_array_equal(got.trace["gap"], expected.trace["gap"])
+    assert [s.k for s in got.state.states] == [s.k for s in expected.state.states]
+
+
+def test_a_compiled_round_that_raises_is_rewound_and_the_fit_unchanged(chain, monkeypatch):
+    """Shard 1's thread fails at the start of two compiled calls (the others stop at their barrier)."""
+    import structfw.solvers.sharded as sharded
+
+    model, X, Y, lam, _ = chain
+    stop = StopRule(max_passes=12, tol=None, check_every=4)
+    solver = ShardedBCFW(shards=3, executor="thread", round_length=2)
+    expected = solver.solve(Problem(model, X, Y, lam), stop, rng=0)
+    real, calls = sharded._guarded, [0]
+
+    def flaky(board, k, fn, args):
+        if k == 1:
+            calls[0] += 1
+            if calls[0] in (2, 5):
+                board[0][k] = sharded._ABORT
+                raise MemoryError("transient")
+        return real(board, k, fn, args)
+
+    monkeypatch.setattr(sharded, "_guarded", flaky)
+    with pytest.warns(RuntimeWarning, match="goes back to its last checkpoint"):
+        got = solver.solve(Problem(model, X, Y, lam), stop, rng=0)
+    assert calls[0] > 5  # the compiled route ran
+    np.testing.assert_array_equal(got.w, expected.w)
+    np.testing.assert_array_equal(got.trace["gap"], expected.trace["gap"])
+
+
+def test_a_thread_that_always_raises_gives_up_and_bad_input_is_not_retried(toy):
+    model, X, Y, lam, _ = toy
+    stop = StopRule(max_passes=12, tol=None, check_every=4)
+    always = FlakyToy(model, range(10, 10 ** 6))
+    with pytest.warns(RuntimeWarning), pytest.raises(MemoryError) as raised:
+        ShardedBCFW(shards=3, executor="thread", round_length=2).solve(Problem(always, X, Y, lam), stop, rng=0)
+    assert "4 times in a row" in " ".join(getattr(raised.value, "__notes__", []))
+    wrong = FlakyToy(model, (10,), error=ValueError)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a retry would warn, and the warning would be raised instead
+        with pytest.raises(Exception, match="transient") as raised:
+            ShardedBCFW(shards=3, executor="thread", round_length=2).solve(Problem(wrong, X, Y, lam), stop, rng=0)
+    assert isinstance(raised.value, ValueError) or isinstance(raised.value.__cause__, ValueError)
+    assert wrong.fired == 1
 
 
 def test_a_thread_fit_leaves_no_threads(chain):

@@ -26,11 +26,12 @@ from __future__ import annotations
 import contextvars
 import math
 import os
+import time
 import warnings
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -555,6 +556,8 @@ class ShardedContext(SolveContext):
         self.passes_done = 0
         self.pool: ThreadPoolExecutor | None = None
         self.folder: Any = None  # the workers' checkpoint files (processes)
+        #: on threads, the rewind to the last checkpoint after a shard's thread raised (`ThreadRecovery`)
+        self.recovery = None if self.remote else ThreadRecovery()
         self.solve_owned = False  # `ShardedBCFW.solve` closes this context (its threads may outlive a pass)
 
     def map(self, name: str, *args: Any) -> list[Any]:
@@ -565,9 +568,30 @@ class ShardedContext(SolveContext):
             for s in self.shards:
                 s.send(name, *args)
             return [s.recv() for s in self.shards]
+        call = self._call if name in _IDEMPOTENT else getattr
         if self.pool is None:
-            return [getattr(s, name)(*args) for s in self.shards]
-        return list(self.pool.map(lambda s: getattr(s, name)(*args), self.shards))
+            return [call(s, name)(*args) for s in self.shards]
+        futures = [self.pool.submit(call(s, name), *args) for s in self.shards]
+        wait(futures)  # every shard's thread done before a failure is raised: none still moves the state
+        return [f.result() for f in futures]
+
+    def _call(self, shard: Shard, name: str) -> Any:
+        """shard.name, which on threads is called again (up to `ThreadRecovery.MAX_RETRIES` times) when it
+        raises what `recoverable` admits: the calls of `_IDEMPOTENT` give the same answer and state again."""
+        method = getattr(shard, name)
+
+        def retried(*args: Any) -> Any:
+            for attempt in range(ThreadRecovery.MAX_RETRIES + 1):
+                try:
+                    return method(*args)
+                except Exception as exc:
+                    if attempt == ThreadRecovery.MAX_RETRIES or not recoverable(exc):
+                        raise
+                    warnings.warn(f"a shard's thread raised {type(exc).__name__}: {exc}; its {name!r} runs "
+                                  "again", RuntimeWarning, stacklevel=2)
+            raise AssertionError("unreachable")
+
+        return method if self.recovery is None else retried
 
     @contextmanager
     def threads(self) -> Iterator[None]:
@@ -601,6 +625,136 @@ class ShardedContext(SolveContext):
             for s in self.shards:
                 s.close()
             self.remote, self.shards = False, []
+        if self.folder is not None:
+            self.folder.cleanup()
+            self.folder = None
+        if self.recovery is not None:
+            self.recovery.close()
+
+    def run(self, op: Any, *args: Any) -> Any:
+        """op(self, *args), a step of the rounds: on threads through `ThreadRecovery.run`."""
+        return op(self, *args) if self.recovery is None else self.recovery.run(self, op, *args)
+
+
+#: what a shard's thread raises and is not recovered from: bad input or a broken model contract
+#: (ValueError, TypeError: "the oracle is not a maximiser", a wrong shape) and an example that hung
+#: (`structfw.executor.OracleTimeout`), which a rerun would meet again
+_NOT_RECOVERED = (ValueError, TypeError, NotImplementedError, TimeoutError)
+#: the shards' calls that a thread may simply make again: the gap pass, the estimates' refresh, the
+#: averaged iterate's hinge sum (the rounds are rerun by `ThreadRecovery`)
+_IDEMPOTENT = frozenset(("gaps", "refresh", "hinge_sum"))
+
+
+def recoverable(exc: BaseException) -> bool:
+    """May a shard's thread be recovered from ``exc``?  An Exception that is not, and was not caused by,
+    one of `_NOT_RECOVERED` (an oracle's error reaches the solver wrapped, naming its example)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, _NOT_RECOVERED) or not isinstance(seen, Exception):
+            return False
+        seen = seen.__cause__
+    return True
+
+
+class ThreadRecovery:
+    """A shard whose thread raises during a round, on threads: the fit goes back to the last checkpoint and
+    runs again what it ran since, then the failed step, so it goes on as it would have without the fault.
+
+    At checkpoints the whole `ShardedState` (every shard's state and the global numbers) is written to a
+    private pickle in a temporary folder -- on disk, as the workers of processes write theirs, so that a
+    thread fit's memory does not double; at the first and then spaced by what a save costs (`SPACING`)
+    -- and the steps of the rounds since (`one_round`,
+    `run_compiled_rounds`, the end of a pass) are logged with their arguments.  The steps are determined by
+    the state and the seeds (the round's w, the shards' generators), so a rerun gives the same iterates.
+    A step that fails ``MAX_RETRIES + 1`` times in a row raises its exception; what `recoverable` refuses
+    (bad input, a broken model, an example that hung) is raised at once."""
+
+    MAX_RETRIES = 3
+    #: a checkpoint saves the state when the time since the last save is this many times what that save
+    #: took: the saves then cost at most about 1/SPACING of the fit (on OCR at every checkpoint they
+    #: took 0.5-0.8x the fit's time), and a fault reruns at most about SPACING saves' time of rounds
+    SPACING = 20.0
+
+    #: a fresh fit saves its state first at the first checkpoint this many seconds after its start: a
+    #: fault before then reruns it from the seeds (a save of OCR's 45 MB of state took 0.1-0.4 s)
+    FIRST_SAVE = 5.0
+
+    def __init__(self) -> None:
+        self.folder: Any = None
+        self.log: list[tuple[Any, tuple[Any, ...]]] = []
+        self.marked: int | None = None  # the round of the saved state (0 for the origin)
+        self.due = 0.0  # time.monotonic() from which the next checkpoint saves
+        #: a fresh fit's (solver, problem, entropy, rule, sub-problems): its first state again, unsaved
+        self.origin: tuple[Any, ...] | None = None
+
+    def checkpoint(self, ctx: ShardedContext) -> None:
+        """At a checkpoint: the state saved (`mark`) if the last save is long enough ago."""
+        if self.marked is None and self.origin is not None:
+            self.marked, self.due = 0, time.monotonic() + self.FIRST_SAVE
+        elif time.monotonic() >= self.due:
+            self.mark(ctx)
+
+    def mark(self, ctx: ShardedContext) -> None:
+        """The state now is what a fault rewinds to: written to the folder, the log emptied."""
+        import pickle
+        import tempfile
+
+        start = time.monotonic()
+        if self.folder is None:
+            self.folder = tempfile.TemporaryDirectory(prefix="structfw-threads-")
+        path = os.path.join(self.folder.name, "state.pkl")
+        with open(path + ".tmp", "wb") as f:
+            pickle.dump(ctx.state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(path + ".tmp", path)
+        self.log, self.marked = [], ctx.state.rounds
+        now = time.monotonic()
+        self.due = now + self.SPACING * (now - start)
+
+    def run(self, ctx: ShardedContext, op: Any, *args: Any) -> Any:
+        if self.marked is None:
+            self.checkpoint(ctx)
+        failures = 0
+        while True:
+            try:
+                if failures:
+                    self._rewind(ctx)
+                out = op(ctx, *args)
+                break
+            except Exception as exc:
+                if not recoverable(exc):
+                    raise
+                failures += 1
+                if failures > self.MAX_RETRIES:
+                    exc.add_note(f"structfw: a shard's thread raised this {failures} times in a row, each time "
+                                 f"after the fit went back to round {self.marked}; giving up")
+                    raise
+                warnings.warn(f"a shard's thread raised {type(exc).__name__}: {exc}; the fit goes back to its "
+                              f"last checkpoint (round {self.marked}) and runs the {len(self.log)} steps "
+                              "since again", RuntimeWarning, stacklevel=2)
+        self.log.append((op, args))
+        return out
+
+    def _rewind(self, ctx: ShardedContext) -> None:
+        """Every shard and the global numbers as saved, then the logged steps run again."""
+        import pickle
+
+        if self.folder is None:  # not saved yet: a fresh fit's first state, from its seeds
+            solver, problem, entropy, rule, subs = cast(tuple[Any, ...], self.origin)
+            saved = solver.new_state(problem, entropy, rule, subs=subs)
+            saved.combine = rule
+        else:
+            with open(os.path.join(self.folder.name, "state.pkl"), "rb") as f:
+                saved = pickle.load(f)
+        ctx.state.__dict__.update(saved.__dict__)
+        for sh, s in zip(ctx.shards, ctx.state.states):
+            counts, plan = sh.ctx.counters, sh.ctx.plan
+            sh.st, sh.ctx = s, BlockContext(sh.sub, s, plan)
+            sh.ctx.counters = counts  # the failed attempt's oracle calls were made: they count
+            sh.pending = sh.gaps_e = None
+        for op, args in self.log:
+            op(ctx, *args)
+
+    def close(self) -> None:
         if self.folder is not None:
             self.folder.cleanup()
             self.folder = None
@@ -767,6 +921,8 @@ oracle_work, minibatch, asynchronous, oracle_quality
                 plan = shards[0].ctx.plan
                 ctx = ShardedContext(problem, st, shards, rule, m, n_jobs, (plan.uses_gaps, plan.gap_refresh,
                                                                              plan.check_oracle))
+                if not continued and ctx.recovery is not None:  # a fault before the first save: from the seeds
+                    ctx.recovery.origin = (self, problem, st.entropy, rule, [sh.sub for sh in shards])
             if continued:
                 check_block_sums(ctx)
         finally:
@@ -842,11 +998,11 @@ oracle_work, minibatch, asynchronous, oracle_quality
             while st.steps < target and not flag.requested:
                 if compiled:
                     rounds = -(-(target - st.steps) // (ctx.m * st.K))
-                    run_compiled_rounds(ctx, min(rounds, max(1, ROUNDS_CALL_STEPS // ctx.m)), ctx.rule)
+                    ctx.run(run_compiled_rounds, min(rounds, max(1, ROUNDS_CALL_STEPS // ctx.m)), ctx.rule)
                 else:
-                    one_round(ctx, ctx.rule)
+                    ctx.run(one_round, ctx.rule)
         if st.steps >= target:
-            st.passes += 1
+            ctx.run(_end_pass)
             ctx.passes_done += 1
 
     def checkpoint_due(self, ctx: ShardedContext, since_check: int, done: int, stop: StopRule,
@@ -862,8 +1018,7 @@ oracle_work, minibatch, asynchronous, oracle_quality
         with monitor.monitoring(), ctx.threads():
             primal, gap = shard_gap(ctx, validate=ctx.check_oracle)
             if refresh:
-                ctx.map("refresh", gap)
-                st.full_gap, st.needs_refresh = gap, False
+                ctx.run(take_gaps, [sh.gaps_e for sh in ctx.shards] if ctx.recovery else None, gap)
             else:
                 monitor.monitor_calls += ctx.problem.n
             dual = st.dual()
@@ -878,6 +1033,8 @@ oracle_work, minibatch, asynchronous, oracle_quality
             _record(ctx, monitor, w_rep, (primal, dual, gap))
             if ctx.remote and not monitoring_only:
                 _write_shard_states(ctx)
+            elif ctx.recovery is not None and not monitoring_only:
+                ctx.recovery.checkpoint(ctx)
         return gap
 
     def result(self, ctx: ShardedContext, monitor: Monitor, stopped: str) -> SolveResult:
@@ -1113,6 +1270,20 @@ def check_block_sums(ctx: ShardedContext) -> None:
 
 def _refresh_due(ctx: ShardedContext) -> bool:
     return ctx.uses_gaps and ctx.gap_refresh is not None and ctx.state.passes % ctx.gap_refresh == 0
+
+
+def _end_pass(ctx: ShardedContext) -> None:
+    ctx.state.passes += 1
+
+
+def take_gaps(ctx: ShardedContext, gaps: list[Any] | None, full_gap: float) -> None:
+    """The last gap pass's block gaps become the shards' estimates (`Shard.refresh`); ``gaps``: each
+    thread shard's gap pass, set again first (a `ThreadRecovery` rerun comes after a rewind)."""
+    if gaps is not None:
+        for sh, g in zip(ctx.shards, gaps):
+            sh.gaps_e = g
+    ctx.map("refresh", full_gap)
+    ctx.state.full_gap, ctx.state.needs_refresh = full_gap, False
 
 
 def one_round(ctx: ShardedContext, rule: str) -> float:
