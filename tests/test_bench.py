@@ -66,7 +66,8 @@ def _finite_nonincreasing(vals):
     assert all(b <= a * (1 + 1e-12) for a, b in zip(vals, vals[1:])), vals
 
 
-@pytest.mark.parametrize("dataset", ["ocr", "conll", "matching"])
+@pytest.mark.parametrize("dataset", [pytest.param("ocr", marks=pytest.mark.slow),  # 64 s and 31 s (see above)
+                                     pytest.param("conll", marks=pytest.mark.slow), "matching"])
 def test_fig1_each_dataset(tmp_path, dataset):
     passes, seeds = 3, 2
     lams = ["0.01"] if dataset == "ocr" else None  # conll: 1/n, matching: 0.001 (the data set's defaults)
@@ -232,6 +233,7 @@ def test_plain_pass_is_the_median_of_every_plain_fit():
     assert plain_pass(dict(runs=doc["runs"])) == (pytest.approx(0.051), 1, pytest.approx([0.051, 0.051]))
 
 
+@pytest.mark.slow  # 108 s of the default suite (cold cache, 2 cores): CI's slow stage runs it
 def test_speed_runs(tmp_path):
     doc = run_speed(passes=2, out=tmp_path, subsample=40, log=lambda *_: None, rounds=2)
     _check_outputs(tmp_path, "speed")

@@ -90,6 +90,7 @@ def _tiny_problem(n=24, S=3, F=4, seed=0):
     return Problem(sf.models.ChainModel(S, F), X, Y, 0.1)
 
 
+@pytest.mark.slow  # 20 s of the default suite (cold cache, 2 cores): CI's slow stage runs it
 def test_a_solve_on_processes_records_each_workers_memory_and_one_on_threads_none():
     problem = _tiny_problem()
     stop = StopRule(max_passes=2, tol=None)

@@ -28,6 +28,7 @@ def tiny_run(tmp_path_factory):
     return res.output, json.loads((out / "tagger.json").read_text()), out
 
 
+@pytest.mark.slow  # 75 s of the default suite (cold cache, 2 cores): CI's slow stage runs it
 def test_the_bench_writes_both_taggers_with_sane_numbers(tiny_run):
     output, doc, out = tiny_run
     assert set(doc["tasks"]) == {"ocr"} and set(doc["configs"]) == {"structfw", "crf"}

@@ -33,6 +33,7 @@ def test_train_with_mpbcfw_and_the_mpbcfw_bench(tmp_path):
     assert (tmp_path / "mpbcfw.json").exists() and (tmp_path / "mpbcfw.md").exists()
 
 
+@pytest.mark.slow  # 37 s of the default suite (cold cache, 2 cores): CI's slow stage runs it
 def test_mpbcfw_bench_gives_bcfw_its_own_budget(tmp_path):
     """--bcfw-passes: BCFW and BCFW-avg run that many passes (and set g_B), the others --passes."""
     import json

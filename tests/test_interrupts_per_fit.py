@@ -342,6 +342,7 @@ def test_process_workers_die_with_their_parent(sig):
 
 
 # ---------------------------------------------------------------- Ray
+@pytest.mark.slow  # 31 s of the default suite (cold cache, 2 cores): CI's slow stage runs it
 @needs_proc
 def test_ray_oracle_timeout_kills_the_hung_actor():
     ray = pytest.importorskip("ray")

@@ -216,6 +216,7 @@ def _check_monotone(est, slack=1e-9):
         assert r["convex_primal"] >= r["objective"] - slack  # F_t >= P everywhere
 
 
+@pytest.mark.slow  # 42 s of the default suite (cold cache, 2 cores): CI's slow stage runs it
 def test_cccp_objective_non_increasing_on_chains():
     X, Y = chains(40, seed=1)
     Yp = hide(Y, 0.5)

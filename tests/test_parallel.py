@@ -231,6 +231,7 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.mark.slow  # 22 s of the default suite (cold cache, 2 cores): CI's slow stage runs it
 def test_ray_workers_give_the_serial_iterates(ray_cluster, ocr60):
     X, Y = ocr60
     for mk in (lambda: BCFW(minibatch=4, asynchronous=True, step="pairwise", cache=True),
@@ -284,6 +285,7 @@ def test_ray_errors_name_the_example_and_the_arguments(ray_cluster, ocr60):
         get_executor(64, "ray")
 
 
+@pytest.mark.slow  # 11 s of the default suite (cold cache, 2 cores): CI's slow stage runs it
 def test_cli_train_on_ray(ray_cluster, tmp_path):
     from structfw.cli import main
 

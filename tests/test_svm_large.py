@@ -156,6 +156,7 @@ def _write_svmlight(path, X, y):
             fh.write(f"{'+1' if yi > 0 else '-1'} {feats}\n")
 
 
+@pytest.mark.slow  # 17 s of the default suite (cold cache, 2 cores): CI's slow stage runs it
 def test_cli_data_file_runs_tables_2_to_4_with_both_gradients(tmp_path):
     """``--data FILE`` (an svmlight file, as a9a / w8a / ijcnn1 would be given): Tables 2-4,
     Table 4 with the paper's sample-only gradient and the full one on the same seeds, and a
