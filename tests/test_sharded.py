@@ -556,7 +556,9 @@ def test_a_process_fit_leaves_no_workers_and_no_files(chain, tmp_path, monkeypat
 
 # ====================================================================== what cannot work
 @pytest.mark.parametrize("kwargs, words", [
-    (dict(solver=BCFW(multi_plane=True)), ["multi_plane", "shards"]),
+    (dict(solver=BCFW(multi_plane=True, approx_rule="time")), ["approx_rule='time'", "shards=2"]),
+    (dict(solver=BCFW(multi_plane=True, averaging="weighted")), ["averaging='weighted'", "multi_plane=True",
+                                                                 "shards=2"]),
     (dict(solver=BCFW(minibatch=4)), ["minibatch", "shards"]),
     (dict(solver="fw"), ["shards", "solver"]),
     (dict(oracle_timeout=1.0), ["oracle_timeout", "shards"]),
@@ -575,8 +577,8 @@ def test_more_shards_than_examples_and_positivity_are_refused(chain):
     model, X, Y, lam, _ = chain
     with pytest.raises(ValueError, match="shards=8 is more than the 7 training examples"):
         sf.StructuredSVM(model, lam=lam, shards=8, executor="thread", max_passes=1).fit(X, Y)
-    with pytest.raises(ValueError, match="multi_plane=True with shards=2"):
-        ShardedBCFW(shards=2, multi_plane=True)
+    with pytest.raises(ValueError, match="multi_plane=True and shards=2"):
+        ShardedBCFW(shards=2, multi_plane=True, averaging="weighted")
     toy_model, tX, tY = make_toy(n=6, m=3, d=3, seed=0)
     toy_model.nonnegative_indices = np.array([0])
     with pytest.raises(ValueError, match="shards=2 with a model that constrains w"):

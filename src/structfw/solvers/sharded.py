@@ -20,6 +20,10 @@ lam_k = lam n / (n_k sigma') the engine's w_i are sigma' times the global ones, 
 times the global ones, and its iterate, started at the global w, is w + sigma' u_k; its block line
 search is then the one above and its block gaps are n / n_k times the global g_i.  So every part of
 the engine (chunks, corner sources, steps, samplers) runs unchanged.
+
+MP-BCFW (Shah et al. 2015, Alg. 3) runs its outer iterations over the shards (`mp_outer_iteration`):
+an exact sharded pass, then approximate sharded passes while the slope rule holds on the global dual
+and work counter, every round carrying the pass's kind and outer iteration to the shards.
 """
 from __future__ import annotations
 
@@ -48,7 +52,7 @@ from ._decisions import ORDER, ORDER_GAPS, fixed_step
 from ._fastpass import PAIRWISE_STEP, counters, factored_fw_chunk, general_chunk, plain_fw_chunk
 from ._kernels import fenwick_build
 from .base import Param, SolveContext, SolveResult, Solver, continue_or_restart
-from .bcfw import BCFW
+from .bcfw import BCFW, MPBCFW
 from .block_state import BCFWState
 from .corners import CornerStore, cs_find, cs_room, cs_put
 from .parts import BlockContext
@@ -126,8 +130,7 @@ def shard_indices(n: int, K: int) -> list[npt.NDArray[np.int64]]:
 def check_shards(options: Any, problem: Problem | None = None) -> None:
     """The options that cannot run on shards (ValueError naming both), and a K beyond the examples."""
     if options.multi_plane:
-        raise ValueError(f"multi_plane=True with shards={options.shards}: MP-BCFW's approximate passes are not "
-                         "implemented on shards; use multi_plane=False (any step, sampling or the cache) or shards=None")
+        check_mp_on_shards(options)
     if options.minibatch > 1:
         raise ValueError(f"minibatch={options.minibatch} with shards={options.shards}: shards already step their "
                          "blocks in parallel; use minibatch=1 with shards, or shards=None with a minibatch")
@@ -146,6 +149,22 @@ def check_shards(options: Any, problem: Problem | None = None) -> None:
                          "projected dual is not separable over shards; fit without shards")
 
 
+def check_mp_on_shards(options: Any) -> None:
+    """MP-BCFW's options that shards cannot run: the slope rule by the clock (the approximate passes'
+    number would follow the shards' timing, so the iterates would depend on more than K and the seed)
+    and averaging (the rounds' average and MP-BCFW's two averages, over exact and over approximate
+    steps (Sec. 3.5), do not combine)."""
+    K = options.shards
+    if options.approx_rule == "time":
+        raise ValueError(f"approx_rule='time' with shards={K}: the number of approximate passes would follow the "
+                         "shards' timing, and the iterates with it; use approx_rule='work' with shards (the "
+                         "slope rule counts plane dot products and oracle calls)")
+    if options.averaging is not None:
+        raise ValueError(f"averaging={options.averaging!r} with multi_plane=True and shards={K}: the rounds' "
+                         "average and MP-BCFW's two averages (exact and approximate steps) do not combine; use "
+                         "averaging=None with MP-BCFW on shards, or multi_plane=False")
+
+
 # ====================================================================== one shard
 class Shard:
     """Shard k's engine: its sub-problem, its `BlockContext`, and the round in flight.
@@ -161,17 +180,34 @@ class Shard:
         self.gaps_e: npt.NDArray[np.float64] | None = None  # the last gap pass's block gaps (engine units)
         self._empty_store: CornerStore | None = None
 
-    def round(self, w: npt.NDArray[np.float64], m: int, blend: bool) -> tuple[npt.NDArray[np.float64], float]:
+    def round(self, w: npt.NDArray[np.float64], m: int, blend: bool,
+              mp: tuple[int, bool] | None = None) -> tuple[npt.NDArray[np.float64], float]:
         """m local block steps from the global w; returns the change (u_k, dl_k) in global units.  With
-        ``blend`` the touched blocks are kept so that `combine` can scale their change."""
-        st = self.st
+        ``blend`` the touched blocks are kept so that `combine` can scale their change.  ``mp`` =
+        (outer iteration, approximate): a round of MP-BCFW's exact or approximate sharded pass (its
+        planes stamped with the fit's outer iteration; an approximate round's blocks from
+        `approx_round_blocks`, their corners from the working sets); None: not MP-BCFW."""
+        st, ctx = self.st, self.ctx
         st.w[:] = w
         ell0 = st.ell
-        blocks = draw_round(st, m)
+        approx = False
+        if mp is not None:
+            st.mp_iter, approx = int(mp[0]), bool(mp[1])
+            ctx.stamp = st.mp_iter
+        blocks = approx_round_blocks(st, m) if approx else draw_round(st, m)
         snap = snapshot(st, np.unique(blocks)) if blend else None
-        run_round(self.ctx, blocks, self)
+        ctx.approx = approx
+        try:
+            run_round(ctx, blocks, self)
+        finally:
+            ctx.approx = False
         self.pending = (snap, ell0)
         return (st.w - w) / self.sigma, self.scale * (st.ell - ell0)
+
+    def planes(self) -> int:
+        """The planes in the shard's working sets (MP-BCFW: the approximate pass's work, `mp_pass_work`)."""
+        corners = self.st.corners
+        return 0 if corners is None else int(corners.size.sum())
 
     def combine(self, gamma: float) -> None:
         """Scale the last round's change of every touched block by gamma (w_i <- w_i^0 + gamma (w_i - w_i^0))."""
@@ -257,6 +293,15 @@ def draw_round(st: BCFWState, m: int) -> npt.NDArray[np.int64]:
     return _round_blocks((1, _EMPTY_I, st.rng.random(m)), 0, m, sampler.estimates)
 
 
+def approx_round_blocks(st: BCFWState, m: int) -> npt.NDArray[np.int64]:
+    """The m blocks of an approximate round (MP-BCFW): the first m of random permutations of the shard's
+    blocks from its generator, one after another -- a serial approximate pass takes a permutation
+    (`structfw.solvers.passes.mp_pass`), and the sampler's estimates, which its steps do not update,
+    would draw the same blocks again and again (gap, max_gap)."""
+    perms = [st.rng.permutation(st.n) for _ in range(-(-m // st.n))]
+    return np.ascontiguousarray(np.concatenate(perms)[:m], np.int64)
+
+
 # ====================================================================== running a round
 def run_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], shard: Shard) -> None:
     """The block steps of ``blocks`` in turn, on the route the plan takes for a pass: a compiled chunk
@@ -302,7 +347,8 @@ def _general_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], kind: int, 
     corner pool or a sparse row where a chunk stops for room (as `structfw.solvers.passes`)."""
     plan, st, sub = ctx.plan, ctx.st, ctx.problem
     store = st.corners if st.corners is not None else shard.empty_store()
-    tidy_kind, limit, stamp = plan.tidy_rule(st.mp_iter, False)
+    approx = ctx.approx  # MP-BCFW's approximate round: corners from the working sets, no oracle
+    tidy_kind, limit, stamp = plan.tidy_rule(st.mp_iter, approx)
     c = counters(st.k, st.ell, full_gap=st.full_gap)
     keep_rows = not (plan.step_code == PAIRWISE_STEP and st.track_alpha) and st.factored is None
     fac = no_factored() if st.factored is None else factored_arrays(plan.compiled, st.factored, plan.factored)
@@ -313,7 +359,7 @@ def _general_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], kind: int, 
             plan.compiled, store.arrays, (s, m), (kind, blocks, _EMPTY_V, st.sampler.estimates, st.sampler._tree),
             st.w, (B, st.li, _NO_MIRROR), (sub.lam, plan.step_code, plan.nu_step, plan.check_oracle),
             (plan.cache, plan.cache_F, plan.cache_nu, st.oracle_gaps),
-            (st.track_alpha, False, stamp, tidy_kind, limit, keep_rows), (0, _EMPTY_V), c, fac)
+            (st.track_alpha, approx, stamp, tidy_kind, limit, keep_rows), (0, _EMPTY_V), c, fac)
         st.rows_stale = st.rows_stale or (not keep_rows and st.factored is None)
         if status == 0:
             break
@@ -323,9 +369,11 @@ def _general_round(ctx: BlockContext, blocks: npt.NDArray[np.int64], kind: int, 
 
 def _python_round(ctx: BlockContext, blocks: npt.NDArray[np.int64]) -> None:
     """The block steps through the parts (corner source -> block step -> sampler), one Python call a step:
-    models without a compiled oracle (`structfw.solvers.passes.python_pass` with an order)."""
+    models without a compiled oracle (`structfw.solvers.passes.python_pass` with an order); in an
+    approximate round (``ctx.approx``) the corners come from the working sets and the sampler's
+    estimates are left alone, as in a serial approximate pass."""
     plan, st = ctx.plan, ctx.st
-    ctx.validate = plan.check_oracle and st.k < ctx.n  # the shard's first pass, as the engine's
+    ctx.validate = plan.check_oracle and st.k < ctx.n and not ctx.approx  # the shard's first pass, as the engine's
     fast = plan.plain and plan.compilable and plan.dense and not ctx.validate
     ctx.u, ctx.inv_c = _EMPTY_V, 0.0
     for i in blocks.tolist():
@@ -336,7 +384,7 @@ def _python_round(ctx: BlockContext, blocks: npt.NDArray[np.int64]) -> None:
             slot, psi, L, g_i, _ = ctx.source.fw_corner(ctx, i)
             ctx.step.move(ctx, i, slot, psi, L, g_i)
             ctx.source.tidy(ctx, i)
-            if st.sampler.adaptive:
+            if st.sampler.adaptive and not ctx.approx:
                 st.sampler.update(i, g_i)
         st.k += 1
 
@@ -554,6 +602,7 @@ class ShardedContext(SolveContext):
         self.uses_gaps, self.gap_refresh, self.check_oracle = info
         self.remote = bool(shards) and isinstance(shards[0], RemoteShard)
         self.passes_done = 0
+        self.steps0 = state.steps  # block steps before this solve: its trace counts its own passes
         self.pool: ThreadPoolExecutor | None = None
         self.folder: Any = None  # the workers' checkpoint files (processes)
         #: on threads, the rewind to the last checkpoint after a shard's thread raised (`ThreadRecovery`)
@@ -641,8 +690,8 @@ class ShardedContext(SolveContext):
 #: (`structfw.executor.OracleTimeout`), which a rerun would meet again
 _NOT_RECOVERED = (ValueError, TypeError, NotImplementedError, TimeoutError)
 #: the shards' calls that a thread may simply make again: the gap pass, the estimates' refresh, the
-#: averaged iterate's hinge sum (the rounds are rerun by `ThreadRecovery`)
-_IDEMPOTENT = frozenset(("gaps", "refresh", "hinge_sum"))
+#: averaged iterate's hinge sum, MP-BCFW's count of planes (the rounds are rerun by `ThreadRecovery`)
+_IDEMPOTENT = frozenset(("gaps", "refresh", "hinge_sum", "planes"))
 
 
 def recoverable(exc: BaseException) -> bool:
@@ -766,8 +815,12 @@ class ShardedBCFW(Solver):
     Every option of `BCFW` that is local to a block works in the shards' local steps: FW, pairwise and
     away steps, uniform, permuted and gap sampling within a shard, the cache, either step size, every
     storage of the w_i; ``averaging`` averages the rounds' iterates (weight 2/(t+1) for round t:
-    the serial engine's weighted average with a round in place of a block step).  Not on shards:
-    MP-BCFW (``multi_plane``), minibatches, positivity constraints (ValueError naming both).
+    the serial engine's weighted average with a round in place of a block step).  MP-BCFW
+    (``multi_plane``) runs its outer iterations over the shards: an exact sharded pass (rounds with the
+    oracle), then approximate sharded passes (rounds whose steps take the working sets' corners) while the
+    slope rule holds on the global dual and work counter (`mp_outer_iteration`); with
+    ``approx_rule="work"`` only, and without ``averaging``.  Not on shards: minibatches, positivity
+    constraints (ValueError naming both).
 
     Parameters
     ----------
@@ -830,7 +883,7 @@ oracle_work, minibatch, asynchronous, oracle_quality
     @classmethod
     def from_engine(cls, engine: Solver, shards: int, **options: Any) -> ShardedBCFW:
         """The sharded engine with the options of a configured `BCFW` (``StructuredSVM(shards=K)``)."""
-        if type(engine) is not BCFW:
+        if type(engine) not in (BCFW, MPBCFW):  # MPBCFW: the engine's preset with multi_plane=True
             raise ValueError(f"shards={shards} runs the block-coordinate engine: give solver='bcfw' or a BCFW "
                              f"object; got solver {getattr(engine, 'name', engine)!r}")
         return cls(shards=shards, **options, **engine.get_params())
@@ -990,20 +1043,14 @@ oracle_work, minibatch, asynchronous, oracle_quality
 
     # ------------------------------------------------------------- skeleton
     def run_pass(self, ctx: ShardedContext, flag: InterruptFlag) -> None:
-        """Rounds until the shards have made n block steps (one pass), or Ctrl-C (after the round in flight)."""
-        st = ctx.state
-        target = st.steps + ctx.problem.n
-        compiled = not ctx.remote and compiled_rounds_serve(ctx)
+        """Rounds until the shards have made n block steps (one pass), or Ctrl-C (after the round in flight).
+        With ``multi_plane`` one call is the approximate sharded passes of the last outer iteration and the
+        next exact one (`mp_outer_iteration`), so that a checkpoint reads the iterate after an exact pass."""
         with ctx.threads():
-            while st.steps < target and not flag.requested:
-                if compiled:
-                    rounds = -(-(target - st.steps) // (ctx.m * st.K))
-                    ctx.run(run_compiled_rounds, min(rounds, max(1, ROUNDS_CALL_STEPS // ctx.m)), ctx.rule)
-                else:
-                    ctx.run(one_round, ctx.rule)
-        if st.steps >= target:
-            ctx.run(_end_pass)
-            ctx.passes_done += 1
+            if self.multi_plane:
+                mp_outer_iteration(ctx, flag, self.max_approx_passes, self.oracle_work)
+            else:
+                sharded_pass(ctx, flag)
 
     def checkpoint_due(self, ctx: ShardedContext, since_check: int, done: int, stop: StopRule,
                        monitor: Monitor) -> bool:
@@ -1030,7 +1077,7 @@ oracle_work, minibatch, asynchronous, oracle_quality
                 monitor.monitor_calls += ctx.problem.n
                 primal = ctx.problem.primal(w_rep, hinge)
                 gap = primal - dual
-            _record(ctx, monitor, w_rep, (primal, dual, gap))
+            _record(ctx, monitor, w_rep, (primal, dual, gap), self.multi_plane)
             if ctx.remote and not monitoring_only:
                 _write_shard_states(ctx)
             elif ctx.recovery is not None and not monitoring_only:
@@ -1236,6 +1283,7 @@ def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Pro
         if st.avg is not None:
             st.avg = (st.avg[0], st.avg[1], st.avg[2] * r, st.avg[3])
         st.lam, st.needs_refresh = problem.lam, True
+        st.mp_exact_cost = 0.0  # the dual the slope rule measures from was at the old lam
     if (st.avg[0] if st.avg is not None else None) != solver.averaging:
         st.avg = None if solver.averaging is None else (solver.averaging, 0, np.zeros(st.d), 0.0)
     for s in st.states:
@@ -1276,6 +1324,102 @@ def _end_pass(ctx: ShardedContext) -> None:
     ctx.state.passes += 1
 
 
+def sharded_pass(ctx: ShardedContext, flag: InterruptFlag, mp: tuple[int, bool] | None = None) -> bool:
+    """Rounds until the shards have made n block steps (one pass) or Ctrl-C (after the round in flight);
+    True when the pass is complete.  ``mp`` = (outer iteration, approximate): a pass of MP-BCFW, whose
+    rounds carry it (`Shard.round`); an approximate pass is not counted in ``passes``."""
+    st = ctx.state
+    target = st.steps + ctx.problem.n
+    compiled = mp is None and not ctx.remote and compiled_rounds_serve(ctx)
+    while st.steps < target and not flag.requested:
+        if compiled:
+            rounds = -(-(target - st.steps) // (ctx.m * st.K))
+            ctx.run(run_compiled_rounds, min(rounds, max(1, ROUNDS_CALL_STEPS // ctx.m)), ctx.rule)
+        elif mp is None:
+            ctx.run(one_round, ctx.rule)
+        else:
+            ctx.run(one_round, ctx.rule, mp)
+    if st.steps < target:
+        return False
+    if mp is None or not mp[1]:
+        ctx.run(_end_pass)
+        ctx.passes_done += 1
+    return True
+
+
+# ---------------------------------------------------------------------- MP-BCFW on shards
+# Shah et al. (2015), Alg. 3 with the slope rule of Sec. 3.4 (approx_rule="work"), decided by the caller
+# over the global dual and the global work counter, so that every shard runs the same kind of pass.  The
+# caller's steps that change the state go through ``ctx.run`` (`ThreadRecovery` logs and reruns them),
+# each deterministic in the state and its arguments.
+def mp_outer_iteration(ctx: ShardedContext, flag: InterruptFlag, max_approx: int, oracle_work: float) -> None:
+    """The approximate sharded passes that follow the last exact pass, then the next exact pass
+    (Shah et al. 2015, Alg. 3 lines 6 and 5; `structfw.solvers.passes.mp_outer_iteration` serially).
+
+    A call ends after an exact pass, so a checkpoint reads the iterate just after it.  The exact pass's
+    dual and work are kept in the state, so that the slope rule of the approximate passes after it
+    measures from the same point in a warm start."""
+    st = ctx.state
+    done = mp_approx_passes(ctx, flag, max_approx) if st.mp_exact_cost > 0.0 else 0
+    ctx.run(_mp_approx_done, done)
+    if flag.requested:
+        return
+    # an exact pass costs n oracle calls, each worth oracle_work plane dot products, and n steps
+    work = ctx.problem.n * (oracle_work + 1.0)
+    D0 = st.dual()
+    ctx.run(_mp_next_iteration, work)
+    if sharded_pass(ctx, flag, (st.mp_iter, False)):
+        ctx.run(_mp_exact_done, D0, max(work, 1e-300))  # > 0: its approximate passes are due
+
+
+def mp_approx_passes(ctx: ShardedContext, flag: InterruptFlag, max_approx: int) -> int:
+    """Approximate sharded passes while the last one raised the global dual faster per unit of work than
+    the outer iteration so far, its exact pass included (Sec. 3.4); at most ``max_approx`` (M).  Returns
+    how many ran."""
+    st = ctx.state
+    D0, cost0 = st.mp_exact_dual, st.mp_exact_cost
+    ctx.run(_mp_exact_done, D0, 0.0)  # not due again, whatever happens below
+    t_start = t_prev = st.mp_work
+    D_prev = st.dual()
+    done = 0
+    while done < max_approx and not flag.requested:
+        ctx.run(_mp_add_work, mp_pass_work(ctx))
+        sharded_pass(ctx, flag, (st.mp_iter, True))
+        done += 1
+        t, D = st.mp_work, st.dual()
+        slope_last = (D - D_prev) / max(t - t_prev, 1e-300)
+        slope_iter = (D - D0) / max(cost0 + (t - t_start), 1e-300)
+        if slope_last < slope_iter:
+            break
+        t_prev, D_prev = t, D
+    return done
+
+
+def mp_pass_work(ctx: ShardedContext) -> float:
+    """An approximate pass's work, as `structfw.solvers.passes.mp_pass` counts it: a dot product per plane
+    of every working set (over all shards, at the pass's start) and n steps."""
+    return float(sum(ctx.map("planes"))) + ctx.problem.n
+
+
+def _mp_add_work(ctx: ShardedContext, work: float) -> None:
+    ctx.state.mp_work += work
+
+
+def _mp_next_iteration(ctx: ShardedContext, work: float) -> None:
+    """An outer iteration starts: its exact pass's planes are stamped with it, its work counted."""
+    ctx.state.mp_iter += 1
+    ctx.state.mp_work += work
+
+
+def _mp_exact_done(ctx: ShardedContext, dual: float, cost: float) -> None:
+    """The dual before the last exact pass and its work (cost 0: no approximate passes are due)."""
+    ctx.state.mp_exact_dual, ctx.state.mp_exact_cost = dual, cost
+
+
+def _mp_approx_done(ctx: ShardedContext, done: int) -> None:
+    ctx.state.mp_approx_passes = done
+
+
 def take_gaps(ctx: ShardedContext, gaps: list[Any] | None, full_gap: float) -> None:
     """The last gap pass's block gaps become the shards' estimates (`Shard.refresh`); ``gaps``: each
     thread shard's gap pass, set again first (a `ThreadRecovery` rerun comes after a rewind)."""
@@ -1286,11 +1430,11 @@ def take_gaps(ctx: ShardedContext, gaps: list[Any] | None, full_gap: float) -> N
     ctx.state.full_gap, ctx.state.needs_refresh = full_gap, False
 
 
-def one_round(ctx: ShardedContext, rule: str) -> float:
+def one_round(ctx: ShardedContext, rule: str, mp: tuple[int, bool] | None = None) -> float:
     """One round: the shards' local steps from w, the combination, every shard's blocks scaled by its
-    gamma.  Returns gamma."""
+    gamma.  ``mp``: MP-BCFW's (outer iteration, approximate) of the pass it belongs to.  Returns gamma."""
     st, m = ctx.state, ctx.m
-    changes = ctx.map("round", st.w, m, rule != "add")
+    changes = ctx.map("round", st.w, m, rule != "add", *(() if mp is None else (mp,)))
     Us = np.array([c[0] for c in changes])
     dls = np.array([c[1] for c in changes])
     gamma, U, dl = combine_changes(Us, dls, st.w, st.lam, _RULE_CODES[rule], st.K)
@@ -1326,12 +1470,21 @@ def shard_gap(ctx: ShardedContext, validate: bool) -> tuple[float, float]:
 
 
 def _record(ctx: ShardedContext, monitor: Monitor, w_rep: npt.NDArray[np.float64],
-            pdg: tuple[float, float, float]) -> None:
+            pdg: tuple[float, float, float], multi_plane: bool = False) -> None:
+    """One trace row.  With MP-BCFW, as the serial engine's: the oracle calls are the exact passes' (an
+    approximate round calls none), ``engine_passes`` the exact passes of this solve (a warm start's
+    estimator adds the previous fit's), and the working sets' size, the approximate passes of the last
+    outer iteration and the outer iterations are added."""
     st, n = ctx.state, ctx.problem.n
     calls, hits = ctx.counters()
-    monitor.record(w_rep, calls / n, calls, *pdg, engine_passes=st.steps / n, iterations=st.steps,
-                   cache_hits=hits, rounds=st.rounds, shards=st.K, round_length=ctx.m,
-                   gamma=st.last_gamma if math.isfinite(st.last_gamma) else 1.0)
+    extra: dict[str, float] = {}
+    if multi_plane:
+        extra = dict(planes_per_block=float(sum(ctx.map("planes"))) / n, approx_passes=st.mp_approx_passes,
+                     outer_iterations=st.mp_iter)
+    passes = ctx.passes_done if multi_plane else (st.steps - ctx.steps0) / n  # this solve's, as the engine's
+    monitor.record(w_rep, calls / n, calls, *pdg, engine_passes=passes,
+                   iterations=st.steps, cache_hits=hits, rounds=st.rounds, shards=st.K, round_length=ctx.m,
+                   gamma=st.last_gamma if math.isfinite(st.last_gamma) else 1.0, **extra)
 
 
 # ====================================================================== compiled rounds (threads)
@@ -1645,7 +1798,7 @@ class ShardHost:
     file (`write_shard_state` with a stamp); ("state", ()); ("counters", ()); ("pid", ());
     ("memory", ()) -- dict(baseline=, peak=) in bytes: the worker's resident set when the host was
     made and its peak since (None off Linux); and the `Shard` methods (round, combine, gaps,
-    hinge_sum, refresh).  "pid" and "memory" are answered before "load" too."""
+    hinge_sum, refresh, block_sum, planes).  "pid" and "memory" are answered before "load" too."""
 
     def __init__(self) -> None:
         self.sub: Problem | None = None

@@ -28,7 +28,8 @@ class ShardedState:
         state lives with the shard's worker only (a fit from a shard source), and in its state file
         when the solver has a ``state_dir``.
     w, ell : the global w = sum_i w_i and l = sum_i l_i
-    rounds, steps, passes : rounds done, block steps of all shards, completed passes (steps // n)
+    rounds, steps, passes : rounds done, block steps of all shards, completed passes (steps // n;
+        with MP-BCFW the exact passes, while ``steps`` counts the approximate passes' steps too)
     avg : (kind, t, w_bar, l_bar) of the rounds' average, or None
     full_gap : the last full duality gap (the cache rule's g); needs_refresh : the estimates are stale
     last_gamma : the last round's gamma
@@ -36,6 +37,12 @@ class ShardedState:
         The seed sequence's entropy; shard k's generator is seeded from ``seed(k)``.
     files_round : int or None
         The round after which the workers last wrote their states to the ``state_dir`` files.
+    mp_iter, mp_approx_passes, mp_work, mp_exact_dual, mp_exact_cost
+        MP-BCFW on shards (`structfw.solvers.sharded.mp_outer_iteration`), decided over the global
+        dual: outer iterations done, approximate sharded passes of the last one, the global work
+        counter (sum over the shards), and the dual before the last exact pass and its work, which
+        the slope rule of its approximate passes measures from (cost 0: none are due).  The
+        fields of `BCFWState` of the same names, for the whole training set.
     """
 
     def __init__(self, problem: Problem, K: int, sigma: float, combine: str, states: list[Any],
@@ -53,6 +60,11 @@ class ShardedState:
         # an int, so that a model file can hold it (numpy draws 128 bits when given None)
         self.entropy = int(np.random.SeedSequence(entropy).entropy)
         self.files_round: int | None = None
+        self.mp_iter = 0
+        self.mp_approx_passes = 0
+        self.mp_work = 0.0
+        self.mp_exact_dual = 0.0
+        self.mp_exact_cost = 0.0
 
     def seed(self, k: int) -> np.random.SeedSequence:
         """Shard k's seed: the k-th child of the fit's seed sequence (``SeedSequence(entropy).spawn(K)[k]``)."""
@@ -88,6 +100,7 @@ class ShardedState:
             self.avg = (kind, t, wbar, rho * lbar)
         self.lam = lam_new
         self.needs_refresh = True
+        self.mp_exact_cost = 0.0  # the dual the slope rule measures from was at the old lam
 
     def average_round(self) -> None:
         """The rounds' average after a round: w_bar <- (1 - rho_t) w_bar + rho_t w (and l_bar), t the round,

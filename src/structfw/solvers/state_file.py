@@ -491,6 +491,9 @@ def check_state(state, d=None, nonneg=None, own=None):
 
 _SHARDED_FIELDS = ("n", "d", "lam", "fingerprint", "K", "sigma", "combine", "states", "w", "ell", "rounds",
                    "steps", "passes", "avg", "full_gap", "needs_refresh", "last_gamma", "entropy", "files_round")
+# fields a sharded state written before they existed lacks (MP-BCFW on shards), as that state behaved
+_SHARDED_DEFAULTS = {"mp_iter": 0, "mp_approx_passes": 0, "mp_work": 0.0, "mp_exact_dual": 0.0,
+                     "mp_exact_cost": 0.0}
 
 
 def _check_sharded(st, d, nonneg):
@@ -500,7 +503,7 @@ def _check_sharded(st, d, nonneg):
     w = sum_k w_k / sigma' (where the fields determine the shards' block sums; factored label weights
     need the data and are checked when the fit continues)."""
     path = "ShardedState"
-    _expect_fields(st, path, _SHARDED_FIELDS)
+    _expect_fields(st, path, _SHARDED_FIELDS, _SHARDED_DEFAULTS)
     n = _int(st.n, f"{path}.n", 1, MAX_SIZE)
     dd = _int(st.d, f"{path}.d", 1, MAX_SIZE)
     if d is not None and dd != d:
@@ -520,6 +523,7 @@ def _check_sharded(st, d, nonneg):
     _int(st.passes, f"{path}.passes")
     if st.files_round is not None:
         _int(st.files_round, f"{path}.files_round", 0, rounds)
+    mp_iter = _check_sharded_mp(st, path)
     _int(st.entropy, f"{path}.entropy", 0, 2 ** 256)
     _real(st.full_gap, f"{path}.full_gap", allow_inf=True)
     if st.full_gap == -math.inf:
@@ -553,6 +557,9 @@ def _check_sharded(st, d, nonneg):
             raise ValueError(f"shard {k} ('{path}.states[{k}]'): {exc}") from None
         sizes.append(s.n)
         sums.append(own[0] if own else None)
+        if s.mp_iter > mp_iter:
+            raise ValueError(f"field '{path}.states[{k}].mp_iter' = {s.mp_iter}: expected at most the fit's outer "
+                             f"iterations '{path}.mp_iter' = {mp_iter} (a shard's rounds take the fit's)")
         lam_k = lam * n / (s.n * sigma)
         if not math.isclose(s.lam, lam_k, rel_tol=1e-9):
             raise ValueError(f"field '{path}.states[{k}].lam' = {s.lam!r}: expected lam n / (n_k sigma') = {lam_k!r}")
@@ -565,6 +572,17 @@ def _check_sharded(st, d, nonneg):
         total = sum(x[0] for x in sums) / sigma
         _close(w, total, sum(x[1] for x in sums) / sigma, f"{path}.w", "w = sum_k w_k (the shards' blocks)")
     _check_distinct(st, path)
+
+
+def _check_sharded_mp(st, path):
+    """MP-BCFW's global numbers of a sharded state (as `BCFWState`'s own): counts, a work counter >= 0,
+    the exact pass's dual and cost.  Returns the outer iterations."""
+    mp_iter = _int(st.mp_iter, f"{path}.mp_iter")
+    _int(st.mp_approx_passes, f"{path}.mp_approx_passes")
+    _real(st.mp_work, f"{path}.mp_work", 0.0)
+    _real(st.mp_exact_dual, f"{path}.mp_exact_dual")
+    _real(st.mp_exact_cost, f"{path}.mp_exact_cost", 0.0)
+    return mp_iter
 
 
 def _check_distinct(st, path):
