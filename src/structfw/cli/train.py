@@ -86,6 +86,14 @@ class CheckEvery(click.ParamType):
               help="Save the fitted model (.npz added if missing); written first, whatever else fails.")
 @click.option("--save-state", is_flag=True,
               help="Also save the solver state, so the model file can continue the run (warm_start=True); large.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="A sharded fit on workers (--shards with --executor process, or shard files): each worker "
+                   "writes its shard's state to DIR at every checkpoint, so that --save-state keeps the run and "
+                   "--resume continues it (shard files keep their states nowhere else).")
+@click.option("--resume", type=click.Path(dir_okay=False), default=None, metavar="MODEL",
+              help="Continue the run saved in MODEL (with --save-state) on the same --data: the model, solver, "
+                   "lam, shards and seed are the file's; --passes, --tol, --check-every and --time-budget are this "
+                   "run's; --lam moves the run to a new lam.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def train(**kw):
     """Train a structural SVM; report pass / gap / primal / test error / time.
@@ -98,6 +106,10 @@ def train(**kw):
     given = pop_solver_options(kw)
     solver_name = kw.pop("solver")
     files = shard_file_list(kw["data"])
+    _check_resume_options(kw, given)
+    kw["resumed"] = _load_resumed(kw["resume"]) if kw["resume"] else None
+    if kw["resumed"] is not None:
+        kw["shards"] = kw["resumed"].shards if files is None else None  # the file's K: how the run executes
     _check_shard_file_options(kw, files)
     kw["executor"] = _check_execution_options(kw["n_jobs"], kw["executor"], kw.pop("ray_address"), kw["shards"],
                                               files=files is not None)
@@ -122,6 +134,9 @@ def train(**kw):
     if fmt == "svmlight" and given_format == "auto" and kw["model_name"] == "graph" and _format_was_a_guess(kw["data"]):
         fmt = "graph"  # --model graph says what a file of unknown content holds
     if fmt in CORPUS_FORMATS:
+        if kw["resume"]:
+            raise click.UsageError(f"--resume with a {fmt} corpus: a tagger's run is trained again, not continued; "
+                                   "omit --resume")
         X, Y, Xt, Yt = _load_corpus(kw, fmt)
         model = None  # a tagger: sized from the data at fit
     else:
@@ -207,6 +222,89 @@ def _load_corpus(kw, fmt):
     return X, Y, Xt, Yt
 
 
+#: the options a resumed run takes from its model file (given with --resume they would make another run)
+RESUMED_FROM_FILE = (("model_name", "--model"), ("solver", "--solver"), ("shards", "--shards"), ("seed", "--seed"))
+
+
+def _given(name):
+    """Was option ``name`` given on the command line (or by its environment variable), not defaulted?"""
+    from click.core import ParameterSource
+
+    source = click.get_current_context().get_parameter_source(name)
+    return source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
+def _check_resume_options(kw, given):
+    """Usage errors: --resume with an option its file decides; --state-dir where no worker writes."""
+    if kw["resume"] is not None:
+        clash = [flag for name, flag in RESUMED_FROM_FILE if _given(name)]
+        clash += [f"--{n.replace('_', '-')}" for n in given]
+        if clash:
+            raise click.UsageError(f"{', '.join(clash)} with --resume {kw['resume']}: the run's model, solver, shards "
+                                   "and seed are the saved model's; omit them (--passes, --tol, --check-every, "
+                                   "--time-budget and --lam apply to the continued run)")
+        return
+    if kw["state_dir"] is not None and kw["shards"] is None and shard_file_list(kw["data"]) is None:
+        raise click.UsageError("--state-dir applies to sharded fits on workers: give --shards K --executor process, "
+                               "or shard files as --data")
+
+
+def _with_state_dir(kw, solver, shards):
+    """``solver`` on ``shards`` shards whose workers write their states to --state-dir (if given)."""
+    if kw["state_dir"] is None:
+        return solver
+    from ..solvers.sharded import ShardedBCFW
+
+    try:
+        return ShardedBCFW.from_engine(solver, shards, executor=kw["executor"] or "process",
+                                       state_dir=kw["state_dir"])
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--state-dir") from None
+
+
+def _load_resumed(path):
+    """The estimator of the --resume file, checked: a structural SVM's, with its solver state."""
+    from ..estimator import StructuredSVM
+    from ..loading import load
+
+    try:
+        svm = load(path)
+    except (OSError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--resume") from None
+    if not isinstance(svm, StructuredSVM):
+        raise click.UsageError(f"--resume {path}: a {type(svm).__name__} file; --resume continues a structural SVM's "
+                               "run saved with --save-state (a tagger is trained again)")
+    if getattr(svm, "state_", None) is None:
+        raise click.UsageError(f"--resume {path}: the file holds no solver state; save the run with --save-state to "
+                               "continue it")
+    return svm
+
+
+def _continued(kw):
+    """The --resume file's estimator set to continue its run: this command's stopping options and where it
+    runs (--n-jobs, --executor: never from a file), its --lam if given, its --state-dir if given."""
+    svm = kw["resumed"]
+    options = _fit_options(kw)
+    params = dict(warm_start=True, **{k: options[k] for k in ("max_passes", "tol", "check_every", "time_budget",
+                                                              "verbose", "n_jobs", "executor")})
+    if _given("lam"):
+        params["lam"] = kw["lam"]
+    if kw["state_dir"] is not None:
+        solver = svm.solver
+        params["solver"] = (solver.set_params(state_dir=kw["state_dir"]) if hasattr(solver, "state_dir")
+                            else _with_state_dir(kw, solver, svm.shards))
+    svm.set_params(**params)
+    return svm
+
+
+def _no_fresh_start(kw):
+    """With --resume, a warm start that would start afresh (other data, no state) raises instead (inside
+    `warnings.catch_warnings`)."""
+    if kw["resume"]:
+        warnings.filterwarnings("error", message="warm start", category=RuntimeWarning)
+        warnings.filterwarnings("error", message="warm_start=True, but", category=RuntimeWarning)
+
+
 def _fit(kw, model, solver, X, Y, Xt, Yt):
     """The fitted estimator on ``model``, or with ``model`` None a fitted `structfw.features.Tagger`."""
     from ..estimator import StructuredSVM
@@ -217,12 +315,16 @@ def _fit(kw, model, solver, X, Y, Xt, Yt):
         from ..features import make_tagger
 
         svm = make_tagger(solver=solver, **options)
+    elif kw["resumed"] is not None:
+        svm = _continued(kw)
     else:
-        svm = StructuredSVM(model, solver=solver, **options)
+        svm = StructuredSVM(model, solver=_with_state_dir(kw, solver, kw["shards"]), **options)
+
     def fit():
         with warnings.catch_warnings():
-            if model is not None and _announce_large_fit(solver, model, X):
+            if model is not None and _announce_large_fit(svm.solver, model, X):
                 warnings.simplefilter("ignore", LargeFitWarning)  # said once, above
+            _no_fresh_start(kw)
             svm.fit(X, Y, X_test=Xt, Y_test=Yt)
 
     _fit_naming_errors(kw, fit)
@@ -237,9 +339,13 @@ def _fit_options(kw):
 
 
 def _fit_naming_errors(kw, fit):
-    """Run ``fit()``; a ValueError from it names its flag (a parameter's) or --data (the data's)."""
+    """Run ``fit()``; a ValueError from it names its flag (a parameter's) or --data (the data's); with
+    --resume, a saved state that cannot continue on these data is a usage error naming both."""
     try:
         fit()
+    except RuntimeWarning as exc:  # `_no_fresh_start`'s: the state cannot continue
+        reason = str(exc).removeprefix("warm start: ").removesuffix("; starting afresh")
+        raise click.UsageError(f"--resume {kw['resume']} cannot continue on --data {kw['data']}: {reason}") from None
     except ValueError as exc:
         msg = str(exc)
         name = getattr(exc, "param", None) or next((n for n in ESTIMATOR_FLAGS if msg.startswith(n)), None)
@@ -322,9 +428,9 @@ def _check_shard_file_options(kw, files):
     if kw["shards"] is not None and kw["shards"] != len(files):
         raise click.UsageError(f"--shards {kw['shards']} but --data {kw['data']} names {len(files)} shard files "
                                "(one file a shard): omit --shards or make them agree")
-    if kw["save_state"]:
+    if kw["save_state"] and not kw["state_dir"] and not kw["resume"]:
         raise click.UsageError("--save-state with shard files: the shards' dual states stay on their workers and end "
-                               "with the fit, so there is no state to save")
+                               "with the fit; give --state-dir DIR, where each worker writes its shard's state")
 
 
 def _shard_files_executor(executor, ray_address):
@@ -447,6 +553,16 @@ def _fit_source(kw, model, solver, source):
     """The estimator fitted on a shard source (no test set: this process never reads the data)."""
     from ..estimator import StructuredSVM
 
-    svm = StructuredSVM(model, solver=solver, **dict(_fit_options(kw), shards=len(source)))
-    _fit_naming_errors(kw, lambda: svm.fit(source))
+    if kw["resumed"] is not None:
+        svm = _continued(kw)
+    else:
+        svm = StructuredSVM(model, solver=_with_state_dir(kw, solver, len(source)),
+                            **dict(_fit_options(kw), shards=len(source)))
+
+    def fit():
+        with warnings.catch_warnings():
+            _no_fresh_start(kw)
+            svm.fit(source)
+
+    _fit_naming_errors(kw, fit)
     return svm
