@@ -140,11 +140,9 @@ def test_the_executors_option_is_checked_by_name():
     assert out.exit_code == 2 and "--executors" in out.output and "'fork'" in out.output
 
 
-def test_a_small_run_reports_time_and_memory_per_executor(tmp_path, monkeypatch):
-    full = bench.load_ocr_data
-    monkeypatch.setattr(bench, "load_ocr_data", lambda: full(subsample=200))
+def test_a_small_run_reports_time_and_memory_per_executor(tmp_path):
     doc = bench.run_sharded("0.01", 1, (2,), ["linesearch"], (0,), ["gap"], 3, 1, tmp_path, log=lambda _: None,
-                            executors=("thread", "process"))
+                            executors=("thread", "process"), subsample=200)
     arms = doc["arms"]
     assert doc["executors"] == ["thread", "process"] and (tmp_path / "sharded.json").exists()
     assert set(arms) == {"serial BCFW", "serial BCFW-gap", "serial BCPFW-gap", "K=2 thread linesearch m=auto gap",
@@ -162,3 +160,19 @@ def test_a_small_run_reports_time_and_memory_per_executor(tmp_path, monkeypatch)
         assert all(w["peak"] > MB and w["baseline"] > MB for w in run["worker_memory"])
     table = bench.format_table(doc)
     assert "worker MB" in table and "K=2 process linesearch m=auto gap" in table
+
+
+def test_the_conll_scale_chain_runs_at_small_size_and_its_options_are_checked(tmp_path):
+    """--data conll-scale: the chunking chain's sparse rows on two threads, every arm to the targets or
+    max_passes; --n-features is the chain's only."""
+    doc = bench.run_sharded("0.01", 1, (2,), ["linesearch"], (0,), ["uniform"], 4, 2, tmp_path, log=lambda _: None,
+                            data="conll-scale", subsample=40, n_features=300)
+    assert doc["data"] == "conll-scale" and doc["n"] == 40 and doc["d"] == 22 * 300 + 22 ** 2
+    assert set(doc["arms"]) >= {"serial BCFW", "K=2 thread linesearch m=auto uniform"}
+    for arm in doc["arms"].values():
+        gaps = arm["runs"][0]["curve"]["gap"]
+        assert len(gaps) >= 2 and gaps[-1] < gaps[0]
+    from click.testing import CliRunner
+
+    out = CliRunner().invoke(bench.bench_sharded, ["--n-features", "100", "--out", str(tmp_path / "x")])
+    assert out.exit_code == 2 and "--n-features applies to --data conll-scale" in out.output

@@ -121,12 +121,34 @@ def first_at(trace, column, target):
     return float(np.asarray(trace[column])[hit[0]]) if hit.size else None
 
 
+#: the tasks of ``--data``: OCR (the BCFW paper's split) and the CoNLL-scale chunking chain
+DATA = ("ocr", "conll-scale")
+
+
+def load_task(data, subsample=None, n_features=None):
+    """(X, Y, model) of a task of `DATA`; ``subsample``: the first that many training examples (OCR: that
+    many at random), ``n_features``: the CoNLL-scale chain's F (None: the paper's 74,661, d = 1.64M)."""
+    if data == "ocr":
+        X, Y, _, _, model = load_ocr_data(subsample=subsample)
+        return X, Y, model
+    if data != "conll-scale":
+        raise ValueError(f"data={data!r}: expected one of {', '.join(DATA)}")
+    from structfw.datasets import load_conll_scale
+    from structfw.datasets.conll import PAPER_N_FEATURES, PAPER_N_TRAIN
+
+    chain = load_conll_scale(n_train=subsample or PAPER_N_TRAIN, n_test=0,
+                             n_features=n_features or PAPER_N_FEATURES)
+    X, Y, _, _ = chain
+    return X, Y, chain.make_model()
+
+
 def run_sharded(lam, seeds, shards, rules, lengths, samplings, max_passes, check_every, out, log=print,
-                executors=("thread",)):
-    """Run every arm for every seed; the benchmark's document (also written to ``out``)."""
+                executors=("thread",), data="ocr", subsample=None, n_features=None):
+    """Run every arm for every seed on the task ``data`` (`load_task`); the benchmark's document (also
+    written to ``out``)."""
     from structfw.solvers import Problem, StopRule
 
-    X, Y, _, _, model = load_ocr_data()
+    X, Y, model = load_task(data, subsample, n_features)
     lam_value = parse_lam(lam, len(X))
     problem = Problem(model, X, Y, lam_value)
     todo = arms(shards, rules, lengths, samplings, executors)
@@ -150,7 +172,7 @@ def run_sharded(lam, seeds, shards, rules, lengths, samplings, max_passes, check
             runs[name].append(run)
             log(f"seed {seed} {name}: {run['time_s']} s, {run['passes']} passes, memory "
                 f"{_mb(arm_memory(run))} MB (load {load:.1f})")
-    doc = dict(n=len(X), lam=lam_value, lam_spec=lam, seeds=seeds, targets=list(TARGETS), check_every=check_every,
+    doc = dict(data=data, n=len(X), d=int(model.size_joint_feature), lam=lam_value, lam_spec=lam, seeds=seeds, targets=list(TARGETS), check_every=check_every,
                executors=list(executors), cpus=os.cpu_count(), environment=environment(), arms=summarise(runs))
     write_json(Path(out) / "sharded.json", doc)
     plot_sharded(doc, Path(out) / "sharded.png")
@@ -213,7 +235,8 @@ def plot_sharded(doc, path):
         ax.set_ylabel("duality gap")
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=6)
-    fig.suptitle(f"Sharded BCFW on OCR (n = {doc['n']}), lam = {doc['lam_spec']}; seed 0", fontsize=10)
+    task = {"ocr": "OCR", "conll-scale": "the CoNLL-scale chain"}[doc.get("data", "ocr")]
+    fig.suptitle(f"Sharded BCFW on {task} (n = {doc['n']}), lam = {doc['lam_spec']}; seed 0", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -252,10 +275,20 @@ def format_table(doc):
 @click.option("--max-passes", default=150, show_default=True, type=click.IntRange(min=1), help="Most passes a run.")
 @click.option("--check-every", default=3, show_default=True, type=click.IntRange(min=1),
               help="Passes between checkpoints (each is a gap pass, timed apart).")
+@click.option("--data", type=click.Choice(DATA), default="ocr", show_default=True,
+              help="The task: OCR, or the CoNLL-scale chunking chain (d = 1.64M; generated once, then cached).")
+@click.option("--subsample", type=click.IntRange(min=2), default=None,
+              help="Training examples kept (OCR: at random; CoNLL-scale: the first ones).")
+@click.option("--n-features", type=click.IntRange(min=1), default=None,
+              help="CoNLL-scale: F, the feature columns kept (default: the paper's 74,661).")
 @click.option("--out-dir", "--out", "out", default="bench_out/sharded", show_default=True,
               type=click.Path(file_okay=False), help="Writes sharded.json and sharded.png here.")
-def bench_sharded(lam, seeds, shards, rules, round_lengths, samplings, executors, max_passes, check_every, out):
-    """Sharded BCFW on OCR: time and passes to a gap on threads against the serial options."""
+def bench_sharded(lam, seeds, shards, rules, round_lengths, samplings, executors, max_passes, check_every, data,
+                  subsample, n_features, out):
+    """Sharded BCFW on OCR or the CoNLL-scale chain: time and passes to a gap on threads (processes,
+    Ray) against the serial options."""
+    if n_features is not None and data != "conll-scale":
+        raise click.UsageError(f"--n-features applies to --data conll-scale, not --data {data}")
     check_lam_option(lam)
     try:
         executors = check_executors(executors)
@@ -265,6 +298,6 @@ def bench_sharded(lam, seeds, shards, rules, round_lengths, samplings, executors
     samplings = [s.strip() for s in samplings.split(",") if s.strip()]
     t0 = time.perf_counter()
     doc = run_sharded(lam, seeds, shards, rules, round_lengths, samplings, max_passes, check_every, out,
-                      log=click.echo, executors=executors)
+                      log=click.echo, executors=executors, data=data, subsample=subsample, n_features=n_features)
     click.echo(format_table(doc))
     click.echo(f"wrote {Path(out) / 'sharded.json'} and {Path(out) / 'sharded.png'} ({time.perf_counter() - t0:.0f} s)")
