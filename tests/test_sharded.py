@@ -435,6 +435,23 @@ class FlakyToy(EnumModel):
         return super().loss_augmented_decode(x, y_true, w)
 
 
+def save_at_every_checkpoint(monkeypatch, first_save):
+    """`ThreadRecovery` saves at every checkpoint from ``first_save`` seconds on (before: the seeds), and each
+    `Shard` knows its fit's shards (``_fit_shards``), so that `_fail_calls` can pick one."""
+    import structfw.solvers.sharded as sharded
+
+    monkeypatch.setattr(sharded.ThreadRecovery, "FIRST_SAVE", first_save)
+    monkeypatch.setattr(sharded.ThreadRecovery, "SPACING", 0.0)
+    shards_of = sharded.ShardedContext.__init__
+
+    def remember(ctx, problem, state, shards, *args):
+        shards_of(ctx, problem, state, shards, *args)
+        for sh in shards:
+            sh._fit_shards = shards
+
+    monkeypatch.setattr(sharded.ShardedContext, "__init__", remember)
+
+
 def _fail_calls(monkeypatch, method, numbers, shard=1):
     """Shard ``shard``'s ``method`` (round or gaps) raises MemoryError on its calls numbered in ``numbers``,
     before it runs: a transient fault of its thread.  Returns the list of the calls that raised."""
@@ -465,16 +482,7 @@ def test_a_thread_that_raises_is_rewound_and_the_fit_unchanged(toy, options, fir
     solver = ShardedBCFW(shards=3, executor="thread", round_length=2, **options)
     stop = StopRule(max_passes=12, tol=None, check_every=4)
     expected = solver.solve(Problem(model, X, Y, lam), stop, rng=0)
-    monkeypatch.setattr(sharded.ThreadRecovery, "FIRST_SAVE", first_save)
-    monkeypatch.setattr(sharded.ThreadRecovery, "SPACING", 0.0)  # every checkpoint saves
-    shards_of = sharded.ShardedContext.__init__
-
-    def remember(ctx, problem, state, shards, *args):
-        shards_of(ctx, problem, state, shards, *args)
-        for sh in shards:
-            sh._fit_shards = shards
-
-    monkeypatch.setattr(sharded.ShardedContext, "__init__", remember)
+    save_at_every_checkpoint(monkeypatch, first_save)
     rounds = _fail_calls(monkeypatch, "round", {2, 20, 21})  # its calls, reruns counted: one early, two in a row
     gaps = _fail_calls(monkeypatch, "gaps", {2})
     with warnings.catch_warnings(record=True) as caught:

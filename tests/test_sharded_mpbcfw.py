@@ -18,27 +18,14 @@ import structfw as sf
 from structfw.solvers import BCFW, MPBCFW, Problem, StopRule
 from structfw.solvers.sharded import ShardedBCFW, one_round
 from structfw.solvers.state_file import decode_state, encode_state, state_digest
-from test_sharded import _fail_calls, chain_optimum, shard_sum, solve, tiny_chain
-from toy import EnumModel, exact_optimum, make_toy
+from test_sharded import chain, toy  # noqa: F401 (the fixtures: the tiny problems and their exact optima)
+from test_sharded import _fail_calls, save_at_every_checkpoint, shard_sum, solve, tiny_chain
+from toy import EnumModel
 
 RULES = ("linesearch", "average", "add")
 MP = dict(multi_plane=True, step="pairwise")
 #: the MP-BCFW fields of a sharded state (absent from files written before MP-BCFW ran on shards)
 MP_FIELDS = ("mp_iter", "mp_approx_passes", "mp_work", "mp_exact_dual", "mp_exact_cost")
-
-
-@pytest.fixture(scope="module")
-def toy():
-    model, X, Y = make_toy(n=7, m=4, d=3, seed=1)
-    lam = 0.1
-    return model, X, Y, lam, exact_optimum(model, X, Y, lam)[0]
-
-
-@pytest.fixture(scope="module")
-def chain():
-    model, X, Y = tiny_chain()
-    lam = 1.0
-    return model, X, Y, lam, chain_optimum(model, X, Y, lam)[0]
 
 
 class CountingModel(EnumModel):
@@ -173,16 +160,7 @@ def test_a_thread_that_raises_in_an_mp_fit_is_rewound_and_the_fit_unchanged(toy,
     solver = ShardedBCFW(shards=3, executor="thread", round_length=2, combine="linesearch", **MP)
     stop = StopRule(max_passes=12, tol=None, check_every=4)
     expected = solver.solve(Problem(model, X, Y, lam), stop, rng=0)
-    monkeypatch.setattr(sharded.ThreadRecovery, "FIRST_SAVE", first_save)
-    monkeypatch.setattr(sharded.ThreadRecovery, "SPACING", 0.0)  # every checkpoint saves
-    shards_of = sharded.ShardedContext.__init__
-
-    def remember(ctx, problem, state, shards, *args):
-        shards_of(ctx, problem, state, shards, *args)
-        for sh in shards:
-            sh._fit_shards = shards
-
-    monkeypatch.setattr(sharded.ShardedContext, "__init__", remember)
+    save_at_every_checkpoint(monkeypatch, first_save)
     rounds = _fail_calls(monkeypatch, "round", {3, 20, 21})  # its calls, reruns counted
     flaky, kinds = sharded.Shard.round, []
 
