@@ -234,12 +234,10 @@ class WorkingSet(ExactOracle):
     plane leaving past ``max_planes`` (N); in an *approximate* pass the corner is
     argmax_{W_i} H_i(y; w) (eq. (6)), no oracle call, and planes not active during the last
     ``timeout`` (T) outer iterations leave.  A plane is active when an exact or approximate
-    call returns it; ``ctx.stamp`` is the current outer iteration."""
+    call returns it; ``ctx.stamp`` is the current outer iteration.  N and T are the plan's
+    (`BlockPlan.tidy_rule`), which `tidy` reads as every source does."""
 
     keeps_corners = True
-
-    def __init__(self, limit, timeout):
-        self.limit, self.timeout = limit, timeout  # max_planes (N) and plane_timeout (T)
 
     def fw_corner(self, ctx, i):
         st = ctx.st

@@ -195,7 +195,7 @@ def engine_label(o: Any) -> str:
 
 def corner_source(o: Any) -> ExactOracle:
     if o.multi_plane:
-        return WorkingSet(o.max_planes, o.plane_timeout)
+        return WorkingSet()
     if o.cache:
         return GapCache(o.cache_F, o.cache_nu, o.cache_size)
     return ExactOracle()
