@@ -135,8 +135,6 @@ def test_what_the_path_cannot_run_on_shards_is_refused_by_name(data, tmp_path):
         regularization_path(model, X, Y, eps=EPS, solver=sharded(block_storage="factored"))
     with pytest.raises(ValueError, match="averaging='weighted'"):
         regularization_path(model, X, Y, eps=EPS, solver=sharded(averaging="weighted"))
-    with pytest.raises(ValueError, match="executor='ray'"):
-        regularization_path(model, X, Y, eps=EPS, solver=sharded(executor="ray"))
 
     class Source:  # a shard source: len() and load(k)
         def __len__(self):
@@ -170,6 +168,31 @@ def test_a_path_on_processes_is_the_threads_path(data):
     np.testing.assert_allclose(procs.breakpoints, threads.breakpoints, rtol=1e-9)
     np.testing.assert_allclose(procs.coefs, threads.coefs, rtol=1e-9, atol=1e-12)
     assert math.isclose(procs.lam_end, threads.lam_end, rel_tol=1e-9)
+
+
+@pytest.mark.slow  # a Ray session takes most of a minute to start on 2 cores: in CI's slow stage
+def test_a_path_on_ray_actors_is_the_threads_path(data):
+    """The path's states travel to the actors and back (sent at each breakpoint, rescaled in this process by
+    Proposition 1): pickled both ways, they stay writable on each side."""
+    ray = pytest.importorskip("ray")
+    from structfw import executor_ray
+
+    model, X, Y = data
+    common = dict(eps=EPS, kappa=KAPPA, min_lam=1.0, random_state=0)
+    rounds = dict(round_length=2, combine="linesearch")
+    threads = regularization_path(model, X, Y, solver=sharded(**rounds), **common)
+    if ray.is_initialized():  # a session of its own with a CPU for each of the 2 shards' actors
+        executor_ray.shutdown()
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    try:
+        actors = regularization_path(model, X, Y, solver=sharded(executor="ray", **rounds), **common)
+    finally:
+        executor_ray.shutdown()
+        ray.shutdown()
+    assert actors.status == threads.status and len(actors) == len(threads) >= 2
+    np.testing.assert_allclose(actors.breakpoints, threads.breakpoints, rtol=1e-9)
+    np.testing.assert_allclose(actors.coefs, threads.coefs, rtol=1e-9, atol=1e-12)
 
 
 def test_a_sharded_path_resumes_exactly_from_its_state_in_memory_and_from_files(data, tmp_path):

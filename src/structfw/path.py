@@ -652,7 +652,7 @@ def regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[An
         `default_path_solver`, BCPFW with gap sampling); any step
         ("fw", "pairwise", "away"), sampling or cache, but no averaging (the
         induction needs the dual variables of the returned w).  A `ShardedBCFW`
-        (executor "thread" or "process") runs every solve on its shards, Proposition 1
+        (threads, processes or Ray actors) runs every solve on its shards, Proposition 1
         acting on each shard in its own units; its w_i are stored as rows
         (``block_storage="auto"`` runs as "dense" or "sparse", the rows "auto" would
         give; "factored" is refused), and X, Y must be in memory (no shard source).
@@ -741,14 +741,11 @@ def _regularization_path(model: StructuredModel, X: Sequence[Any], Y: Sequence[A
     if is_shard_source(X):
         raise ValueError(f"X={X!r} is a shard source: the regularisation path needs the training set in this "
                          "process (its initialisation and Proposition 1 act on every block's dual variables); "
-                         "load the shards and give X, Y as lists (solver=ShardedBCFW(executor='thread' or "
-                         "'process') still runs the solves on shards)")
+                         "load the shards and give X, Y as lists (solver=ShardedBCFW(...) still runs the solves on "
+                         "shards)")
     if not isinstance(solver, (BCFW, ShardedBCFW)):
         raise ValueError(f"solver must be a structfw.solvers.BCFW or ShardedBCFW engine (any options but "
                          f"averaging); got {solver!r}")
-    if isinstance(solver, ShardedBCFW) and solver.executor not in ("thread", "process"):
-        raise ValueError(f"solver=ShardedBCFW(executor={solver.executor!r}): the regularisation path runs its "
-                         "shards on executor='thread' or 'process'")
     if isinstance(solver, ShardedBCFW) and solver.block_storage == "factored":
         raise ValueError("solver=ShardedBCFW(block_storage='factored'): the path needs every shard's w_i as rows "
                          "(block_storage 'dense' or 'sparse'; 'auto' runs as the rows it would choose): it starts "

@@ -1816,6 +1816,13 @@ class ShardHost:
         except Exception as exc:
             return "error", exc
 
+    def call_pickled(self, message: bytes) -> bytes:
+        """`call` of a pickled (name, args), its answer pickled (a Ray actor's calls: Ray hands numpy
+        arrays over read-only from its object store, and a shard writes its state in place)."""
+        from ray import cloudpickle
+
+        return cloudpickle.dumps(self.call(*cloudpickle.loads(message)), protocol=5)
+
     def _handle(self, name: str, args: tuple[Any, ...]) -> Any:
         if name == "load":
             return self._load(*args)
@@ -2018,15 +2025,22 @@ class _RayLink:
         self.refs: list[Any] = []
 
     def send(self, message: tuple[str, tuple[Any, ...]]) -> None:
-        self.refs.append(self.actor.call.remote(*message))
+        # pickled both ways, as through a process's pipe: the arrays each side receives are its own,
+        # writable (Ray's object store would hand them over read-only: a state sent to a shard, or
+        # gathered from it, could not be stepped or rescaled in place)
+        from ray import cloudpickle
+
+        self.refs.append(self.actor.call_pickled.remote(cloudpickle.dumps(message, protocol=5)))
 
     def recv(self) -> tuple[str, Any]:
+        from ray import cloudpickle
+
         from ..executor_ray import _ray
 
         ray = _ray()
         ref = self.refs.pop(0)
         try:
-            return ray.get(ref)
+            return cast(tuple[str, Any], cloudpickle.loads(ray.get(ref)))
         except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
             raise WorkerDied from None
 
