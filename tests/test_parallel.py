@@ -223,6 +223,9 @@ def ray_cluster():
     ray = pytest.importorskip("ray")
     from structfw import executor_ray
 
+    if ray.is_initialized():  # a session an earlier test left (the slow stage runs several): one of its own
+        executor_ray.shutdown()
+        ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     # the workers cannot import this test module: its classes travel by value
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
