@@ -101,13 +101,23 @@ def mp_approx_passes(ctx: BlockContext, flag: InterruptFlag, clock: Any) -> int:
         mp_pass(ctx, flag, approx=True)
         done += 1
         t, D = clock(), st.dual()
-        slope_last = (D - D_prev) / max(t - t_prev, 1e-300)
-        slope_iter = (D - D0) / max(cost0 + (t - t_start), 1e-300)
-        if slope_last < slope_iter:
+        if slope_rule_stops((D_prev, t_prev), (D, t), (D0, cost0, t_start)):
             break
         t_prev, D_prev = t, D
     ctx.counters["approx_passes"] = ctx.counters.get("approx_passes", 0) + done
     return done
+
+
+def slope_rule_stops(last: tuple[float, float], now: tuple[float, float],
+                     start: tuple[float, float, float]) -> bool:
+    """Sec. 3.4's rule: stop the approximate passes when the last one raised the dual more slowly (per
+    unit of work or per second) than the outer iteration so far, its exact pass included.  ``last`` and
+    ``now``: (dual, clock) before and after the pass; ``start``: the dual before the exact pass, its
+    cost, and the clock when the approximate passes began."""
+    (D_prev, t_prev), (D, t), (D0, cost0, t_start) = last, now, start
+    slope_last = (D - D_prev) / max(t - t_prev, 1e-300)
+    slope_iter = (D - D0) / max(cost0 + (t - t_start), 1e-300)
+    return slope_last < slope_iter
 
 
 def mp_pass(ctx: BlockContext, flag: InterruptFlag, approx: bool) -> None:

@@ -56,7 +56,7 @@ from .bcfw import BCFW, MPBCFW
 from .block_state import BCFWState
 from .corners import CornerStore, cs_find, cs_room, cs_put
 from .parts import BlockContext
-from .passes import mend_chunk_stop, plain_fw_block, take_chunk_counts
+from .passes import mend_chunk_stop, plain_fw_block, slope_rule_stops, take_chunk_counts
 from .plan import ENGINE_PARAMS, check_combination, engine_label
 from .problem import Problem
 from .sampling import BlockSampler, take_full_gaps
@@ -745,16 +745,12 @@ class ThreadRecovery:
 
     def mark(self, ctx: ShardedContext) -> None:
         """The state now is what a fault rewinds to: written to the folder, the log emptied."""
-        import pickle
         import tempfile
 
         start = time.monotonic()
         if self.folder is None:
             self.folder = tempfile.TemporaryDirectory(prefix="structfw-threads-")
-        path = os.path.join(self.folder.name, "state.pkl")
-        with open(path + ".tmp", "wb") as f:
-            pickle.dump(ctx.state, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(path + ".tmp", path)
+        save_private(os.path.join(self.folder.name, "state.pkl"), ctx.state)
         self.log, self.marked = [], ctx.state.rounds
         now = time.monotonic()
         self.due = now + self.SPACING * (now - start)
@@ -785,15 +781,12 @@ class ThreadRecovery:
 
     def _rewind(self, ctx: ShardedContext) -> None:
         """Every shard and the global numbers as saved, then the logged steps run again."""
-        import pickle
-
         if self.folder is None:  # not saved yet: a fresh fit's first state, from its seeds
             solver, problem, entropy, rule, subs = cast(tuple[Any, ...], self.origin)
             saved = solver.new_state(problem, entropy, rule, subs=subs)
             saved.combine = rule
         else:
-            with open(os.path.join(self.folder.name, "state.pkl"), "rb") as f:
-                saved = pickle.load(f)
+            saved = load_private(os.path.join(self.folder.name, "state.pkl"))
         ctx.state.__dict__.update(saved.__dict__)
         for sh, s in zip(ctx.shards, ctx.state.states):
             counts, plan = sh.ctx.counters, sh.ctx.plan
@@ -1387,9 +1380,7 @@ def mp_approx_passes(ctx: ShardedContext, flag: InterruptFlag, max_approx: int) 
         sharded_pass(ctx, flag, (st.mp_iter, True))
         done += 1
         t, D = st.mp_work, st.dual()
-        slope_last = (D - D_prev) / max(t - t_prev, 1e-300)
-        slope_iter = (D - D0) / max(cost0 + (t - t_start), 1e-300)
-        if slope_last < slope_iter:
+        if slope_rule_stops((D_prev, t_prev), (D, t), (D0, cost0, t_start)):
             break
         t_prev, D_prev = t, D
     return done
@@ -1838,11 +1829,7 @@ class ShardHost:
         if name == "save":
             path, stamp = args
             if stamp is None:  # a private file for restarts: this worker's own state, in its own folder
-                import pickle
-
-                with open(path + ".tmp", "wb") as f:
-                    pickle.dump(shard.st, f, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(path + ".tmp", path)
+                save_private(path, shard.st)
             else:
                 write_shard_state(path, shard.st, stamp)
             return None
@@ -1866,10 +1853,7 @@ class ShardHost:
         engine = BCFW(**params)
         fresh_sampler = False
         if state_file is not None and state_file[1] is None:
-            import pickle
-
-            with open(state_file[0], "rb") as f:
-                state = pickle.load(f)
+            state = load_private(state_file[0])
         elif state_file is not None:
             state = read_shard_state(state_file[0], state_file[1], sub)
             if state.lam != lam_k:  # a continued fit at another lam (the caller rescaled w alike)
@@ -1881,6 +1865,24 @@ class ShardHost:
         self.shard = Shard(sub, state, engine, n, sigma)
         plan = self.shard.ctx.plan
         return plan.uses_gaps, plan.gap_refresh, plan.check_oracle, fresh_sampler
+
+
+def save_private(path: str, obj: Any) -> None:
+    """``obj`` pickled to ``path`` (written aside, then moved in place: a crash leaves the last file
+    whole): the private restart files of a worker or of `ThreadRecovery`, which this fit alone reads."""
+    import pickle
+
+    with open(path + ".tmp", "wb") as f:
+        pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(path + ".tmp", path)
+
+
+def load_private(path: str) -> Any:
+    """What `save_private` wrote (never a user's file: those go through `read_shard_state`)."""
+    import pickle
+
+    with open(path, "rb") as f:
+        return pickle.load(f)
 
 
 #: the kind of a shard's state file in a ``state_dir`` (a model file of its own kind: no estimator reads it)
