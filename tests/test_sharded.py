@@ -585,16 +585,12 @@ def test_combinations_that_cannot_work_name_both_options(chain, kwargs, words):
         assert word in str(err.value)
 
 
-def test_more_shards_than_examples_and_positivity_are_refused(chain):
+def test_more_shards_than_examples_are_refused(chain):
     model, X, Y, lam, _ = chain
     with pytest.raises(ValueError, match="shards=8 is more than the 7 training examples"):
         sf.StructuredSVM(model, lam=lam, shards=8, executor="thread", max_passes=1).fit(X, Y)
     with pytest.raises(ValueError, match="multi_plane=True and shards=2"):
         ShardedBCFW(shards=2, multi_plane=True, averaging="weighted")
-    toy_model, tX, tY = make_toy(n=6, m=3, d=3, seed=0)
-    toy_model.nonnegative_indices = np.array([0])
-    with pytest.raises(ValueError, match="shards=2 with a model that constrains w"):
-        sf.StructuredSVM(toy_model, lam=0.1, shards=2, executor="thread", max_passes=1).fit(tX, tY)
 
 
 def test_the_default_round_length_follows_the_cost_model():

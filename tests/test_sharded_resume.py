@@ -74,9 +74,14 @@ def test_the_saved_state_is_checked_across_the_shards(tmp_path):
         return encode_state(st)
 
     def shift_w(st):
-        st.w = st.w + 0.5
-    with pytest.raises(ValueError, match=r"ShardedState.w.*w = sum_k w_k"):
+        st.w += 0.5  # v, the same array
+    with pytest.raises(ValueError, match=r"ShardedState.v.*v = sum_k w_k"):
         decode_state(*forged(shift_w), model=model)
+
+    def apart(st):
+        st.v = st.w.copy()
+    with pytest.raises(ValueError, match=r"ShardedState.v.*the same array as w"):
+        decode_state(*forged(apart), model=model)
 
     def other_lam(st):
         st.states[1].lam *= 2.0

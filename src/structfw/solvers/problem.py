@@ -169,12 +169,7 @@ class Problem:
 
     def project(self, v: npt.ArrayLike, out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
         """Pi(v): the closest point of {w : w_S >= 0}, i.e. v with w_S clipped at 0."""
-        out = np.array(v, dtype=np.float64, copy=True) if out is None else out
-        if self.nonneg_idx is not None:
-            project_nonneg(np.asarray(v, dtype=np.float64), out, self.nonneg_idx)
-        elif out is not v:
-            out[:] = v
-        return out
+        return project_onto(self.nonneg_idx, v, out)
 
     @property
     def fingerprint(self) -> str:
@@ -397,6 +392,17 @@ def _feature_summary(x: Any) -> tuple[tuple[int, ...], float] | str:
         return (arr.shape, float(arr.sum()))
     except (TypeError, ValueError):
         return repr(x)[:200]
+
+
+def project_onto(S: npt.NDArray[np.int64] | None, v: npt.ArrayLike,
+                 out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
+    """Pi(v) for the constraint set w_S >= 0 (S None: no constraint), into ``out`` when given."""
+    out = np.array(v, dtype=np.float64, copy=True) if out is None else out
+    if S is not None:
+        project_nonneg(np.asarray(v, dtype=np.float64), out, S)
+    elif out is not v:
+        out[:] = v
+    return out
 
 
 def _nonneg_set(model: object, d: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]] | tuple[None, None]:

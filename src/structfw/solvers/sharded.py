@@ -50,7 +50,7 @@ from .._linalg import SparseVector, combine
 from ._factored import block_w_dots, factored_arrays, no_factored, positions
 from ._decisions import ORDER, ORDER_GAPS, fixed_step
 from ._fastpass import PAIRWISE_STEP, counters, factored_fw_chunk, general_chunk, plain_fw_chunk
-from ._kernels import fenwick_build
+from ._kernels import fenwick_build, projected_line_search
 from .base import Param, SolveContext, SolveResult, Solver, continue_or_restart
 from .bcfw import BCFW, MPBCFW
 from .block_state import BCFWState
@@ -58,7 +58,7 @@ from .corners import CornerStore, cs_find, cs_room, cs_put
 from .parts import BlockContext
 from .passes import mend_chunk_stop, plain_fw_block, slope_rule_stops, take_chunk_counts
 from .plan import ENGINE_PARAMS, check_combination, engine_label
-from .problem import Problem
+from .problem import Problem, project_onto
 from .sampling import BlockSampler, take_full_gaps
 from .sharded_state import ShardedState
 
@@ -144,9 +144,6 @@ def check_shards(options: Any, problem: Problem | None = None) -> None:
     if options.shards > problem.n:
         raise ValueError(f"shards={options.shards} is more than the {problem.n} training examples: every shard "
                          "needs at least one example")
-    if problem.constrained:
-        raise ValueError(f"shards={options.shards} with a model that constrains w (nonnegative_indices): the "
-                         "projected dual is not separable over shards; fit without shards")
 
 
 def check_mp_on_shards(options: Any) -> None:
@@ -180,15 +177,16 @@ class Shard:
         self.gaps_e: npt.NDArray[np.float64] | None = None  # the last gap pass's block gaps (engine units)
         self._empty_store: CornerStore | None = None
 
-    def round(self, w: npt.NDArray[np.float64], m: int, blend: bool,
+    def round(self, v: npt.NDArray[np.float64], m: int, blend: bool,
               mp: tuple[int, bool] | None = None) -> tuple[npt.NDArray[np.float64], float]:
-        """m local block steps from the global w; returns the change (u_k, dl_k) in global units.  With
+        """m local block steps from the global v (w = Pi(v)); returns the change (u_k, dl_k) of the shard's
+        blocks' sum and l in global units.  With
         ``blend`` the touched blocks are kept so that `combine` can scale their change.  ``mp`` =
         (outer iteration, approximate): a round of MP-BCFW's exact or approximate sharded pass (its
         planes stamped with the fit's outer iteration; an approximate round's blocks from
         `approx_round_blocks`, their corners from the working sets); None: not MP-BCFW."""
         st, ctx = self.st, self.ctx
-        st.w[:] = w
+        self.set_point(v)
         ell0 = st.ell
         approx = False
         if mp is not None:
@@ -202,7 +200,16 @@ class Shard:
         finally:
             ctx.approx = False
         self.pending = (snap, ell0)
-        return (st.w - w) / self.sigma, self.scale * (st.ell - ell0)
+        return (st.v - v) / self.sigma, self.scale * (st.ell - ell0)
+
+    def set_point(self, v: npt.NDArray[np.float64]) -> None:
+        """The engine's v and w = Pi(v) at the global v (the same array without positivity constraints):
+        its iterate at a round's start is then v + sigma' u_k, the projected line search of its steps
+        (`structfw.solvers.parts.projected_direction`) that of the local problem."""
+        st = self.st
+        st.v[:] = v
+        if st.v is not st.w:
+            self.sub.project(st.v, out=st.w)
 
     def planes(self) -> int:
         """The planes in the shard's working sets (MP-BCFW: the approximate pass's work, `mp_pass_work`)."""
@@ -246,10 +253,11 @@ class Shard:
             self._empty_store = CornerStore(self.sub.n, self.sub.d, capacity=1, pool=1)
         return self._empty_store
 
-    def gaps(self, w: npt.NDArray[np.float64], validate: bool) -> tuple[float, npt.NDArray[np.float64]]:
-        """(sum_i H_i(y_i*; w), the block gaps g_i) of the shard's examples at the global w (global units)."""
+    def gaps(self, v: npt.NDArray[np.float64], validate: bool) -> tuple[float, npt.NDArray[np.float64]]:
+        """(sum_i H_i(y_i*; w), the block gaps g_i = lam ⟨w_i, w⟩ - l_i + H_i(y_i*; w) / n) of the shard's
+        examples at w = Pi(v), v the global one (global units)."""
         st, sub = self.st, self.sub
-        st.w[:] = w
+        self.set_point(v)
         H = sub.batch_hinges(st.w, validate=validate)
         self.gaps_e = sub.lam * block_dots(sub, st) - st.li + H / sub.n
         return float(H.sum()), self.scale * self.gaps_e
@@ -547,7 +555,7 @@ class SourceProblem:
         if self.approximate and callable(getattr(model, "loss_augmented_decode_with_bound", None)):
             raise ValueError(f"a shard source with {type(model).__name__}, whose approximate oracle bounds its "
                              "maximum: certified gaps need every example in this process; fit(X, Y) instead")
-        self.nonneg_idx = _nonneg_set(model, self.d)[0]
+        self.nonneg_idx, self.nonneg_mask = _nonneg_set(model, self.d)
         self.n: int = 0
         self.sizes: list[int] = []
         self._fingerprint: str | None = None
@@ -557,6 +565,10 @@ class SourceProblem:
     @property
     def constrained(self) -> bool:
         return self.nonneg_idx is not None
+
+    def project(self, v: npt.ArrayLike, out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
+        """Pi(v), as `Problem.project`."""
+        return project_onto(self.nonneg_idx, v, out)
 
     def opened(self, sizes: list[int], fingerprints: list[str]) -> None:
         """The shards' sizes and fingerprints, as their workers loaded them."""
@@ -1014,10 +1026,13 @@ oracle_work, minibatch, asynchronous, oracle_quality
                                              [labellings[i] for i in ix.tolist()],
                                              rng=np.random.default_rng(st.seed(k)))
                      for k, (sub, ix) in enumerate(zip(subs, idx))]
-        st.w = np.sum([s.w for s in st.states], axis=0) / st.sigma  # a shard's w is its blocks' sum
+        # a shard's v is its blocks' sum
+        set_global_point(st, problem, np.sum([s.v for s in st.states], axis=0) / st.sigma)
         st.ell = float(sum(s.n * s.ell for s in st.states)) / problem.n
-        for s in st.states:
-            s.w[:] = st.w  # each shard's copy of the global w (a round sets it so at its start)
+        for s in st.states:  # each shard's copy of the global v and w (a round sets them so at its start)
+            s.v[:] = st.v
+            if s.v is not s.w:
+                s.w[:] = st.w
         return st
 
     def new_state(self, problem: Problem, rng: Any, rule: str = "linesearch", states: bool = True,
@@ -1064,7 +1079,7 @@ oracle_work, minibatch, asynchronous, oracle_quality
             dual = st.dual()
             w_rep = st.w
             if st.avg is not None and st.avg[1] > 0:
-                w_rep, lbar = st.avg[2], st.avg[3]
+                w_rep, lbar = ctx.problem.project(st.avg[2]), st.avg[3]
                 dual = -0.5 * st.lam * float(np.dot(w_rep, w_rep)) + lbar
                 hinge = sum(ctx.map("hinge_sum", w_rep))
                 monitor.monitor_calls += ctx.problem.n
@@ -1094,7 +1109,7 @@ oracle_work, minibatch, asynchronous, oracle_quality
     def result_w(self, ctx: ShardedContext) -> npt.NDArray[np.float64]:
         st = ctx.state
         if st.avg is not None and st.avg[1] > 0:
-            return st.avg[2].copy()
+            return ctx.problem.project(st.avg[2])
         return st.w.copy()
 
 
@@ -1272,7 +1287,9 @@ def _continue_sharded(st: ShardedState | None, solver: ShardedBCFW, problem: Pro
         for s, n_k in zip(st.states, sizes):
             if s is not None:  # (a worker rescales the state it reads from its file)
                 s.rescale_lam(problem.lam * problem.n / (n_k * st.sigma))
-        st.w *= r
+        st.v *= r
+        if st.v is not st.w:  # Pi(r v) = r Pi(v) for r > 0
+            st.w *= r
         if st.avg is not None:
             st.avg = (st.avg[0], st.avg[1], st.avg[2] * r, st.avg[3])
         st.lam, st.needs_refresh = problem.lam, True
@@ -1302,9 +1319,9 @@ def check_block_sums(ctx: ShardedContext) -> None:
     sums = ctx.map("block_sum")
     total = np.sum(sums, axis=0)
     scale = 1.0 + float(sum(np.abs(b).sum() for b in sums))
-    err = float(np.max(np.abs(total - ctx.state.w), initial=0.0))
+    err = float(np.max(np.abs(total - ctx.state.v), initial=0.0))
     if not err <= 1e-9 * scale:
-        raise ValueError(f"warm start: the sharded state's w is not the sum of its shards' blocks (off by {err:.3g}): "
+        raise ValueError(f"warm start: the sharded state's v is not the sum of its shards' blocks (off by {err:.3g}): "
                          "the saved state or a shard's state file was damaged, edited or belongs to another fit "
                          "(fit with warm_start=False to start afresh)")
 
@@ -1425,16 +1442,21 @@ def one_round(ctx: ShardedContext, rule: str, mp: tuple[int, bool] | None = None
     """One round: the shards' local steps from w, the combination, every shard's blocks scaled by its
     gamma.  ``mp``: MP-BCFW's (outer iteration, approximate) of the pass it belongs to.  Returns gamma."""
     st, m = ctx.state, ctx.m
-    changes = ctx.map("round", st.w, m, rule != "add", *(() if mp is None else (mp,)))
+    changes = ctx.map("round", st.v, m, rule != "add", *(() if mp is None else (mp,)))
     Us = np.array([c[0] for c in changes])
     dls = np.array([c[1] for c in changes])
-    gamma, U, dl = combine_changes(Us, dls, st.w, st.lam, _RULE_CODES[rule], st.K)
+    if st.v is st.w:
+        gamma, U, dl = combine_changes(Us, dls, st.w, st.lam, _RULE_CODES[rule], st.K)
+    else:
+        gamma, U, dl = projected_combination(ctx.problem, st, rule, Us, dls)
     if gamma != 1.0:
         ctx.map("combine", gamma)
     elif not ctx.remote:  # a worker's snapshot is replaced by its next round's
         for s in ctx.shards:
             s.pending = None
-    st.w += gamma * U
+    st.v += gamma * U
+    if st.v is not st.w:
+        ctx.problem.project(st.v, out=st.w)
     st.ell += gamma * dl
     st.rounds += 1
     st.steps += m * st.K
@@ -1451,10 +1473,33 @@ def combination_gamma(rule: str, lam: float, w: npt.NDArray[np.float64], U: npt.
     return float(combine_changes(np.atleast_2d(U), np.array([dl]), w, lam, _RULE_CODES[rule], K)[0])
 
 
+def projected_combination(problem: Problem, st: ShardedState, rule: str, Us: npt.NDArray[np.float64],
+                          dls: npt.NDArray[np.float64]) -> tuple[float, npt.NDArray[np.float64], float]:
+    """(gamma, U, dl) of a round under w_S >= 0, where D(alpha) = -lam/2 ||Pi(v)||^2 + l: averaging and
+    adding as without constraints -- both keep the dual from falling, by the convexity of
+    f(v) = 1/2 ||Pi(v)||^2 (v + U is the mean of the K points v + K u_k, and v + U / K of the v + u_k) --
+    and the line search exact on the piecewise quadratic D(alpha + gamma dalpha)
+    (`structfw.solvers._kernels.projected_line_search`, the engine's own search along a step)."""
+    gamma, U, dl = combine_changes(Us, dls, st.v, st.lam, _RULE_CODES[rule if rule != "linesearch" else "add"],
+                                   st.K)
+    if rule == "linesearch":
+        idx = np.flatnonzero(U).astype(np.int64)
+        gamma = 1.0 if idx.size == 0 else projected_line_search(st.v, idx, U[idx], problem.nonneg_mask, st.lam,
+                                                                 dl, 1.0)
+    return float(gamma), U, dl
+
+
+def set_global_point(st: ShardedState, problem: Problem, v: npt.NDArray[np.float64]) -> None:
+    """The global v and w = Pi(v) (one array without positivity constraints)."""
+    st.v[:] = v
+    if st.v is not st.w:
+        problem.project(st.v, out=st.w)
+
+
 def shard_gap(ctx: ShardedContext, validate: bool) -> tuple[float, float]:
     """(P(w), sum_k sum_{i in S_k} g_i) at the round's w, each shard its own gap pass."""
     st = ctx.state
-    out = ctx.map("gaps", st.w, validate)
+    out = ctx.map("gaps", st.v, validate)
     hinge = sum(o[0] for o in out)
     gap = float(sum(float(o[1].sum()) for o in out))
     return ctx.problem.primal(st.w, hinge), gap

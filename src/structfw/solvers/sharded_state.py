@@ -27,10 +27,11 @@ class ShardedState:
         Shard k's engine state on its sub-problem (lam_k = lam n / (n_k sigma')); None where the
         state lives with the shard's worker only (a fit from a shard source), and in its state file
         when the solver has a ``state_dir``.
-    w, ell : the global w = sum_i w_i and l = sum_i l_i
+    v, w, ell : the global v = sum_i w_i, w = Pi(v) and l = sum_i l_i; with positivity constraints
+        (the model's ``nonnegative_indices``) w is v with w_S clipped at 0, otherwise the same array
     rounds, steps, passes : rounds done, block steps of all shards, completed passes (steps // n;
         with MP-BCFW the exact passes, while ``steps`` counts the approximate passes' steps too)
-    avg : (kind, t, w_bar, l_bar) of the rounds' average, or None
+    avg : (kind, t, v_bar, l_bar) of the rounds' average (of v: w_bar = Pi(v_bar)), or None
     full_gap : the last full duality gap (the cache rule's g); needs_refresh : the estimates are stale
     last_gamma : the last round's gamma
     entropy : int
@@ -51,6 +52,7 @@ class ShardedState:
         self.K, self.sigma, self.combine = K, float(sigma), combine
         self.states = states
         self.w = np.zeros(problem.d)
+        self.v = np.zeros(problem.d) if problem.constrained else self.w
         self.ell = 0.0
         self.rounds = self.steps = self.passes = 0
         self.avg = None if averaging is None else (averaging, 0, np.zeros(problem.d), 0.0)
@@ -71,6 +73,7 @@ class ShardedState:
         return np.random.SeedSequence(self.entropy, spawn_key=(k,))
 
     def dual(self) -> float:
+        """D(alpha) = -lam/2 ||w||^2 + l, w = Pi(v) (docs/design.md, "Positivity constraints")."""
         return -0.5 * self.lam * float(np.dot(self.w, self.w)) + self.ell
 
     def delta(self) -> float:
@@ -105,11 +108,12 @@ class ShardedState:
     def average_round(self) -> None:
         """The rounds' average after a round: w_bar <- (1 - rho_t) w_bar + rho_t w (and l_bar), t the round,
         rho_t of the averaging kind (`structfw.solvers.averaging.averaging_rate`): the iterates' averages of
-        the serial engine with a round in place of a block step."""
+        the serial engine with a round in place of a block step.  It averages v = A alpha (the dual
+        points): with positivity constraints the averaged primal point is then w_bar = Pi(v_bar)."""
         if self.avg is None:
             return
-        kind, t, wbar, lbar = self.avg
+        kind, t, vbar, lbar = self.avg
         t += 1
         rho = averaging_rate(kind, t)
-        wbar = (1.0 - rho) * wbar + rho * self.w
-        self.avg = (kind, t, wbar, (1.0 - rho) * lbar + rho * self.ell)
+        vbar = (1.0 - rho) * vbar + rho * self.v
+        self.avg = (kind, t, vbar, (1.0 - rho) * lbar + rho * self.ell)

@@ -489,7 +489,7 @@ def check_state(state, d=None, nonneg=None, own=None):
     _check_aliasing(state, path)
 
 
-_SHARDED_FIELDS = ("n", "d", "lam", "fingerprint", "K", "sigma", "combine", "states", "w", "ell", "rounds",
+_SHARDED_FIELDS = ("n", "d", "lam", "fingerprint", "K", "sigma", "combine", "states", "v", "w", "ell", "rounds",
                    "steps", "passes", "avg", "full_gap", "needs_refresh", "last_gamma", "entropy", "files_round")
 # fields a sharded state written before they existed lacks (MP-BCFW on shards), as that state behaved
 _SHARDED_DEFAULTS = {"mp_iter": 0, "mp_approx_passes": 0, "mp_work": 0.0, "mp_exact_dual": 0.0,
@@ -500,9 +500,11 @@ def _check_sharded(st, d, nonneg):
     """A sharded fit's state (`structfw.solvers.sharded_state.ShardedState`): its global numbers, each
     shard's engine state on its own (`check_state` with ``own``), and across the shards the identities
     the rounds keep: sum_k n_k = n, lam_k = lam n / (n_k sigma'), l = sum_k (n_k / n) l_k and
-    w = sum_k w_k / sigma' (where the fields determine the shards' block sums; factored label weights
-    need the data and are checked when the fit continues)."""
+    v = sum_k w_k / sigma' with w = Pi(v) (where the fields determine the shards' block sums; factored
+    label weights need the data and are checked when the fit continues)."""
     path = "ShardedState"
+    if "v" not in vars(st):  # written before positivity ran on shards: v was w
+        st.v = st.w
     _expect_fields(st, path, _SHARDED_FIELDS, _SHARDED_DEFAULTS)
     n = _int(st.n, f"{path}.n", 1, MAX_SIZE)
     dd = _int(st.d, f"{path}.d", 1, MAX_SIZE)
@@ -516,7 +518,9 @@ def _check_sharded(st, d, nonneg):
     if sigma != (float(K) if combine == "add" else 1.0):
         raise ValueError(f"field '{path}.sigma' = {sigma!r}: expected sigma' = K = {K} with combine='add' and 1 "
                          "otherwise")
-    w = _finite(_array(st.w, f"{path}.w", (dd,), np.float64), f"{path}.w")
+    _primal_point(st, path, dd)
+    if d is not None:
+        _check_projection(st, path, nonneg)
     ell = _real(st.ell, f"{path}.ell")
     rounds = _int(st.rounds, f"{path}.rounds")
     _int(st.steps, f"{path}.steps")
@@ -570,7 +574,7 @@ def _check_sharded(st, d, nonneg):
            f"{path}.ell", "l = sum_k (n_k / n) l_k")
     if all(x is not None for x in sums):
         total = sum(x[0] for x in sums) / sigma
-        _close(w, total, sum(x[1] for x in sums) / sigma, f"{path}.w", "w = sum_k w_k (the shards' blocks)")
+        _close(st.v, total, sum(x[1] for x in sums) / sigma, f"{path}.v", "v = sum_k w_k (the shards' blocks)")
     _check_distinct(st, path)
 
 
